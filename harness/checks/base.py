@@ -1,0 +1,64 @@
+"""What every check gets (the scenario and its artifacts on disk) and what it returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Protocol
+
+from harness.artifacts import DumpTree, Metrics
+from harness.rundir import ScenarioDir
+from harness.scenario import Scenario
+
+Figure = float | int | str
+
+
+@dataclass
+class CheckResult:
+    check: str
+    problems: list[str] = field(default_factory=list)
+    figures: dict[str, Figure] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems
+
+
+@dataclass
+class CheckContext:
+    scenario: Scenario
+    dir: ScenarioDir
+
+    @cached_property
+    def tree(self) -> DumpTree:
+        return DumpTree.scan(self.dir.run("on").dumps)
+
+    @cached_property
+    def off_tree(self) -> DumpTree:
+        return DumpTree.scan(self.dir.run("off").dumps)
+
+    @cached_property
+    def metrics_off(self) -> Metrics:
+        return Metrics.read(self.dir.run("off").metrics)
+
+    @cached_property
+    def metrics_on(self) -> Metrics:
+        return Metrics.read(self.dir.run("on").metrics)
+
+    def dumps_of(self, stages: set[str] | None = None) -> list:
+        """Dump dirs of the expected steps and ranks (optionally only some stages)."""
+        s = self.scenario
+        return [
+            d
+            for d in self.tree.dirs
+            if d.step in s.expected_steps and d.rank in s.expected_ranks and (stages is None or d.stage in stages)
+        ]
+
+
+class Check(Protocol):
+    def __call__(self, ctx: CheckContext) -> CheckResult: ...
+
+
+def mb(n: float) -> str:
+    return f"{n / 1e6:.2f} MB"

@@ -1,0 +1,20 @@
+"""Known gaps: expected stages declared as producing nothing (reported as a strict xfail)."""
+
+from __future__ import annotations
+
+from harness.checks.base import CheckContext, CheckResult
+from harness.scenario import KnownGap
+
+
+def check_gap(ctx: CheckContext, gap: KnownGap) -> CheckResult:
+    """Fails while any stage of the gap has no dumps at the expected steps and ranks."""
+    s = ctx.scenario
+    res = CheckResult("known_gap")
+    found = {(d.step, d.stage, d.rank) for d in ctx.tree.dirs}
+    for stage in gap.stages:
+        missing = [(n, r) for n in s.expected_steps for r in s.expected_ranks if (n, stage, r) not in found]
+        res.figures[f"gap.{stage}.missing_dirs"] = len(missing)
+        if missing:
+            where = ", ".join(f"step_{n}/rank{r}" for n, r in missing)
+            res.problems.append(f"expected stage {stage} produced no dumps ({where})")
+    return res

@@ -1,0 +1,47 @@
+"""Layout: exactly the expected ``step_N/stage/step0/rankR`` dirs, each with its files; nothing else."""
+
+from __future__ import annotations
+
+from harness.checks.base import CheckContext, CheckResult
+
+
+def check_layout(ctx: CheckContext) -> CheckResult:
+    s = ctx.scenario
+    res = CheckResult("layout")
+    gaps = s.gap_stages
+    stages = [st for st in s.expected_stages if st not in gaps]
+    expected = {(step, st, r) for step in s.expected_steps for st in stages for r in s.expected_ranks}
+    found = {(d.step, d.stage, d.rank): d for d in ctx.tree.dirs}
+    profiled, allowed_stages = set(s.precision_debugger.steps), set(s.expected_stages)
+
+    for step, st, r in sorted(expected - found.keys()):
+        res.problems.append(f"missing dump dir step_{step}/{st}/step0/rank{r}")
+    for (step, st, r), d in sorted(found.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or -1)):
+        rel = d.path.relative_to(ctx.tree.root)
+        if (step, st, r) in expected:
+            continue
+        if st in gaps and step in s.expected_steps and r in s.expected_ranks:
+            continue  # a known gap that produced dumps: its own item reports that
+        if r is None:
+            why = "msprobe wrote proc<pid>, not rank<R>: torch.distributed was not initialised"
+        elif step not in profiled:
+            why = f"step {step} is not profiled (precision_debugger.steps {sorted(profiled)})"
+        elif st not in allowed_stages:
+            why = f"stage {st} is not in the stage set {sorted(allowed_stages)}"
+        else:
+            why = f"rank {r} or step {step} is not expected"
+        res.problems.append(f"unexpected dump dir {rel}: {why}")
+    for stray in ctx.tree.strays:
+        res.problems.append(f"unexpected path {stray} under the dump root (not step_N/stage/step0/rankR)")
+
+    want = {"dump.json"} | ({"stack.json", "construct.json"} if s.precision_debugger.extra_info else set())
+    for key in sorted(expected & found.keys()):
+        d = found[key]
+        if missing := sorted(want - d.files):
+            res.problems.append(f"{d.path.relative_to(ctx.tree.root)}: missing {', '.join(missing)}")
+    if ctx.off_tree.dirs or ctx.off_tree.strays:
+        res.problems.append(f"the off run (precision_debugger disabled) wrote dumps under {ctx.off_tree.root}")
+
+    res.figures["layout.expected_dirs"] = len(expected)
+    res.figures["layout.found_dirs"] = len(found)
+    return res

@@ -1,0 +1,42 @@
+"""Executor settings of a scenario: where its trainings run (a local process or a container)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Mount(Strict):
+    source: str
+    target: str
+    read_only: bool = True
+
+
+class DockerRuntime(Strict):
+    """Container settings; used when the executor kind is ``docker``."""
+
+    image: str = "verl-msprobe-harness:cpu"
+    npu_devices: list[Annotated[int, Field(ge=0)]] = Field(
+        default_factory=list, description="Ascend NPU ids: /dev/davinci{N} plus the driver devices and mounts"
+    )
+    ascend_runtime: bool = Field(False, description="use the Ascend container runtime (ASCEND_VISIBLE_DEVICES)")
+    gpus: list[Annotated[int, Field(ge=0)]] = Field(default_factory=list, description="CUDA GPU ids")
+    shm_size: str = "2g"
+    env: dict[str, str] = Field(default_factory=dict, description="extra container environment")
+    pass_env: list[str] = Field(default_factory=list, description="host variables passed through when set")
+    mounts: list[Mount] = Field(default_factory=list)
+    user: str | None = Field(None, description="uid:gid; default: the host user running the harness")
+    cpus: PositiveFloat | None = None
+    memory: str | None = Field(None, description='e.g. "8g"; the container is OOM-killed above it')
+    network: Literal["none", "host", "bridge"] = "host"
+
+
+class ExecutorSettings(Strict):
+    kind: Literal["local", "docker"] = "local"
+    timeout_s: PositiveFloat = Field(900, description="per training run; the run is killed past it")
+    docker: DockerRuntime = DockerRuntime()

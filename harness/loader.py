@@ -1,0 +1,133 @@
+"""Loading scenario files: YAML -> Scenario, with one readable line per problem (file:line: field: what)."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from harness.scenario import Scenario
+
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_]*$")
+
+
+class ScenarioError(Exception):
+    """An invalid scenario file; ``problems`` are complete, printable lines."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+def _node_at(root: yaml.Node | None, loc: tuple[Any, ...]) -> tuple[yaml.Node | None, bool]:
+    """The deepest YAML node along ``loc``, and whether it is the node for the full path."""
+    node = root
+    for part in loc:
+        child = None
+        if isinstance(node, yaml.MappingNode):
+            child = next((v for k, v in node.value if k.value == str(part)), None)
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            child = node.value[part]
+        if child is None:
+            return node, False
+        node = child
+    return node, True
+
+
+def _key_line(root: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
+    parent, _ = _node_at(root, loc[:-1])
+    if isinstance(parent, yaml.MappingNode):
+        for k, _v in parent.value:
+            if k.value == str(loc[-1]):
+                return k.start_mark.line + 1
+    return parent.start_mark.line + 1 if parent is not None else None
+
+
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The pydantic model that owns the last key of ``loc`` (for listing allowed fields)."""
+    model: Any = Scenario
+    for part in loc[:-1]:
+        if isinstance(part, int) or model is None:
+            continue
+        field = model.model_fields.get(part) if isinstance(model, type) and issubclass(model, BaseModel) else None
+        if field is None:
+            # a discriminated union member named by its tag, or a dict key
+            return None
+        model = field.annotation
+        model = next((a for a in getattr(model, "__args__", ()) if isinstance(a, type) and issubclass(a, BaseModel)), model)
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def _describe(err: dict[str, Any]) -> str:
+    loc = tuple(err["loc"])
+    if err["type"] == "extra_forbidden":
+        model = _model_at(loc)
+        allowed = sorted(f.alias or n for n, f in model.model_fields.items()) if model else []
+        close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        return f"unknown field{hint} (allowed: {', '.join(allowed)})" if allowed else "unknown field"
+    if err["type"] == "missing":
+        return "required field is missing"
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] not in ("value_error", "assertion_error") and "input" in err and not isinstance(err["input"], dict):
+        msg += f" (got {err['input']!r})"
+    return msg
+
+
+def format_errors(path: Path, root: yaml.Node | None, exc: ValidationError) -> list[str]:
+    lines = []
+    for err in exc.errors():
+        # a tagged union adds the tag to the location ("workload.cpu_ppo.seed"): drop it for the user
+        loc = tuple(p for i, p in enumerate(err["loc"]) if not (i > 0 and err["loc"][i - 1] == "workload" and p in _TAGS))
+        node, exact = _node_at(root, loc)
+        line = _key_line(root, loc) if err["type"] == "extra_forbidden" or not exact else None
+        if line is None and node is not None:
+            line = node.start_mark.line + 1
+        field = ".".join(str(p) for p in loc) or "(top level)"
+        lines.append(f"{path}:{line or 1}: {field}: {_describe(err)}")
+    return lines
+
+
+_TAGS = {"cpu_ppo", "verl_ppo"}
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Parse and validate one scenario file; raise ScenarioError with every problem found."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ScenarioError([f"{path}: cannot read: {exc.strerror}"]) from None
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise ScenarioError([f"{where}: YAML syntax error: {getattr(exc, 'problem', exc)}"]) from None
+    problems = []
+    if not NAME_RE.match(path.stem):
+        problems.append(f"{path}:1: file name: scenario names are lowercase letters, digits and '_' (rename the file)")
+    if not isinstance(data, dict):
+        raise ScenarioError([*problems, f"{path}:1: (top level): a scenario is a mapping of fields"])
+    try:
+        scenario = Scenario.model_validate(data)
+    except ValidationError as exc:
+        problems += format_errors(path, root, exc)
+    if problems:
+        raise ScenarioError(problems)
+    scenario._name = path.stem
+    return scenario
+
+
+def scenario_files(paths: Iterable[str | Path]) -> list[Path]:
+    """Scenario files named directly or found (``*.yaml``) in the given directories."""
+    found: list[Path] = []
+    for p in map(Path, paths):
+        found += sorted(p.glob("*.yaml")) if p.is_dir() else [p]
+    return found

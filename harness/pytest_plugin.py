@@ -1,0 +1,178 @@
+"""pytest plugin: each scenario file becomes one test item per check (``pytest scenarios/ -k NAME``).
+
+A scenario's trainings run in the setup of its first item (errors there are infrastructure ERRORs, not
+check FAILUREs) and are reused by its other items; under pytest-xdist all items of a scenario go to
+one worker (``--dist loadgroup``), and the file lock in ``harness.runs`` keeps it to one run anyway.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.checks import CHECKS, Check, CheckContext, CheckResult
+from harness.checks.known_gap import check_gap
+from harness.executors.base import InfraError
+from harness.loader import ScenarioError, load_scenario
+from harness.results import record_check
+from harness.runs import ensure_runs
+from harness.scenario import KnownGap, Scenario
+
+TRAINED = "harness.trained_s"
+
+
+class CheckFailed(Exception):
+    def __init__(self, scenario: str, result: CheckResult) -> None:
+        lines = [f"{scenario}: {result.check} check failed:"] + [f"  - {p}" for p in result.problems]
+        super().__init__("\n".join(lines))
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    g = parser.getgroup("harness", "verl precision_debugger regression harness")
+    g.addoption("--harness-results", default="results", help="results directory (default: ./results)")
+    g.addoption("--executor", choices=["local", "docker"], default=None, help="override every scenario's executor")
+    g.addoption(
+        "--harness-reuse",
+        action="store_true",
+        help="reuse successful trainings of an earlier session when the scenario's run settings are unchanged",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if getattr(config.option, "dist", "no") == "load":
+        config.option.dist = "loadgroup"  # keep a scenario's items (and so its trainings) on one worker
+    workerinput = getattr(config, "workerinput", None)
+    config.stash[_SESSION] = workerinput["testrunuid"] if workerinput else uuid.uuid4().hex
+    if workerinput is None:
+        workers = config.getoption("numprocesses", None) or 1
+        config.pluginmanager.register(TimeBreakdown(int(workers) if str(workers).isdigit() else 2), "harness-times")
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    if file_path.suffix in (".yaml", ".yml") and file_path.parent.name == "scenarios":
+        return ScenarioFile.from_parent(parent, path=file_path)
+    return None
+
+
+class ScenarioFile(pytest.File):
+    def collect(self) -> list[pytest.Item]:
+        scenario = load_scenario(self.path)
+        items: list[pytest.Item] = [
+            CheckItem.from_parent(self, name=name, scenario=scenario, check=check) for name, check in CHECKS.items()
+        ]
+        for gap in scenario.expect.known_gaps:
+            item = GapItem.from_parent(self, name=f"known_gap[{'+'.join(gap.stages)}]", scenario=scenario, gap=gap)
+            item.add_marker(pytest.mark.xfail(reason=gap.reason, strict=True, raises=CheckFailed))
+            items.append(item)
+        for item in items:
+            item.add_marker(pytest.mark.xdist_group(scenario.name))
+        return items
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> str:  # type: ignore[override]
+        if isinstance(excinfo.value, ScenarioError):
+            return f"invalid scenario file ({len(excinfo.value.problems)} problems):\n" + str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+
+class ScenarioItem(pytest.Item):
+    def __init__(self, *, scenario: Scenario, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.scenario = scenario
+
+    def setup(self) -> None:
+        config = self.config
+        self.runs = ensure_runs(
+            self.scenario,
+            Path(config.getoption("harness_results")).resolve(),
+            config.stash[_SESSION],
+            config.getoption("executor"),
+            reuse=config.getoption("harness_reuse"),
+        )
+        if self.runs.trained_s:
+            self.user_properties.append((TRAINED, round(self.runs.trained_s, 3)))
+        for mode, rec in self.runs.records.items():
+            self.user_properties.append((f"run.{mode}.wall_s", round(rec.result.wall_s, 3)))
+
+    def evaluate(self) -> CheckResult:
+        raise NotImplementedError
+
+    def runtest(self) -> None:
+        result = self.evaluate()
+        self.user_properties += list(result.figures.items())
+        reason = getattr(self, "gap", None) and self.gap.reason
+        record_check(self.scenario, self.runs, result, xfail_reason=reason)
+        if result.notes:
+            self.add_report_section("call", "harness", "\n".join(result.notes))
+        if not result.passed:
+            raise CheckFailed(self.scenario.name, result)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> str:  # type: ignore[override]
+        if isinstance(excinfo.value, CheckFailed):
+            return str(excinfo.value)
+        if isinstance(excinfo.value, InfraError):
+            return f"INFRASTRUCTURE ERROR (not a check verdict): {excinfo.value}"
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        return self.path, 0, f"{self.scenario.name}::{self.name}"
+
+
+class CheckItem(ScenarioItem):
+    def __init__(self, *, check: Check, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.check = check
+
+    def evaluate(self) -> CheckResult:
+        return self.check(CheckContext(self.scenario, self.runs.dir))
+
+
+class GapItem(ScenarioItem):
+    def __init__(self, *, gap: KnownGap, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.gap = gap
+
+    def evaluate(self) -> CheckResult:
+        return check_gap(CheckContext(self.scenario, self.runs.dir), self.gap)
+
+
+_SESSION = pytest.StashKey[str]()
+
+
+class TimeBreakdown:
+    """Session wall time vs. time inside training processes, printed at the end of the run."""
+
+    def __init__(self, workers: int) -> None:
+        self.start = time.monotonic()
+        self.workers = workers
+        self.trained: dict[str, float] = defaultdict(float)
+        self.checks: dict[str, float] = defaultdict(float)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        scenario = Path(report.nodeid.split("::")[0]).stem
+        for key, value in report.user_properties if report.when == "setup" else ():
+            if key == TRAINED:
+                self.trained[scenario] += float(value)
+        if report.when == "call" and scenario in self.trained:
+            self.checks[scenario] += report.duration
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.trained:
+            return
+        wall = time.monotonic() - self.start
+        trained = sum(self.trained.values())
+        tr = terminalreporter
+        tr.section("harness time breakdown")
+        tr.write_line(f"{'scenario':<28}{'trainings (off+on)':>20}{'checks':>10}")
+        for name in sorted(self.trained):
+            tr.write_line(f"{name:<28}{self.trained[name]:>19.1f}s{self.checks[name]:>9.1f}s")
+        line = f"session wall {wall:.1f}s; inside training processes {trained:.1f}s"
+        if self.workers > 1:
+            line += f" (summed over {self.workers} xdist workers)"
+        else:
+            line += f" ({100 * trained / wall:.0f}%); harness overhead {wall - trained:.1f}s ({100 * (wall - trained) / wall:.0f}%)"
+        tr.write_line(line)

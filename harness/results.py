@@ -1,0 +1,62 @@
+"""results.json: every measured figure and verdict of one scenario, merged as checks finish."""
+
+from __future__ import annotations
+
+import json
+import platform
+from importlib import metadata
+from typing import Any
+
+from filelock import FileLock
+
+from harness.checks.base import CheckResult
+from harness.runs import ScenarioRuns
+from harness.scenario import Scenario
+
+PACKAGES = ("verl", "mindstudio-probe", "torch", "torch_npu", "transformers")
+
+
+def environment(scenario: Scenario) -> dict[str, Any]:
+    env: dict[str, Any] = {"python": platform.python_version(), "machine": platform.machine()}
+    for pkg in PACKAGES:
+        try:
+            env[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            env[pkg] = None
+    env["device"] = scenario.device
+    env["executor"] = scenario.executor.kind
+    if scenario.executor.kind == "docker":
+        env["image"] = scenario.executor.docker.image
+    return env
+
+
+def record_check(scenario: Scenario, runs: ScenarioRuns, result: CheckResult, xfail_reason: str | None = None) -> None:
+    path = runs.dir.results
+    with FileLock(str(runs.dir.lock) + ".results"):
+        try:
+            doc = json.loads(path.read_text())
+        except (OSError, ValueError):
+            doc = {}
+        if doc.get("session") != runs.session:
+            doc = {
+                "scenario": scenario.name,
+                "session": runs.session,
+                "settings": {
+                    "engine": scenario.engine,
+                    "world_size": scenario.world_size,
+                    "steps": scenario.steps,
+                    "workload": scenario.workload.kind,
+                    "precision_debugger": scenario.precision_debugger.model_dump(by_alias=True),
+                },
+                "environment": environment(scenario),
+                "runs": {m: {"argv": r.argv, "executor": r.executor, **r.result.to_dict()} for m, r in runs.records.items()},
+                "checks": {},
+            }
+        doc["checks"][result.check] = {
+            "passed": result.passed,
+            "problems": result.problems,
+            "notes": result.notes,
+            "figures": result.figures,
+            **({"xfail_reason": xfail_reason} if xfail_reason else {}),
+        }
+        path.write_text(json.dumps(doc, indent=2, sort_keys=False))

@@ -1,0 +1,67 @@
+"""Where one scenario's artifacts live on disk; every later stage reads from here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+Mode = Literal["off", "on"]
+MODES: tuple[Mode, ...] = ("off", "on")
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """One training run: ``<results>/<scenario>/<mode>/``."""
+
+    root: Path
+
+    @property
+    def mode(self) -> Mode:
+        return self.root.name  # type: ignore[return-value]
+
+    @property
+    def spec(self) -> Path:
+        return self.root / "spec.json"
+
+    @property
+    def msprobe_config(self) -> Path:
+        return self.root / "msprobe_config.json"
+
+    @property
+    def metrics(self) -> Path:
+        return self.root / "metrics.jsonl"
+
+    @property
+    def log(self) -> Path:
+        return self.root / "train.log"
+
+    @property
+    def dumps(self) -> Path:
+        return self.root / "dumps"
+
+    @property
+    def record(self) -> Path:
+        return self.root / "run.json"
+
+
+@dataclass(frozen=True)
+class ScenarioDir:
+    """``<results>/<scenario>/``: both runs, the cache marker and results.json."""
+
+    root: Path
+
+    def run(self, mode: Mode) -> RunDir:
+        return RunDir(self.root / mode)
+
+    @property
+    def lock(self) -> Path:
+        return self.root.parent / f".{self.root.name}.lock"
+
+    @property
+    def runs_record(self) -> Path:
+        return self.root / "runs.json"
+
+    @property
+    def results(self) -> Path:
+        return self.root / "results.json"

@@ -1,0 +1,103 @@
+"""The embedded CPU workload: tiny Qwen2 actor/ref/critic trained PPO-style (see ``cpu_ppo_train``)."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
+
+from harness.msprobe_config import msprobe_config
+from harness.rundir import RunDir
+from harness.workloads.base import Launch
+
+if TYPE_CHECKING:
+    from harness.scenario import Scenario
+
+CRITIC_STAGES = {"compute_values", "critic_update"}
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TinyQwen2(Strict):
+    """A transformers Qwen2Config, randomly initialised: nothing is downloaded."""
+
+    vocab_size: PositiveInt = 256
+    hidden_size: PositiveInt = 64
+    intermediate_size: PositiveInt = 128
+    num_hidden_layers: PositiveInt = 3
+    num_attention_heads: PositiveInt = 4
+    num_key_value_heads: PositiveInt = 2
+    max_position_embeddings: PositiveInt = 128
+
+
+class CpuPpoSettings(Strict):
+    kind: Literal["cpu_ppo"]
+    model: TinyQwen2 = TinyQwen2()
+    seed: int = 0
+    batch_size: PositiveInt = 4
+    prompt_length: PositiveInt = 16
+    response_length: PositiveInt = 16
+    lr: PositiveFloat = 1e-4
+    critic: bool = Field(False, description="train a critic (compute_values, critic_update)")
+    critic_roles: Literal["engine_workers", "documented"] = Field(
+        "engine_workers",
+        description="engine_workers: annotate the critic as verl 0.9.1's engine workers do (role train_batch, "
+        "never dumped); documented: with the stage names verl's docs list",
+    )
+    threads_per_rank: PositiveInt = 1
+
+    def check_scenario(self, scenario: Scenario) -> None:
+        if scenario.device != "cpu":
+            raise ValueError("workload cpu_ppo runs on device 'cpu' only")
+        wanted = CRITIC_STAGES & (set(scenario.precision_debugger.stages) | set(scenario.expected_stages))
+        if wanted and not self.critic:
+            raise ValueError(f"stages {sorted(wanted)} need a critic: set workload.critic: true")
+        if "compute_rm_score" in scenario.expected_stages:
+            raise ValueError("workload cpu_ppo has no reward model: compute_rm_score cannot be expected")
+        if self.prompt_length + self.response_length > self.model.max_position_embeddings:
+            raise ValueError("prompt_length + response_length exceeds model.max_position_embeddings")
+
+
+class CpuPpo:
+    def prepare(self, scenario: Scenario, run: RunDir, enabled: bool) -> Launch:
+        s: CpuPpoSettings = scenario.workload  # type: ignore[assignment]
+        run.root.mkdir(parents=True, exist_ok=True)
+        profiler = None
+        if enabled:
+            pd = scenario.precision_debugger
+            cfg = msprobe_config(pd, dump_path=str(run.dumps))
+            run.msprobe_config.write_text(json.dumps(cfg, indent=2))
+            profiler = {
+                "save_path": str(run.dumps),
+                "steps": pd.steps,
+                "stages": pd.stages,
+                "config_path": str(run.msprobe_config),
+                "strict": pd.strict,
+            }
+        spec = {
+            "engine": scenario.engine,
+            "world_size": scenario.world_size,
+            "steps": scenario.steps,
+            "seed": s.seed,
+            "model": s.model.model_dump(),
+            "batch_size": s.batch_size,
+            "prompt_length": s.prompt_length,
+            "response_length": s.response_length,
+            "lr": s.lr,
+            "critic": s.critic,
+            "critic_roles": s.critic_roles,
+            "threads_per_rank": s.threads_per_rank,
+            "store_path": str(run.root / "pg_store"),
+            "profiler": profiler,
+        }
+        run.spec.write_text(json.dumps(spec, indent=2))
+        return Launch(
+            module="harness.workloads.cpu_ppo_train",
+            args=[str(run.spec)],
+            env={"VERL_FILE_LOGGER_PATH": str(run.metrics)},
+            workdir=run.root,
+            ranks=scenario.world_size,
+        )

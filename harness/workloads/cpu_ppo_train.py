@@ -1,0 +1,290 @@
+"""The embedded CPU workload: a short, real PPO-shaped training driven through verl's own profiler.
+
+Run as ``python -m harness.workloads.cpu_ppo_train SPEC.json`` (the harness writes SPEC.json). The
+parent process imports torch, transformers, verl (and msprobe for "on" runs) once, then forks one
+process per rank; ranks meet through a gloo FileStore in the run directory, so parallel runs never
+race for ports.
+
+What makes this a test of the integration and not a copy of it:
+- stage methods carry ``@DistProfiler.annotate(role=...)`` exactly like verl 0.9.1's engine workers,
+  the worker holds its ``DistProfiler`` as ``.profiler`` and its models at the attribute paths verl's
+  ``PrecisionDebuggerProfiler`` resolves (``actor.engine.module``, ``ref.engine.module``,
+  ``critic.engine.module``);
+- the loop starts and stops profiling around the profiled global steps as verl's ``RayPPOTrainer``
+  does (``start_profile(role="train", profile_step=N)`` outside the ``step`` timer);
+- timings go through verl's own ``marked_timer`` and ``FileLogger`` (``timing_s/<name>``).
+
+Engines: ``fsdp`` shards every model with FSDP2 (``fully_shard``) on CPU; ``megatron`` holds each model
+as a list of chunks wrapped in torch DDP, the way verl's Megatron engine exposes ``engine.module``. It is
+NOT megatron-core: it reproduces the layout verl's profiler sees, not Megatron's parallelism.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen2ForTokenClassification
+from verl.trainer.ppo.core_algos import compute_gae_advantage_return
+from verl.utils.profiler import DistProfiler, ProfilerConfig
+from verl.utils.profiler.config import PrecisionDebuggerToolConfig
+from verl.utils.profiler.performance import simple_timer
+from verl.utils.tracking import FileLogger
+
+
+@dataclass
+class ProfilerSpec:
+    save_path: str
+    steps: list[int]
+    stages: list[str]
+    config_path: str
+    strict: bool = False
+
+
+@dataclass
+class TrainSpec:
+    """What the harness asks of one training run (written as JSON by ``workloads.cpu_ppo``)."""
+
+    engine: str
+    world_size: int
+    steps: int
+    seed: int
+    model: dict[str, Any]
+    batch_size: int
+    prompt_length: int
+    response_length: int
+    lr: float
+    critic: bool
+    critic_roles: str
+    threads_per_rank: int
+    store_path: str
+    profiler: ProfilerSpec | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, path: str | Path) -> TrainSpec:
+        raw = json.loads(Path(path).read_text())
+        prof = raw.pop("profiler", None)
+        return cls(**raw, profiler=ProfilerSpec(**prof) if prof else None)
+
+
+def make_profiler(spec: TrainSpec, rank: int) -> DistProfiler:
+    """A DistProfiler configured as verl's trainer configures it from ``global_profiler``."""
+    if spec.profiler is None:
+        return DistProfiler(rank=rank, config=ProfilerConfig(tool=None, enable=False, save_path=None, tool_config=None))
+    p = spec.profiler
+    tool_config = PrecisionDebuggerToolConfig(config_path=p.config_path, stages=list(p.stages), strict=p.strict)
+    config = ProfilerConfig(tool="precision_debugger", enable=True, save_path=p.save_path, tool_config=tool_config)
+    return DistProfiler(rank=rank, config=config, tool_config=tool_config)
+
+
+class Engine:
+    """Holds a model the way verl's engines expose it: ``.module`` (a list of chunks for Megatron)."""
+
+    def __init__(self, model: torch.nn.Module, kind: str, trainable: bool, lr: float) -> None:
+        if kind == "fsdp":
+            from torch.distributed.fsdp import fully_shard
+
+            for layer in model.model.layers:
+                fully_shard(layer)
+            fully_shard(model)
+            self.module: Any = model
+        elif kind == "megatron":
+            from torch.nn.parallel import DistributedDataParallel
+
+            model = DistributedDataParallel(model) if trainable else model
+            self.module = [model]
+        else:
+            raise ValueError(f"unknown engine {kind!r}")
+        self.model = model
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=lr) if trainable else None
+
+    def __call__(self, **inputs: torch.Tensor) -> torch.Tensor:
+        return self.model(**inputs).logits
+
+    def step(self, loss: torch.Tensor) -> None:
+        assert self.optimizer is not None
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+
+
+def response_logprobs(logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    resp = batch["responses"]
+    logits = logits[:, -resp.shape[1] - 1 : -1, :]
+    return torch.log_softmax(logits.float(), dim=-1).gather(-1, resp.unsqueeze(-1)).squeeze(-1)
+
+
+class ActorRefWorker:
+    """Mirrors verl 0.9.1 ``ActorRolloutRefWorker``: same method names, roles and model attributes."""
+
+    def __init__(self, profiler: DistProfiler, actor: Engine, ref: Engine) -> None:
+        self.profiler = profiler
+        self.actor = SimpleNamespace(engine=actor)
+        self.ref = SimpleNamespace(engine=ref)
+
+    @DistProfiler.annotate(color="blue", role="actor_compute_log_prob")
+    def compute_log_prob(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        with torch.no_grad():
+            return response_logprobs(self.actor.engine(input_ids=batch["input_ids"]), batch)
+
+    @DistProfiler.annotate(color="olive", role="ref_compute_log_prob")
+    def compute_ref_log_prob(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        with torch.no_grad():
+            return response_logprobs(self.ref.engine(input_ids=batch["input_ids"]), batch)
+
+    @DistProfiler.annotate(color="red", role="actor_update")
+    def update_actor(self, batch: dict[str, torch.Tensor], clip: float = 0.2, kl_coef: float = 0.01) -> float:
+        logp = response_logprobs(self.actor.engine(input_ids=batch["input_ids"]), batch)
+        ratio = torch.exp(logp - batch["old_log_probs"])
+        adv = batch["advantages"]
+        pg = torch.maximum(-adv * ratio, -adv * torch.clamp(ratio, 1 - clip, 1 + clip)).mean()
+        loss = pg + kl_coef * (logp - batch["ref_log_prob"]).mean()
+        self.actor.engine.step(loss)
+        return float(loss.detach())
+
+
+class CriticWorker:
+    """The critic, with its stage methods annotated one of two ways (``critic_roles``).
+
+    ``engine_workers``: as verl 0.9.1's engine workers do: ``infer_batch`` is not annotated and
+    ``train_batch`` carries role ``train_batch``, which is not a precision_debugger stage, so the critic is
+    never dumped (the known gap). ``documented``: with the stage names verl's documentation lists
+    (``compute_values`` / ``critic_update``), which is what a fixed verl would do.
+    """
+
+    def __init__(self, profiler: DistProfiler, critic: Engine) -> None:
+        self.profiler = profiler
+        self.critic = SimpleNamespace(engine=critic)
+
+    def _values(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        values = self.critic.engine(input_ids=batch["input_ids"])[..., 0]
+        return values[:, -batch["responses"].shape[1] - 1 : -1]
+
+    def _train(self, batch: dict[str, torch.Tensor]) -> float:
+        loss = 0.5 * ((self._values(batch) - batch["returns"]) ** 2).mean()
+        self.critic.engine.step(loss)
+        return float(loss.detach())
+
+    @DistProfiler.annotate(color="cyan", role="compute_values")
+    def compute_values_documented(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        with torch.no_grad():
+            return self._values(batch)
+
+    @DistProfiler.annotate(color="pink", role="critic_update")
+    def update_critic_documented(self, batch: dict[str, torch.Tensor]) -> float:
+        return self._train(batch)
+
+    def infer_batch(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        with torch.no_grad():
+            return self._values(batch)
+
+    @DistProfiler.annotate(color="red", role="train_batch")
+    def train_batch(self, batch: dict[str, torch.Tensor]) -> float:
+        return self._train(batch)
+
+
+def make_batch(spec: TrainSpec, step: int, rank: int) -> dict[str, torch.Tensor]:
+    """Prompts and sampled responses standing in for rollout generation; identical in off and on runs."""
+    gen = torch.Generator().manual_seed(spec.seed * 1_000_003 + step * 1009 + rank)
+    vocab = spec.model["vocab_size"]
+    prompts = torch.randint(0, vocab, (spec.batch_size, spec.prompt_length), generator=gen)
+    responses = torch.randint(0, vocab, (spec.batch_size, spec.response_length), generator=gen)
+    return {"input_ids": torch.cat([prompts, responses], dim=1), "responses": responses}
+
+
+def build_models(spec: TrainSpec) -> tuple[ActorRefWorker, CriticWorker | None]:
+    cfg = Qwen2Config(**spec.model, num_labels=1)
+    torch.manual_seed(spec.seed)
+    actor = Qwen2ForCausalLM(cfg)
+    ref = Qwen2ForCausalLM(cfg)
+    ref.load_state_dict(actor.state_dict())
+    ref.requires_grad_(False)
+    critic = Qwen2ForTokenClassification(cfg) if spec.critic else None
+    return actor, ref, critic
+
+
+def train(rank: int, spec: TrainSpec) -> None:
+    torch.set_num_threads(spec.threads_per_rank)
+    store = dist.FileStore(spec.store_path, spec.world_size)
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=spec.world_size)
+    try:
+        _train(rank, spec)
+    finally:
+        dist.destroy_process_group()
+
+
+def _train(rank: int, spec: TrainSpec) -> None:
+    actor, ref, critic = build_models(spec)
+    profiler = make_profiler(spec, rank)
+    policy = ActorRefWorker(
+        profiler, Engine(actor, spec.engine, True, spec.lr), Engine(ref, spec.engine, False, spec.lr)
+    )
+    critic_worker = CriticWorker(make_profiler(spec, rank), Engine(critic, spec.engine, True, spec.lr)) if critic else None
+    documented = spec.critic_roles == "documented"
+    logger = FileLogger(project_name="harness", experiment_name="cpu_ppo") if rank == 0 else None
+    profiled = set(spec.profiler.steps) if spec.profiler else set()
+
+    def timed(name: str, timing: dict[str, float], fn, *args):  # noqa: ANN001, ANN202
+        with simple_timer(name, timing):
+            out = fn(*args)
+            dist.barrier()  # the driver's timer in verl waits for every rank
+        return out
+
+    for step in range(1, spec.steps + 1):
+        timing: dict[str, float] = {}
+        workers = [policy] + ([critic_worker] if critic_worker else [])
+        if step in profiled:
+            policy.profiler.start(role="train", profile_step=step)
+            if critic_worker:
+                critic_worker.profiler.start(profile_step=step)
+        with simple_timer("step", timing):
+            batch = make_batch(spec, step, rank)
+            batch["old_log_probs"] = timed("old_log_prob", timing, policy.compute_log_prob, batch)
+            batch["ref_log_prob"] = timed("ref", timing, policy.compute_ref_log_prob, batch)
+            rewards = torch.zeros_like(batch["old_log_probs"])
+            rewards[:, -1] = (batch["responses"] % 2 == 0).float().mean(-1)
+            metrics: dict[str, float] = {}
+            if critic_worker:
+                values_fn = critic_worker.compute_values_documented if documented else critic_worker.infer_batch
+                values = timed("values", timing, values_fn, batch)
+                mask = torch.ones_like(values)
+                adv, ret = compute_gae_advantage_return(rewards, values, mask, gamma=1.0, lam=0.95)
+                batch["advantages"], batch["returns"] = adv, ret
+                update_fn = critic_worker.update_critic_documented if documented else critic_worker.train_batch
+                metrics["critic/vf_loss"] = timed("update_critic", timing, update_fn, batch)
+            else:
+                batch["advantages"] = rewards.sum(-1, keepdim=True) - rewards.sum(-1).mean()
+            metrics["actor/loss"] = timed("update_actor", timing, policy.update_actor, batch)
+        if step in profiled:
+            for w in workers:
+                w.profiler.stop()
+        if logger is not None:
+            logger.log(data={**metrics, **{f"timing_s/{k}": v for k, v in timing.items()}}, step=step)
+    if logger is not None:
+        logger.finish()
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    spec = TrainSpec.load(argv[0])
+    if spec.profiler is not None:
+        import msprobe.pytorch  # noqa: F401  # once, before the loop, so no profiled step pays for the import
+    started = time.monotonic()
+    mp.start_processes(train, args=(spec,), nprocs=spec.world_size, start_method="fork", join=True)
+    print(f"cpu_ppo: {spec.steps} steps on {spec.world_size} rank(s) in {time.monotonic() - started:.1f}s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    sys.exit(main())
