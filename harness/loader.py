@@ -59,7 +59,9 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
             # a discriminated union member named by its tag, or a dict key
             return None
         model = field.annotation
-        model = next((a for a in getattr(model, "__args__", ()) if isinstance(a, type) and issubclass(a, BaseModel)), model)
+        model = next(
+            (a for a in getattr(model, "__args__", ()) if isinstance(a, type) and issubclass(a, BaseModel)), model
+        )
     return model if isinstance(model, type) and issubclass(model, BaseModel) else None
 
 
@@ -83,7 +85,9 @@ def format_errors(path: Path, root: yaml.Node | None, exc: ValidationError) -> l
     lines = []
     for err in exc.errors():
         # a tagged union adds the tag to the location ("workload.cpu_ppo.seed"): drop it for the user
-        loc = tuple(p for i, p in enumerate(err["loc"]) if not (i > 0 and err["loc"][i - 1] == "workload" and p in _TAGS))
+        loc = tuple(
+            p for i, p in enumerate(err["loc"]) if not (i > 0 and err["loc"][i - 1] == "workload" and p in _TAGS)
+        )
         node, exact = _node_at(root, loc)
         line = _key_line(root, loc) if err["type"] == "extra_forbidden" or not exact else None
         if line is None and node is not None:
@@ -118,7 +122,7 @@ def load_scenario(path: str | Path) -> Scenario:
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
-        problems += format_errors(path, root, exc)
+        problems += sorted(format_errors(path, root, exc), key=lambda line: int(line.split(":")[1]))
     if problems:
         raise ScenarioError(problems)
     scenario._name = path.stem

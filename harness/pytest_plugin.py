@@ -174,5 +174,6 @@ class TimeBreakdown:
         if self.workers > 1:
             line += f" (summed over {self.workers} xdist workers)"
         else:
-            line += f" ({100 * trained / wall:.0f}%); harness overhead {wall - trained:.1f}s ({100 * (wall - trained) / wall:.0f}%)"
+            rest = wall - trained
+            line += f" ({100 * trained / wall:.0f}%); harness overhead {rest:.1f}s ({100 * rest / wall:.0f}%)"
         tr.write_line(line)

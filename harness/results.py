@@ -49,7 +49,9 @@ def record_check(scenario: Scenario, runs: ScenarioRuns, result: CheckResult, xf
                     "precision_debugger": scenario.precision_debugger.model_dump(by_alias=True),
                 },
                 "environment": environment(scenario),
-                "runs": {m: {"argv": r.argv, "executor": r.executor, **r.result.to_dict()} for m, r in runs.records.items()},
+                "runs": {
+                    m: {"argv": r.argv, "executor": r.executor, **r.result.to_dict()} for m, r in runs.records.items()
+                },
                 "checks": {},
             }
         doc["checks"][result.check] = {

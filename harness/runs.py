@@ -77,9 +77,7 @@ def _load(sdir: ScenarioDir, session: str, scenario: Scenario, reuse: bool) -> S
     same_session = raw.get("session") == session
     if not same_session and not (reuse and raw.get("fingerprint") == fingerprint(scenario) and not _failed(raw)):
         return None
-    records = {
-        m: RunRecord(**{**r, "result": ExecResult(**r["result"])}) for m, r in raw["records"].items()
-    }
+    records = {m: RunRecord(**{**r, "result": ExecResult(**r["result"])}) for m, r in raw["records"].items()}
     return ScenarioRuns(sdir, raw["session"], records, trained_s=0.0)
 
 
@@ -115,8 +113,11 @@ def _run_both(scenario: Scenario, sdir: ScenarioDir, session: str, executor_kind
     for mode in MODES:
         run = sdir.run(mode)
         launch = workload.prepare(scenario, run, enabled=mode == "on")
-        labels = {f"{LABEL_PREFIX}.session": session, f"{LABEL_PREFIX}.scenario": scenario.name,
-                  f"{LABEL_PREFIX}.run": mode}
+        labels = {
+            f"{LABEL_PREFIX}.session": session,
+            f"{LABEL_PREFIX}.scenario": scenario.name,
+            f"{LABEL_PREFIX}.run": mode,
+        }
         try:
             res = executor.execute(launch, run, scenario.executor, labels)
             error = _verdict(res, scenario.executor.timeout_s, run.log)
@@ -128,6 +129,13 @@ def _run_both(scenario: Scenario, sdir: ScenarioDir, session: str, executor_kind
             break  # the on run is pointless without a baseline
     runs = ScenarioRuns(sdir, session, records, trained_s=time.monotonic() - started)
     sdir.runs_record.write_text(
-        json.dumps({"session": session, "fingerprint": fingerprint(scenario), "records": {m: asdict(r) for m, r in records.items()}}, indent=2)
+        json.dumps(
+            {
+                "session": session,
+                "fingerprint": fingerprint(scenario),
+                "records": {m: asdict(r) for m, r in records.items()},
+            },
+            indent=2,
+        )
     )
     return runs

@@ -94,7 +94,9 @@ class OverheadBudget(Strict):
     """Step time with precision_debugger on / off, at the same global step number."""
 
     statistic: Literal["median", "mean", "max"] = "median"
-    warmup_steps: Annotated[int, Field(ge=0, description="first steps reported but not judged (allocation, caches)")] = 1
+    warmup_steps: Annotated[
+        int, Field(ge=0, description="first steps reported but not judged (allocation, caches)")
+    ] = 1
     max_profiled_ratio: PositiveFloat
     max_unprofiled_ratio: PositiveFloat
     max_stage_ratio: dict[Stage, PositiveFloat] = Field(default_factory=dict)

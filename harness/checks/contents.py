@@ -89,9 +89,9 @@ def _check_tensor(rel: str, name: str, where: str, t: dict[str, Any], ctx: dict[
     single = isinstance(t.get("shape"), list) and math.prod(t["shape"]) == 1
     if isinstance(norm, int | float) and norm < 0 and not single:  # msprobe reports a scalar's value as its Norm
         out.add("stats", f"{label}: Norm {norm} < 0")
-    if ctx["task"] == "tensor" and (data_name := t.get("data_name")):
-        if not (ctx["tensor_dir"] / data_name).is_file():
-            out.add("tensor", f"{label}: tensor file dump_tensor_data/{data_name} is missing")
+    data_name = t.get("data_name")
+    if ctx["task"] == "tensor" and data_name and not (ctx["tensor_dir"] / data_name).is_file():
+        out.add("tensor", f"{label}: tensor file dump_tensor_data/{data_name} is missing")
 
 
 def _check_dump(ctx: CheckContext, d: DumpDir, out: _Problems, counts: Counter, found: dict[str, list[str]]) -> None:

@@ -229,12 +229,14 @@ def _train(rank: int, spec: TrainSpec) -> None:
     policy = ActorRefWorker(
         profiler, Engine(actor, spec.engine, True, spec.lr), Engine(ref, spec.engine, False, spec.lr)
     )
-    critic_worker = CriticWorker(make_profiler(spec, rank), Engine(critic, spec.engine, True, spec.lr)) if critic else None
+    critic_worker = (
+        CriticWorker(make_profiler(spec, rank), Engine(critic, spec.engine, True, spec.lr)) if critic else None
+    )
     documented = spec.critic_roles == "documented"
     logger = FileLogger(project_name="harness", experiment_name="cpu_ppo") if rank == 0 else None
     profiled = set(spec.profiler.steps) if spec.profiler else set()
 
-    def timed(name: str, timing: dict[str, float], fn, *args):  # noqa: ANN001, ANN202
+    def timed(name: str, timing: dict[str, float], fn, *args):
         with simple_timer(name, timing):
             out = fn(*args)
             dist.barrier()  # the driver's timer in verl waits for every rank

@@ -1,0 +1,123 @@
+"""Command line: ``python -m harness {validate,run,schema} ...``.
+
+Exit codes: 0 all good; 1 a check failed; 2 invalid input or an infrastructure error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import uuid
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from harness.checks import CHECKS, CheckContext, CheckResult
+from harness.checks.known_gap import check_gap
+from harness.executors.base import InfraError
+from harness.loader import ScenarioError, load_scenario, scenario_files
+from harness.results import record_check
+from harness.runs import ensure_runs
+from harness.scenario import Scenario
+
+console = Console(highlight=False)
+
+
+def _load_all(paths: list[str]) -> tuple[list[Scenario], list[str]]:
+    scenarios, problems = [], []
+    files = scenario_files(paths)
+    if not files:
+        problems.append(f"no scenario files found in {' '.join(paths)}")
+    for f in files:
+        try:
+            scenarios.append(load_scenario(f))
+        except ScenarioError as exc:
+            problems += exc.problems
+    return scenarios, problems
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    scenarios, problems = _load_all(args.paths)
+    for line in problems:
+        print(line, file=sys.stderr)
+    for s in scenarios:
+        print(f"ok  {s.name}")
+    return 2 if problems else 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    text = json.dumps(Scenario.model_json_schema(by_alias=True), indent=2) + "\n"
+    if args.output:
+        Path(args.output).write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def evaluate(scenario: Scenario, results: Path, session: str, executor: str | None, reuse: bool) -> list[CheckResult]:
+    """The same runs and checks as the pytest items, outside pytest."""
+    runs = ensure_runs(scenario, results, session, executor, reuse=reuse)
+    ctx = CheckContext(scenario, runs.dir)
+    out = []
+    for check in CHECKS.values():
+        out.append(result := check(ctx))
+        record_check(scenario, runs, result)
+    for gap in scenario.expect.known_gaps:
+        out.append(result := check_gap(ctx, gap))
+        record_check(scenario, runs, result, xfail_reason=gap.reason)
+    return out
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    scenarios, problems = _load_all(args.paths)
+    if problems:
+        for line in problems:
+            print(line, file=sys.stderr)
+        return 2
+    session, results, status = uuid.uuid4().hex, Path(args.results).resolve(), 0
+    table = Table("scenario", "check", "verdict", "key figures", title=f"results in {results}")
+    for s in scenarios:
+        console.print(
+            f"[bold]{s.name}[/]: training off and on ({s.executor.kind if not args.executor else args.executor})"
+        )
+        try:
+            checks = evaluate(s, results, session, args.executor, args.reuse)
+        except InfraError as exc:
+            console.print(f"[red]INFRASTRUCTURE ERROR[/] {exc}")
+            table.add_row(s.name, "-", "[red]ERROR[/]", "")
+            status = 2
+            continue
+        for r in checks:
+            gap = r.check == "known_gap"
+            if gap:
+                verdict = "[red]XPASS: the gap is fixed, remove it[/]" if r.passed else "[yellow]xfail (known gap)[/]"
+            else:
+                verdict = "[green]pass[/]" if r.passed else "[red]FAIL[/]"
+            if r.passed == gap:
+                status = max(status, 1)
+            table.add_row(s.name, r.check, verdict, ", ".join(f"{k}={v}" for k, v in list(r.figures.items())[:4]))
+            for p in r.problems:
+                console.print(f"  {'[yellow]~' if gap else '[red]-'}[/] {r.check}: {p}")
+    console.print(table)
+    return status
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m harness", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("validate", help="schema-check scenario files (one line per problem)")
+    p.add_argument("paths", nargs="+")
+    p.set_defaults(func=cmd_validate)
+    p = sub.add_parser("run", help="run scenarios (trainings off and on, then checks) into a results dir")
+    p.add_argument("paths", nargs="+")
+    p.add_argument("--results", default="results")
+    p.add_argument("--executor", choices=["local", "docker"])
+    p.add_argument("--reuse", action="store_true", help="reuse earlier successful trainings of unchanged scenarios")
+    p.set_defaults(func=cmd_run)
+    p = sub.add_parser("schema", help="print (or write) the scenario format's JSON Schema")
+    p.add_argument("-o", "--output")
+    p.set_defaults(func=cmd_schema)
+    args = parser.parse_args(argv)
+    return args.func(args)
