@@ -118,6 +118,12 @@ class ScenarioItem(pytest.Item):
             return f"INFRASTRUCTURE ERROR (not a check verdict): {excinfo.value}"
         return super().repr_failure(excinfo)
 
+    def _repr_failure_py(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        # pytest renders setup errors (where trainings run) with this, not repr_failure: keep them readable too
+        if isinstance(excinfo.value, InfraError | CheckFailed):
+            return self.repr_failure(excinfo)
+        return super()._repr_failure_py(excinfo, style)
+
     def reportinfo(self) -> tuple[Path, int, str]:
         return self.path, 0, f"{self.scenario.name}::{self.name}"
 

@@ -48,7 +48,7 @@ class ScenarioRuns:
 
 def _tail(path: Path, lines: int = 15) -> str:
     try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) or "(the log is empty)"
     except OSError:
         return "(no log)"
 

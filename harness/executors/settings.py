@@ -20,7 +20,16 @@ class Mount(Strict):
 class DockerRuntime(Strict):
     """Container settings; used when the executor kind is ``docker``."""
 
-    image: str = "verl-msprobe-harness:cpu"
+    image: str = Field(
+        "verl-msprobe-harness:cpu",
+        description="local image (no registry is used); make the CPU one with `python -m harness image build-cpu`",
+    )
+    image_kind: Literal["auto", "self_contained", "host_python"] = Field(
+        "auto",
+        description="self_contained: the image has python3 and the harness (docker/Dockerfile.*); host_python: a "
+        "bare rootfs that runs the harness's own interpreter, venv and source, bind-mounted read-only with /usr at "
+        "the same paths; auto: read the image's io.harness.image.kind label",
+    )
     npu_devices: list[Annotated[int, Field(ge=0)]] = Field(
         default_factory=list, description="Ascend NPU ids: /dev/davinci{N} plus the driver devices and mounts"
     )

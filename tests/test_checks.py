@@ -1,0 +1,210 @@
+"""Each kind of broken artifact fails the right check with a readable message, and only that check."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from conftest import write_dump, write_metrics, write_scenario
+
+from harness.checks import CHECKS, CheckContext
+from harness.checks.known_gap import check_gap
+from harness.loader import load_scenario
+
+
+def verdicts(ctx: CheckContext) -> dict[str, list[str]]:
+    fresh = CheckContext(ctx.scenario, ctx.dir)
+    return {name: check(fresh).problems for name, check in CHECKS.items()}
+
+
+def failing(ctx: CheckContext) -> dict[str, list[str]]:
+    return {k: v for k, v in verdicts(ctx).items() if v}
+
+
+def test_good_tree_passes_every_check(good_case):
+    _, ctx = good_case
+    assert failing(ctx) == {}
+    figures = CHECKS["overhead"](CheckContext(ctx.scenario, ctx.dir)).figures
+    assert figures["overhead.profiled"] == 8.5  # median of 8.0 and 9.0
+    assert figures["overhead.stage.actor_update"] == 8.5 * 1.5
+
+
+def test_missing_rank_dir_fails_layout(good_case):
+    _, ctx = good_case
+    shutil.rmtree(ctx.tree.root / "step_4" / "actor_update" / "step0" / "rank1")
+    assert failing(ctx).keys() == {"layout"}
+    assert failing(ctx)["layout"] == ["missing dump dir step_4/actor_update/step0/rank1"]
+
+
+def test_dir_for_unprofiled_step_fails_layout(good_case):
+    _, ctx = good_case
+    write_dump(ctx.tree.root, 3, "actor_update", 0)
+    problems = failing(ctx)["layout"]
+    assert problems == [
+        "unexpected dump dir step_3/actor_update/step0/rank0: step 3 is not profiled (precision_debugger.steps [2, 4])"
+    ]
+
+
+def test_extra_stage_fails_layout(good_case):
+    _, ctx = good_case
+    write_dump(ctx.tree.root, 2, "ref_compute_log_prob", 0)
+    (problem,) = failing(ctx)["layout"]
+    assert "step_2/ref_compute_log_prob/step0/rank0" in problem
+    assert "not in the stage set" in problem
+
+
+def test_proc_dir_and_stray_files_fail_layout(good_case):
+    _, ctx = good_case
+    (ctx.tree.root / "step_2" / "actor_update" / "step0" / "proc1234").mkdir()
+    (ctx.tree.root / "notes.txt").write_text("x")
+    problems = "\n".join(failing(ctx)["layout"])
+    assert "proc<pid>" in problems and "torch.distributed was not initialised" in problems
+    assert "unexpected path notes.txt" in problems
+
+
+def test_missing_stack_json_fails_layout(good_case):
+    _, ctx = good_case
+    (ctx.tree.root / "step_2" / "actor_update" / "step0" / "rank0" / "stack.json").unlink()
+    assert failing(ctx)["layout"] == ["step_2/actor_update/step0/rank0: missing stack.json"]
+
+
+def test_dumps_from_the_off_run_fail_layout(good_case):
+    _, ctx = good_case
+    write_dump(ctx.dir.run("off").dumps, 2, "actor_update", 0)
+    assert "off run" in failing(ctx)["layout"][0]
+
+
+def test_truncated_dump_json_fails_contents(good_case):
+    _, ctx = good_case
+    path = ctx.tree.root / "step_2" / "actor_update" / "step0" / "rank1" / "dump.json"
+    path.write_text(path.read_text()[:200])
+    assert failing(ctx).keys() == {"contents"}
+    (problem,) = failing(ctx)["contents"]
+    assert problem.startswith("step_2/actor_update/step0/rank1/dump.json: not valid JSON (truncated?")
+
+
+def _rewrite(path, fn):
+    doc = json.loads(path.read_text())
+    fn(doc)
+    path.write_text(json.dumps(doc))
+
+
+def test_nan_statistics_fail_contents_unless_tolerated(tmp_path, good_case):
+    _, ctx = good_case
+    path = ctx.tree.root / "step_4" / "actor_compute_log_prob" / "step0" / "rank0" / "dump.json"
+    _rewrite(path, lambda d: d["data"]["Functional.linear.1.forward"]["output"][0].update(Max=float("nan")))
+    assert "NaN" in path.read_text()  # written as a NaN literal, as msprobe does (orjson rejects it)
+    (problem,) = failing(ctx)["contents"]
+    assert "Functional.linear.1.forward output[0]: non-finite statistics" in problem
+    assert "'Max': nan" in problem
+
+    tolerant = load_scenario(write_scenario(tmp_path, expect={"nonfinite_ok": [r"^Functional\.linear\.1\."]}))
+    result = CHECKS["contents"](CheckContext(tolerant, ctx.dir))
+    assert result.passed and "non-finite" in result.notes[0]
+    assert result.figures["contents.nonfinite_tolerated"] == 1
+
+
+def test_inconsistent_statistics_fail_contents(good_case):
+    _, ctx = good_case
+    path = ctx.tree.root / "step_2" / "actor_update" / "step0" / "rank0" / "dump.json"
+    _rewrite(path, lambda d: d["data"]["Functional.linear.0.forward"]["output"][0].update(Min=5.0))
+    problems = failing(ctx)["contents"]
+    assert any("Min 5.0 > Max 1.0" in p for p in problems)
+
+
+def test_backward_in_no_grad_stage_and_missing_backward_fail_contents(good_case):
+    _, ctx = good_case
+    logprob = ctx.tree.root / "step_2" / "actor_compute_log_prob" / "step0" / "rank0" / "dump.json"
+    _rewrite(logprob, lambda d: d["data"].update({"Functional.linear.9.backward": {"input": []}}))
+    update = ctx.tree.root / "step_2" / "actor_update" / "step0" / "rank0" / "dump.json"
+    _rewrite(update, lambda d: d.update(data={k: v for k, v in d["data"].items() if "backward" not in k}))
+    problems = "\n".join(failing(ctx)["contents"])
+    assert "no-grad stage actor_compute_log_prob holds backward entries" in problems
+    assert "update stage actor_update holds no backward entries" in problems
+
+
+def test_wrong_level_and_header_fail_contents(good_case):
+    _, ctx = good_case
+    path = ctx.tree.root / "step_2" / "actor_update" / "step0" / "rank0" / "dump.json"
+    _rewrite(path, lambda d: d["data"].update({"Module.model.Qwen2Model.forward.0": {}}) or d.update(task="tensor"))
+    problems = "\n".join(failing(ctx)["contents"])
+    assert "level L1 holds module entries" in problems
+    assert "task is 'tensor', expected 'statistics'" in problems
+
+
+def test_expectations_on_counts_and_patterns(tmp_path, good_case):
+    _, ctx = good_case
+    strict = load_scenario(
+        write_scenario(
+            tmp_path,
+            expect={"min_entries": 100, "required_patterns": {"actor_update": [r"^Functional\.conv2d\."]}},
+        )
+    )
+    problems = "\n".join(CHECKS["contents"](CheckContext(strict, ctx.dir)).problems)
+    assert "8 entries, expected at least 100" in problems
+    assert "no entry matches required pattern '^Functional\\\\.conv2d\\\\.'" in problems
+
+
+def test_tensor_task_needs_tensor_files(tmp_path, good_case):
+    _, ctx = good_case
+    pd = {"task": "tensor"}
+    scenario = load_scenario(write_scenario(tmp_path, precision_debugger=pd))
+    for path in ctx.tree.root.rglob("dump.json"):
+        _rewrite(path, lambda d: d.update(task="tensor"))
+    path = ctx.tree.root / "step_2" / "actor_update" / "step0" / "rank0" / "dump.json"
+    _rewrite(path, lambda d: d["data"]["Functional.linear.0.forward"]["output"][0].update(data_name="x.pt"))
+    (problem,) = CHECKS["contents"](CheckContext(scenario, ctx.dir)).problems
+    assert problem.endswith("tensor file dump_tensor_data/x.pt is missing")
+    (path.parent / "dump_tensor_data").mkdir()
+    (path.parent / "dump_tensor_data" / "x.pt").write_bytes(b"0")
+    assert CHECKS["contents"](CheckContext(scenario, ctx.dir)).passed
+
+
+def test_overhead_over_budget_reports_every_ratio(good_case):
+    _, ctx = good_case
+    write_metrics(ctx.dir.run("on").metrics, {1: 1.0, 2: 30.0, 3: 2.0, 4: 25.0, 5: 1.9})
+    result = CHECKS["overhead"](CheckContext(ctx.scenario, ctx.dir))
+    assert result.problems == [
+        "profiled steps: median on/off ratio 27.50x > max 20x (step 2: 30.00x, step 4: 25.00x)",
+        "unprofiled steps: median on/off ratio 1.95x > max 1.5x (step 3: 2.00x, step 5: 1.90x)",
+    ]
+    assert result.figures["overhead.step1"] == 1.0  # the warmup step is reported, not judged
+
+
+def test_missing_metrics_is_a_readable_problem(good_case):
+    _, ctx = good_case
+    ctx.dir.run("off").metrics.unlink()
+    (problem,) = failing(ctx)["overhead"]
+    assert problem.startswith("no metrics file") and "metrics.jsonl" in problem
+
+
+def test_disk_budget(good_case):
+    _, ctx = good_case
+    big = ctx.tree.root / "step_2" / "actor_update" / "step0" / "rank0" / "pad.bin"
+    big.write_bytes(b"\0" * 1_100_000)
+    problems = failing(ctx)["disk"]
+    assert any(p.startswith("step_2: 1.1") and "> budgets.disk.max_per_step 0.60 MB" in p for p in problems)
+    assert any(p.startswith("all dumps:") and "max_total 1.00 MB" in p for p in problems)
+
+
+def test_known_gap_reports_exactly_the_missing_stages(tmp_path, good_case):
+    _, ctx = good_case
+    scenario = load_scenario(
+        write_scenario(
+            tmp_path,
+            workload={"kind": "cpu_ppo", "critic": True},
+            precision_debugger={"stages": ["actor_compute_log_prob", "actor_update", "compute_values"]},
+            expect={"known_gaps": [{"stages": ["compute_values"], "reason": "critic never dumped"}]},
+        )
+    )
+    gap = scenario.expect.known_gaps[0]
+    fresh = CheckContext(scenario, ctx.dir)
+    assert {k: v for k, v in {n: c(fresh).problems for n, c in CHECKS.items()}.items() if v} == {}
+    result = check_gap(fresh, gap)
+    assert result.problems == [
+        "expected stage compute_values produced no dumps (step_2/rank0, step_2/rank1, step_4/rank0, step_4/rank1)"
+    ]
+    for step in (2, 4):
+        for rank in (0, 1):
+            write_dump(ctx.tree.root, step, "compute_values", rank)
+    assert check_gap(CheckContext(scenario, ctx.dir), gap).passed  # -> XPASS(strict) in pytest: the gap is fixed
