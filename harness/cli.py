@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from rich.table import Table
 from harness.checks import CHECKS, CheckContext, CheckResult
 from harness.checks.known_gap import check_gap
 from harness.executors.base import InfraError
+from harness.executors.settings import ExecutorSettings
 from harness.loader import ScenarioError, load_scenario, scenario_files
 from harness.results import record_check
 from harness.runs import ensure_runs
@@ -56,8 +58,10 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
-def evaluate(scenario: Scenario, results: Path, session: str, executor: str | None, reuse: bool) -> list[CheckResult]:
-    """The same runs and checks as the pytest items, outside pytest."""
+def evaluate(
+    scenario: Scenario, results: Path, session: str, executor: str | None, reuse: bool
+) -> tuple[float, list[CheckResult]]:
+    """The same runs and checks as the pytest items, outside pytest; returns the training time too."""
     runs = ensure_runs(scenario, results, session, executor, reuse=reuse)
     ctx = CheckContext(scenario, runs.dir)
     out = []
@@ -67,7 +71,7 @@ def evaluate(scenario: Scenario, results: Path, session: str, executor: str | No
     for gap in scenario.expect.known_gaps:
         out.append(result := check_gap(ctx, gap))
         record_check(scenario, runs, result, xfail_reason=gap.reason)
-    return out
+    return runs.trained_s, out
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -77,13 +81,15 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(line, file=sys.stderr)
         return 2
     session, results, status = uuid.uuid4().hex, Path(args.results).resolve(), 0
+    started, trained = time.monotonic(), 0.0
     table = Table("scenario", "check", "verdict", "key figures", title=f"results in {results}")
     for s in scenarios:
         console.print(
             f"[bold]{s.name}[/]: training off and on ({s.executor.kind if not args.executor else args.executor})"
         )
         try:
-            checks = evaluate(s, results, session, args.executor, args.reuse)
+            seconds, checks = evaluate(s, results, session, args.executor, args.reuse)
+            trained += seconds
         except InfraError as exc:
             console.print(f"[red]INFRASTRUCTURE ERROR[/] {exc}")
             table.add_row(s.name, "-", "[red]ERROR[/]", "")
@@ -97,11 +103,22 @@ def cmd_run(args: argparse.Namespace) -> int:
                 verdict = "[green]pass[/]" if r.passed else "[red]FAIL[/]"
             if r.passed == gap:
                 status = max(status, 1)
-            table.add_row(s.name, r.check, verdict, ", ".join(f"{k}={v}" for k, v in list(r.figures.items())[:4]))
+            table.add_row(s.name, r.check, verdict, r.summary)
             for p in r.problems:
                 console.print(f"  {'[yellow]~' if gap else '[red]-'}[/] {r.check}: {p}")
     console.print(table)
+    wall = time.monotonic() - started
+    console.print(
+        f"wall {wall:.1f}s; inside training processes {trained:.1f}s; "
+        f"harness overhead {wall - trained:.1f}s ({100 * (wall - trained) / max(wall, 1e-9):.0f}%)"
+    )
     return status
+
+
+def cmd_image_build_cpu(args: argparse.Namespace) -> int:
+    from harness.executors.docker_image import cmd_build_cpu  # imports the docker SDK only when used
+
+    return cmd_build_cpu(args)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -116,6 +133,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--executor", choices=["local", "docker"])
     p.add_argument("--reuse", action="store_true", help="reuse earlier successful trainings of unchanged scenarios")
     p.set_defaults(func=cmd_run)
+    p = sub.add_parser("image", help="make container images for the docker executor")
+    isub = p.add_subparsers(dest="image_command", required=True)
+    p = isub.add_parser("build-cpu", help="import a bare rootfs image that runs this venv (no registry; CI uses it)")
+    p.add_argument("--tag", default=ExecutorSettings().docker.image)
+    p.add_argument("--check", action="store_true", help="then import torch, msprobe, verl and harness inside it")
+    p.set_defaults(func=cmd_image_build_cpu)
     p = sub.add_parser("schema", help="print (or write) the scenario format's JSON Schema")
     p.add_argument("-o", "--output")
     p.set_defaults(func=cmd_schema)

@@ -106,8 +106,7 @@ class ScenarioItem(pytest.Item):
         self.user_properties += list(result.figures.items())
         reason = getattr(self, "gap", None) and self.gap.reason
         record_check(self.scenario, self.runs, result, xfail_reason=reason)
-        if result.notes:
-            self.add_report_section("call", "harness", "\n".join(result.notes))
+        self.add_report_section("call", "harness", "\n".join([result.summary, *result.notes]))
         if not result.passed:
             raise CheckFailed(self.scenario.name, result)
 

@@ -56,6 +56,7 @@ def record_check(scenario: Scenario, runs: ScenarioRuns, result: CheckResult, xf
             }
         doc["checks"][result.check] = {
             "passed": result.passed,
+            "summary": result.summary,
             "problems": result.problems,
             "notes": result.notes,
             "figures": result.figures,

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Protocol
 
-from harness.artifacts import DumpTree, Metrics
+from harness.artifacts import DumpDir, DumpTree, Metrics
 from harness.rundir import ScenarioDir
 from harness.scenario import Scenario
 
@@ -19,6 +19,7 @@ class CheckResult:
     problems: list[str] = field(default_factory=list)
     figures: dict[str, Figure] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    summary: str = ""  # the headline figures, one short line for tables
 
     @property
     def passed(self) -> bool:
@@ -46,7 +47,7 @@ class CheckContext:
     def metrics_on(self) -> Metrics:
         return Metrics.read(self.dir.run("on").metrics)
 
-    def dumps_of(self, stages: set[str] | None = None) -> list:
+    def dumps_of(self, stages: set[str] | None = None) -> list[DumpDir]:
         """Dump dirs of the expected steps and ranks (optionally only some stages)."""
         s = self.scenario
         return [

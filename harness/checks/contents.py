@@ -153,6 +153,7 @@ def check_contents(ctx: CheckContext) -> CheckResult:
     res.figures["contents.tensors"] = counts.pop("tensors", 0)
     res.figures["contents.nonfinite_tensors"] = len(found["nonfinite"])
     res.figures["contents.nonfinite_tolerated"] = len(found["tolerated"])
+    res.summary = f"{len(dumps)} dumps, {sum(counts.values())} entries, {len(found['nonfinite'])} non-finite"
     for stage, n in sorted(counts.items()):
         res.figures[f"contents.entries.{stage}"] = n
     return res

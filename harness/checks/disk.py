@@ -38,6 +38,7 @@ def check_disk(ctx: CheckContext) -> CheckResult:
         over(f"step_{step}/{stage}", n, budget.max_per_stage, "max_per_stage")
     for rank, n in sorted(per_rank.items()):
         over(rank, n, budget.max_per_rank, "max_per_rank")
+    res.summary = f"{mb(total)} total, max {mb(max(per_step.values(), default=0))} per step"
     res.notes.append(
         f"total {mb(total)}; per step " + ", ".join(f"step_{s}: {mb(n)}" for s, n in sorted(per_step.items()))
     )

@@ -17,4 +17,5 @@ def check_gap(ctx: CheckContext, gap: KnownGap) -> CheckResult:
         if missing:
             where = ", ".join(f"step_{n}/rank{r}" for n, r in missing)
             res.problems.append(f"expected stage {stage} produced no dumps ({where})")
+    res.summary = f"{len(res.problems)} of {len(gap.stages)} gap stages without dumps"
     return res

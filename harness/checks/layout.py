@@ -44,4 +44,5 @@ def check_layout(ctx: CheckContext) -> CheckResult:
 
     res.figures["layout.expected_dirs"] = len(expected)
     res.figures["layout.found_dirs"] = len(found)
+    res.summary = f"{len(expected & found.keys())}/{len(expected)} expected dirs, {len(found)} found"
     return res

@@ -52,6 +52,9 @@ def check_overhead(ctx: CheckContext) -> CheckResult:
         else:
             res.notes.append(f"{label} steps: {budget.statistic} {value:.2f}x <= {limit:g}x ({detail})")
 
+    res.summary = ", ".join(
+        f"{k} {res.figures[f'overhead.{k}']:.2f}x" for k in ("profiled", "unprofiled") if f"overhead.{k}" in res.figures
+    )
     st_off, st_on = off.stage_times(), on.stage_times()
     for stage in sorted(set(st_on) & set(st_off)):
         values = list(ratios(st_on[stage], st_off[stage], profiled).values())

@@ -202,7 +202,8 @@ def make_batch(spec: TrainSpec, step: int, rank: int) -> dict[str, torch.Tensor]
     return {"input_ids": torch.cat([prompts, responses], dim=1), "responses": responses}
 
 
-def build_models(spec: TrainSpec) -> tuple[ActorRefWorker, CriticWorker | None]:
+def build_models(spec: TrainSpec) -> tuple[torch.nn.Module, torch.nn.Module, torch.nn.Module | None]:
+    """Actor, ref (same initial weights) and critic; seeded so every rank and both runs start equal."""
     cfg = Qwen2Config(**spec.model, num_labels=1)
     torch.manual_seed(spec.seed)
     actor = Qwen2ForCausalLM(cfg)
