@@ -63,18 +63,27 @@ stop() {
     if ! running; then
         log "not running (no live pid in $PIDFILE)"
         rm -f "$PIDFILE"
+        unmount_leftovers
         return 0
     fi
     local pid
     pid=$(cat "$PIDFILE")
     kill -TERM "$pid"
     for _ in $(seq 1 300); do  # dockerd stops its containers first (up to their stop timeouts)
-        kill -0 "$pid" 2>/dev/null || { log "stopped (pid $pid)"; rm -f "$PIDFILE"; return 0; }
+        kill -0 "$pid" 2>/dev/null || { log "stopped (pid $pid)"; rm -f "$PIDFILE"; unmount_leftovers; return 0; }
         sleep 0.1
     done
     log "pid $pid still alive after 30s: SIGKILL"
     kill -KILL "$pid" 2>/dev/null || true
     rm -f "$PIDFILE"
+    unmount_leftovers
+}
+
+unmount_leftovers() {  # dockerd leaves its netns bind mount under the exec root; only paths under $DIR
+    local m
+    awk -v d="$DIR/" 'index($2, d) == 1 { print $2 }' /proc/mounts | sort -r | while read -r m; do
+        umount "$m" 2>/dev/null || log "could not unmount $m"
+    done
 }
 
 case "${1:-}" in

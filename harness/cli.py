@@ -1,4 +1,4 @@
-"""Command line: ``python -m harness {validate,run,schema} ...``.
+"""Command line: ``python -m harness {validate,run,dry-run,image,schema} ...``.
 
 Exit codes: 0 all good; 1 a check failed; 2 invalid input or an infrastructure error.
 """
@@ -13,16 +13,20 @@ import uuid
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from harness.checks import CHECKS, CheckContext, CheckResult
 from harness.checks.known_gap import check_gap
+from harness.cli_ci import add_ci_commands
+from harness.devices import skip_reason
 from harness.executors.base import InfraError
 from harness.executors.settings import ExecutorSettings
 from harness.loader import ScenarioError, load_scenario, scenario_files
 from harness.results import record_check
 from harness.runs import ensure_runs
 from harness.scenario import Scenario
+from harness.workloads.base import WorkloadError
 
 console = Console(highlight=False)
 
@@ -84,14 +88,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     started, trained = time.monotonic(), 0.0
     table = Table("scenario", "check", "verdict", "key figures", title=f"results in {results}")
     for s in scenarios:
+        if reason := skip_reason(s):
+            console.print(f"[yellow]SKIPPED[/] {escape(reason)}", soft_wrap=True)  # one line, as pytest shows it
+            table.add_row(s.name, "-", "[yellow]skipped[/]", "")
+            continue
         console.print(
             f"[bold]{s.name}[/]: training off and on ({s.executor.kind if not args.executor else args.executor})"
         )
         try:
             seconds, checks = evaluate(s, results, session, args.executor, args.reuse)
             trained += seconds
-        except InfraError as exc:
-            console.print(f"[red]INFRASTRUCTURE ERROR[/] {exc}")
+        except (InfraError, WorkloadError) as exc:
+            kind = "INFRASTRUCTURE ERROR" if isinstance(exc, InfraError) else "WORKLOAD ERROR"
+            console.print(f"[red]{kind}[/] {escape(str(exc))}")
             table.add_row(s.name, "-", "[red]ERROR[/]", "")
             status = 2
             continue
@@ -115,6 +124,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     return status
 
 
+def cmd_dry_run(args: argparse.Namespace) -> int:
+    from harness.dry_run import dry_run
+
+    return dry_run(args.paths, Path(args.results).resolve())
+
+
 def cmd_image_build_cpu(args: argparse.Namespace) -> int:
     from harness.executors.docker_image import cmd_build_cpu  # imports the docker SDK only when used
 
@@ -133,6 +148,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--executor", choices=["local", "docker"])
     p.add_argument("--reuse", action="store_true", help="reuse earlier successful trainings of unchanged scenarios")
     p.set_defaults(func=cmd_run)
+    p = sub.add_parser("dry-run", help="print what each training would run (image, devices, mounts, env, argv)")
+    p.add_argument("paths", nargs="+")
+    p.add_argument("--results", default="results", help="the results dir the real run would use (nothing written)")
+    p.set_defaults(func=cmd_dry_run)
     p = sub.add_parser("image", help="make container images for the docker executor")
     isub = p.add_subparsers(dest="image_command", required=True)
     p = isub.add_parser("build-cpu", help="import a bare rootfs image that runs this venv (no registry; CI uses it)")
@@ -142,5 +161,6 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("schema", help="print (or write) the scenario format's JSON Schema")
     p.add_argument("-o", "--output")
     p.set_defaults(func=cmd_schema)
+    add_ci_commands(sub)  # baseline merge, calibrate, gate, report, junit-merge
     args = parser.parse_args(argv)
     return args.func(args)

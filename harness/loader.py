@@ -51,17 +51,24 @@ def _key_line(root: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
 def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
     """The pydantic model that owns the last key of ``loc`` (for listing allowed fields)."""
     model: Any = Scenario
+    members: list[type[BaseModel]] = []
     for part in loc[:-1]:
         if isinstance(part, int) or model is None:
             continue
+        tagged = [
+            m
+            for m in members
+            if part in getattr(getattr(m.model_fields.get("kind"), "annotation", None), "__args__", ())
+        ]
+        if tagged:  # a discriminated union member named by its tag ("workload.verl_ppo.x")
+            model, members = tagged[0], []
+            continue
         field = model.model_fields.get(part) if isinstance(model, type) and issubclass(model, BaseModel) else None
         if field is None:
-            # a discriminated union member named by its tag, or a dict key
-            return None
+            return None  # a dict key
         model = field.annotation
-        model = next(
-            (a for a in getattr(model, "__args__", ()) if isinstance(a, type) and issubclass(a, BaseModel)), model
-        )
+        members = [a for a in getattr(model, "__args__", ()) if isinstance(a, type) and issubclass(a, BaseModel)]
+        model = members[0] if members else model
     return model if isinstance(model, type) and issubclass(model, BaseModel) else None
 
 

@@ -7,6 +7,7 @@ one worker (``--dist loadgroup``), and the file lock in ``harness.runs`` keeps i
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from collections import defaultdict
@@ -15,13 +16,17 @@ from typing import Any
 
 import pytest
 
+from harness.baseline import Baseline, BaselineError
 from harness.checks import CHECKS, Check, CheckContext, CheckResult
 from harness.checks.known_gap import check_gap
+from harness.devices import skip_reason
 from harness.executors.base import InfraError
+from harness.gate import compare_scenario, observe_live
 from harness.loader import ScenarioError, load_scenario
 from harness.results import record_check
 from harness.runs import ensure_runs
 from harness.scenario import KnownGap, Scenario
+from harness.workloads.base import WorkloadError
 
 TRAINED = "harness.trained_s"
 
@@ -41,6 +46,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="reuse successful trainings of an earlier session when the scenario's run settings are unchanged",
     )
+    g.addoption(
+        "--harness-baseline",
+        default=None,
+        metavar="BASELINE",
+        help="add a 'regression' item per scenario: overhead, disk and dump structure against this baseline file",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -48,6 +59,11 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.dist = "loadgroup"  # keep a scenario's items (and so its trainings) on one worker
     workerinput = getattr(config, "workerinput", None)
     config.stash[_SESSION] = workerinput["testrunuid"] if workerinput else uuid.uuid4().hex
+    if path := config.getoption("harness_baseline", None):
+        try:
+            config.stash[_BASELINE] = Baseline.read(Path(path))
+        except BaselineError as exc:
+            raise pytest.UsageError(f"--harness-baseline: {exc}") from None
     if workerinput is None:
         workers = config.getoption("numprocesses", None) or 1
         config.pluginmanager.register(TimeBreakdown(int(workers) if str(workers).isdigit() else 2), "harness-times")
@@ -65,6 +81,8 @@ class ScenarioFile(pytest.File):
         items: list[pytest.Item] = [
             CheckItem.from_parent(self, name=name, scenario=scenario, check=check) for name, check in CHECKS.items()
         ]
+        if _BASELINE in self.config.stash:
+            items.append(RegressionItem.from_parent(self, name="regression", scenario=scenario))
         for gap in scenario.expect.known_gaps:
             item = GapItem.from_parent(self, name=f"known_gap[{'+'.join(gap.stages)}]", scenario=scenario, gap=gap)
             item.add_marker(pytest.mark.xfail(reason=gap.reason, strict=True, raises=CheckFailed))
@@ -86,6 +104,8 @@ class ScenarioItem(pytest.Item):
 
     def setup(self) -> None:
         config = self.config
+        if reason := skip_reason(self.scenario, os.path.relpath(self.path)):
+            pytest.skip(reason)
         self.runs = ensure_runs(
             self.scenario,
             Path(config.getoption("harness_results")).resolve(),
@@ -115,6 +135,8 @@ class ScenarioItem(pytest.Item):
             return str(excinfo.value)
         if isinstance(excinfo.value, InfraError):
             return f"INFRASTRUCTURE ERROR (not a check verdict): {excinfo.value}"
+        if isinstance(excinfo.value, WorkloadError):
+            return f"WORKLOAD ERROR (caught before training): {excinfo.value}"
         return super().repr_failure(excinfo)
 
     def _repr_failure_py(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
@@ -145,7 +167,16 @@ class GapItem(ScenarioItem):
         return check_gap(CheckContext(self.scenario, self.runs.dir), self.gap)
 
 
+class RegressionItem(ScenarioItem):
+    """Against ``--harness-baseline`` (harness.gate): the absolute budgets stay with the other items."""
+
+    def evaluate(self) -> CheckResult:
+        observed = observe_live(self.scenario, self.runs.dir)
+        return compare_scenario(self.scenario.name, self.config.stash[_BASELINE], observed).as_check_result()
+
+
 _SESSION = pytest.StashKey[str]()
+_BASELINE = pytest.StashKey[Baseline]()
 
 
 class TimeBreakdown:

@@ -48,21 +48,39 @@ def write_scenario(dir: Path, name: str = "tiny_case", **over: Any) -> Path:
 
 
 def tensor(mx: float = 1.0, mn: float = -1.0, mean: float = 0.1, norm: float = 2.0) -> dict[str, Any]:
-    return {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [4, 8], "Max": mx, "Min": mn, "Mean": mean,
-            "Norm": norm, "requires_grad": True}
+    return {
+        "type": "torch.Tensor",
+        "dtype": "torch.float32",
+        "shape": [4, 8],
+        "Max": mx,
+        "Min": mn,
+        "Mean": mean,
+        "Norm": norm,
+        "requires_grad": True,
+    }
 
 
 def dump_doc(level: str, stage: str, n: int = 4) -> dict[str, Any]:
     data: dict[str, Any] = {}
     for i in range(n):
         if level in ("L1", "mix"):
-            data[f"Functional.linear.{i}.forward"] = {"input_args": [tensor()], "input_kwargs": {}, "output": [tensor()]}
+            data[f"Functional.linear.{i}.forward"] = {
+                "input_args": [tensor()],
+                "input_kwargs": {},
+                "output": [tensor()],
+            }
             if stage not in NO_GRAD_STAGES:
                 data[f"Functional.linear.{i}.backward"] = {"input": [tensor()], "output": [tensor()]}
         if level in ("L0", "mix"):
-            data[f"Module.model.layers.{i}.Qwen2DecoderLayer.forward.0"] = {"input_args": [tensor()], "output": [tensor()]}
+            data[f"Module.model.layers.{i}.Qwen2DecoderLayer.forward.0"] = {
+                "input_args": [tensor()],
+                "output": [tensor()],
+            }
             if stage not in NO_GRAD_STAGES:
-                data[f"Module.model.layers.{i}.Qwen2DecoderLayer.backward.0"] = {"input": [tensor()], "output": [tensor()]}
+                data[f"Module.model.layers.{i}.Qwen2DecoderLayer.backward.0"] = {
+                    "input": [tensor()],
+                    "output": [tensor()],
+                }
     return {"task": "statistics", "level": level, "framework": "pytorch", "dump_data_dir": None, "data": data}
 
 
@@ -78,8 +96,16 @@ def write_dump(root: Path, step: int, stage: str, rank: int, level: str = "L1") 
 def write_metrics(path: Path, times: dict[int, float], stage_scale: float = 0.2) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     lines = [
-        json.dumps({"step": n, "data": {"timing_s/step": t, "timing_s/old_log_prob": t * stage_scale,
-                                        "timing_s/update_actor": t * stage_scale}})
+        json.dumps(
+            {
+                "step": n,
+                "data": {
+                    "timing_s/step": t,
+                    "timing_s/old_log_prob": t * stage_scale,
+                    "timing_s/update_actor": t * stage_scale,
+                },
+            }
+        )
         for n, t in times.items()
     ]
     path.write_text("\n".join(lines) + "\n")

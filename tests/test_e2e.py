@@ -20,8 +20,17 @@ def run(*argv: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
 def test_xdist_selection_runs_trainings_once_and_junit_carries_figures(tmp_path):
     xml, results = tmp_path / "r.xml", tmp_path / "results"
     proc = run(
-        "-m", "pytest", "scenarios/", "-k", "tiny_fsdp_l1", "-n", "2", f"--junitxml={xml}",
-        f"--harness-results={results}", "-p", "no:cacheprovider",
+        "-m",
+        "pytest",
+        "scenarios/",
+        "-k",
+        "tiny_fsdp_l1",
+        "-n",
+        "2",
+        f"--junitxml={xml}",
+        f"--harness-results={results}",
+        "-p",
+        "no:cacheprovider",
     )
     assert proc.returncode == 0, proc.stdout[-3000:]
     cases = ElementTree.parse(xml).getroot().iter("testcase")
@@ -60,8 +69,16 @@ def test_cli_run_writes_results_and_failing_budget_exits_1(tmp_path):
 
 def test_timeout_is_an_infrastructure_error_not_a_check_failure(tmp_path):
     write_scenario(tmp_path, executor={"timeout_s": 1})
-    proc = run("-m", "pytest", str(tmp_path / "scenarios"), f"--harness-results={tmp_path / 'res'}",
-               "-p", "no:cacheprovider", "-q", cwd=tmp_path)
+    proc = run(
+        "-m",
+        "pytest",
+        str(tmp_path / "scenarios"),
+        f"--harness-results={tmp_path / 'res'}",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 1
     assert proc.stdout.strip().splitlines()[-1].startswith("4 errors in")
     assert "Traceback" not in proc.stdout

@@ -12,6 +12,10 @@ if TYPE_CHECKING:
     from harness.scenario import Scenario
 
 
+class WorkloadError(Exception):
+    """A run cannot be prepared as the scenario asks (caught before launching, not a check verdict)."""
+
+
 @dataclass(frozen=True)
 class Launch:
     """``python -m module *args`` in ``workdir`` (read-write); ``inputs`` are mounted read-only."""

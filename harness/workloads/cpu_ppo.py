@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
 
 from harness.msprobe_config import msprobe_config
 from harness.rundir import RunDir
+from harness.workloads import fault_injection
 from harness.workloads.base import Launch
 
 if TYPE_CHECKING:
@@ -97,7 +98,8 @@ class CpuPpo:
         return Launch(
             module="harness.workloads.cpu_ppo_train",
             args=[str(run.spec)],
-            env={"VERL_FILE_LOGGER_PATH": str(run.metrics)},
+            # the test-only fault knobs (harness.workloads.fault_injection) reach the "on" run only when set
+            env={"VERL_FILE_LOGGER_PATH": str(run.metrics), **(fault_injection.passthrough() if enabled else {})},
             workdir=run.root,
             ranks=scenario.world_size,
         )

@@ -40,6 +40,8 @@ from verl.utils.profiler.config import PrecisionDebuggerToolConfig
 from verl.utils.profiler.performance import simple_timer
 from verl.utils.tracking import FileLogger
 
+from harness.workloads import fault_injection
+
 
 @dataclass
 class ProfilerSpec:
@@ -271,6 +273,7 @@ def _train(rank: int, spec: TrainSpec) -> None:
         if step in profiled:
             for w in workers:
                 w.profiler.stop()
+            fault_injection.pad_dumps(spec.profiler.save_path, step, rank)  # TEST ONLY: no-op unless asked
         if logger is not None:
             logger.log(data={**metrics, **{f"timing_s/{k}": v for k, v in timing.items()}}, step=step)
     if logger is not None:
@@ -282,6 +285,8 @@ def main(argv: list[str] | None = None) -> int:
     spec = TrainSpec.load(argv[0])
     if spec.profiler is not None:
         import msprobe.pytorch  # noqa: F401  # once, before the loop, so no profiled step pays for the import
+
+        fault_injection.install_delay()  # TEST ONLY: no-op unless HARNESS_TEST_DUMP_DELAY_S is set
     started = time.monotonic()
     mp.start_processes(train, args=(spec,), nprocs=spec.world_size, start_method="fork", join=True)
     print(f"cpu_ppo: {spec.steps} steps on {spec.world_size} rank(s) in {time.monotonic() - started:.1f}s", flush=True)

@@ -1,0 +1,314 @@
+"""Baselines: every measured figure per scenario, the environment it was measured in, and tolerances.
+
+A baseline is what the nightly job measured; the PR gate (``harness.gate``) compares a fresh run against
+it. ``merge`` folds one or more results directories into a baseline; ``calibrate`` does the same from N
+repeated runs and derives a tolerance per gated metric in the spirit of Megatron-LM's golden values:
+
+    tolerance = max(k x largest relative deviation of a run from the mean, floor)
+
+with ``k`` and ``floor`` per metric family (overhead ratios, disk bytes, dump structure). Tolerances are
+relative and multiplicative (0.25: a regression above x1.25, an improvement below /1.25) and are stored
+with the baseline, so the gate needs nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import statistics
+import subprocess
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from harness.structure import Structure, structure_of
+
+FORMAT = 1
+Family = Literal["overhead", "disk", "structure"]
+FAMILIES: tuple[Family, ...] = ("overhead", "disk", "structure")
+
+_DISK = re.compile(r"^disk\.(total_bytes|step\d+_bytes|stage\..+_bytes|rank\d+_bytes|proc_bytes)$")
+# Environment keys that make two measurements incomparable: the gate reports them instead of comparing.
+BLOCKING_ENV = ("device_kind", "mindstudio-probe")
+# Environment keys shown next to the baseline (differences are reported, figures still compared).
+INFO_ENV = ("verl", "torch", "torch_npu", "transformers", "python", "image", "executor")
+
+
+class Policy(BaseModel):
+    """How calibration turns observed noise into a tolerance for one metric family."""
+
+    model_config = ConfigDict(extra="forbid")
+    k: float = Field(ge=0)
+    floor: float = Field(ge=0)
+
+
+# k: a handful of calibration runs underestimates the spread. For n=3 the largest deviation from the mean is
+# about 0.9 sigma, and a new run deviates from that mean by ~1.15 sigma, so catching only beyond-3-sigma
+# changes takes k ~ 4 for overhead ratios (which are noisy: two timed runs each). Floors: overhead ratios on
+# a shared machine swing by tens of percent; dump bytes barely move; the structure of a deterministic
+# training does not move at all, so any change in it is a finding.
+DEFAULT_POLICY: dict[str, Policy] = {
+    "overhead": Policy(k=4.0, floor=0.25),
+    "disk": Policy(k=3.0, floor=0.05),
+    "structure": Policy(k=1.0, floor=0.0),
+}
+
+
+def family(metric: str) -> Family | None:
+    """The gated family of a figure name; None for figures that are kept but not gated."""
+    if metric in ("overhead.profiled", "overhead.unprofiled") or metric.startswith("overhead.stage."):
+        return "overhead"
+    if _DISK.match(metric):
+        return "disk"
+    if metric.startswith("structure.") and metric.endswith(".entries"):
+        return "structure"
+    return None
+
+
+class StructureEntry(BaseModel):
+    entries: float
+    names: dict[str, int]
+    unstable: list[str] = Field(default_factory=list, description="names whose count varied between runs")
+
+
+class ScenarioBaseline(BaseModel):
+    settings: dict[str, Any]
+    environment: dict[str, Any]
+    runs: int
+    figures: dict[str, float | int | str]
+    samples: dict[str, list[float]] = Field(default_factory=dict, description="gated metrics, one value per run")
+    tolerances: dict[str, float] = Field(default_factory=dict, description="gated metric -> relative tolerance")
+    structure: dict[str, StructureEntry] | None = None
+
+
+class Baseline(BaseModel):
+    format: Literal[1] = FORMAT
+    created: str
+    commit: str | None = None
+    environment: dict[str, Any]
+    policy: dict[str, Policy]
+    scenarios: dict[str, ScenarioBaseline]
+
+    def tolerance(self, scenario: str, metric: str) -> float:
+        """The stored tolerance; the family's floor for a metric the baseline has no tolerance for."""
+        sb = self.scenarios.get(scenario)
+        if sb is not None and metric in sb.tolerances:
+            return sb.tolerances[metric]
+        fam = family(metric) or "structure"
+        return (self.policy.get(fam) or DEFAULT_POLICY[fam]).floor
+
+    def write(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.model_dump_json(indent=1) + "\n")
+
+    @classmethod
+    def read(cls, path: Path) -> Baseline:
+        try:
+            return cls.model_validate_json(Path(path).read_bytes())
+        except OSError as exc:
+            raise BaselineError(f"cannot read baseline {path}: {exc.strerror}") from None
+        except ValueError as exc:
+            raise BaselineError(f"{path} is not a harness baseline: {exc}") from None
+
+
+class BaselineError(Exception):
+    pass
+
+
+@dataclass
+class Observation:
+    """One scenario of one results directory: what the gate and the baseline need from it."""
+
+    scenario: str
+    settings: dict[str, Any]
+    environment: dict[str, Any]
+    figures: dict[str, float | int | str]
+    structure: Structure | None
+    checks: dict[str, bool] = field(default_factory=dict)
+    problems: dict[str, list[str]] = field(default_factory=dict)  # failed checks' problems, for reports
+    errors: list[str] = field(default_factory=list)
+    source: Path | None = None
+
+    def gated(self) -> dict[str, float]:
+        return {m: float(v) for m, v in self.figures.items() if family(m) and isinstance(v, int | float)}
+
+
+def device_kind(env: dict[str, Any]) -> str:
+    """What a figure is comparable across: the device (a chip name where recorded) and the CPU architecture."""
+    dev = env.get("device_name") or env.get("device") or "?"
+    return f"{dev}/{env.get('machine') or '?'}"
+
+
+def with_kind(env: dict[str, Any]) -> dict[str, Any]:
+    return {**env, "device_kind": device_kind(env)}
+
+
+def structure_figures(structure: Structure | None) -> dict[str, float | int | str]:
+    return {f"structure.{k.replace('/', '.')}.entries": v["entries"] for k, v in (structure or {}).items()}
+
+
+def observe_results(path: Path) -> Observation:
+    """Read ``<results>/<scenario>/results.json`` and the structure of its dumps (when they are there)."""
+    sdir = path.parent
+    doc = json.loads(path.read_text())
+    figures: dict[str, float | int | str] = {}
+    checks: dict[str, bool] = {}
+    problems: dict[str, list[str]] = {}
+    for name, check in doc.get("checks", {}).items():
+        checks[name] = bool(check.get("passed"))
+        figures.update(check.get("figures", {}))
+        if check.get("problems"):
+            problems[name] = list(check["problems"])
+    errors = [
+        f"{mode} run exited with {r.get('exit_code')}{' (timed out)' if r.get('timed_out') else ''}"
+        for mode, r in doc.get("runs", {}).items()
+        if r.get("exit_code") != 0
+    ]
+    if "overhead.profiled" not in figures and not errors:
+        errors.append("no overhead figures in results.json (did the overhead check run?)")
+    dumps = sdir / "on" / "dumps"
+    structure = structure_of(dumps) if dumps.is_dir() else None
+    figures.update(structure_figures(structure))
+    return Observation(
+        scenario=doc.get("scenario", sdir.name),
+        settings=doc.get("settings", {}),
+        environment=with_kind(doc.get("environment", {})),
+        figures=figures,
+        structure=structure,
+        checks=checks,
+        problems=problems,
+        errors=errors,
+        source=sdir,
+    )
+
+
+def observe_dir(results: Path) -> dict[str, Observation]:
+    """Every scenario with a results.json under a results directory."""
+    results = Path(results)
+    if not results.is_dir():
+        raise BaselineError(f"no results directory {results}")
+    return {o.scenario: o for o in (observe_results(p) for p in sorted(results.glob("*/results.json")))}
+
+
+def git_commit(cwd: Path | None = None) -> str | None:
+    """HEAD of the checkout the harness runs from (CI sets GITHUB_SHA when there is no .git)."""
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10, check=False
+        )
+        if out.returncode == 0 and out.stdout.strip():
+            return out.stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    return os.environ.get("GITHUB_SHA")
+
+
+def max_rel_deviation(values: list[float]) -> float:
+    """Largest |v - mean| / |mean|; 0 for identical values, 1 when the mean is 0 but the values are not."""
+    if len(values) < 2:
+        return 0.0
+    mean = statistics.fmean(values)
+    spread = max(abs(v - mean) for v in values)
+    if spread == 0:
+        return 0.0
+    return spread / abs(mean) if mean else 1.0
+
+
+def tolerance_for(values: list[float], policy: Policy) -> float:
+    return round(max(policy.k * max_rel_deviation(values), policy.floor), 4)
+
+
+def _merge_structure(structs: list[Structure]) -> dict[str, StructureEntry]:
+    out: dict[str, StructureEntry] = {}
+    for k in sorted({k for s in structs for k in s}):
+        present = [s[k] for s in structs if k in s]
+        names = present[0]["names"]
+        all_names = {n for p in present for n in p["names"]}
+        unstable = sorted(
+            n for n in all_names if len(present) < len(structs) or len({p["names"].get(n, 0) for p in present}) > 1
+        )
+        out[k] = StructureEntry(
+            entries=statistics.fmean(p["entries"] for p in present), names=dict(names), unstable=unstable
+        )
+    return out
+
+
+def _check_consistent(name: str, obs: list[Observation]) -> None:
+    first = obs[0]
+    for o in obs[1:]:
+        for key in BLOCKING_ENV:
+            if o.environment.get(key) != first.environment.get(key):
+                raise BaselineError(
+                    f"{name}: runs from different environments cannot be merged: {key} "
+                    f"{first.environment.get(key)!r} ({first.source}) vs {o.environment.get(key)!r} ({o.source})"
+                )
+        if o.settings != first.settings:
+            raise BaselineError(f"{name}: scenario settings differ between {first.source} and {o.source}")
+
+
+def build(
+    dirs: list[Path],
+    policy: dict[str, Policy] | None = None,
+    calibrate: bool = False,
+    previous: Baseline | None = None,
+) -> Baseline:
+    """Merge results directories into a baseline.
+
+    Figures are the mean over the runs that hold them. With ``calibrate`` every gated metric gets
+    ``max(k x max relative deviation, floor)``; without, tolerances come from ``previous`` (a calibrated
+    baseline whose tolerances the nightly job carries forward) or else the family's floor."""
+    policy = {**DEFAULT_POLICY, **(policy or {})}
+    per_scenario: dict[str, list[Observation]] = {}
+    for d in dirs:
+        for name, o in observe_dir(d).items():
+            if o.errors:
+                raise BaselineError(f"{name} in {d}: " + "; ".join(o.errors))
+            per_scenario.setdefault(name, []).append(o)
+    if not per_scenario:
+        raise BaselineError(f"no results.json under {', '.join(map(str, dirs))}")
+    scenarios: dict[str, ScenarioBaseline] = {}
+    for name, obs in sorted(per_scenario.items()):
+        _check_consistent(name, obs)
+        if calibrate and len(obs) < 2:
+            raise BaselineError(f"{name}: calibration needs at least 2 runs, found {len(obs)}")
+        figures: dict[str, float | int | str] = {}
+        samples: dict[str, list[float]] = {}
+        for metric in sorted({m for o in obs for m in o.figures}):
+            values = [o.figures[metric] for o in obs if metric in o.figures]
+            numbers = [float(v) for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+            figures[metric] = round(statistics.fmean(numbers), 6) if len(numbers) == len(values) else values[0]
+            if family(metric) and len(numbers) == len(values):
+                samples[metric] = numbers
+        tolerances: dict[str, float] = {}
+        for metric, values in samples.items():
+            fam = family(metric)
+            assert fam is not None
+            if calibrate:
+                tolerances[metric] = tolerance_for(values, policy[fam])
+            elif previous is not None and name in previous.scenarios and metric in previous.scenarios[name].tolerances:
+                tolerances[metric] = previous.scenarios[name].tolerances[metric]
+            else:
+                tolerances[metric] = policy[fam].floor
+        structs = [o.structure for o in obs if o.structure is not None]
+        scenarios[name] = ScenarioBaseline(
+            settings=obs[0].settings,
+            environment=obs[0].environment,
+            runs=len(obs),
+            figures=figures,
+            samples=samples if len(obs) > 1 else {},
+            tolerances=tolerances,
+            structure=_merge_structure(structs) if structs else None,
+        )
+    first_env = next(iter(scenarios.values())).environment
+    common = {k: v for k, v in first_env.items() if all(s.environment.get(k) == v for s in scenarios.values())}
+    return Baseline(
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        commit=git_commit(),
+        environment=common,
+        policy=policy,
+        scenarios=scenarios,
+    )

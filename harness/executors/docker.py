@@ -1,0 +1,304 @@
+"""Docker executor: each training runs in its own labelled container, which is always removed afterwards.
+
+``container_spec`` is a pure function (settings -> ``containers.create`` kwargs) so that dry runs and unit
+tests see exactly what the executor would ask the daemon for. ``DockerExecutor`` adds what needs the daemon:
+the image check, start, log streaming into the run dir, the timeout, the exit state and the removal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import docker
+import docker.errors
+import requests
+from docker.types import DeviceRequest, Mount
+
+from harness.executors.base import ENV_ALLOWLIST, ExecResult, InfraError
+from harness.executors.settings import ExecutorSettings
+from harness.rundir import RunDir
+from harness.workloads.base import Launch
+
+if TYPE_CHECKING:
+    from docker import DockerClient
+    from docker.models.containers import Container
+
+IMAGE_KIND_LABEL = "io.harness.image.kind"  # "host-python" on images made by `python -m harness image build-cpu`
+HOST_PYTHON = "host-python"
+CONTAINER_HOME = "/tmp"  # writable whatever the uid; the host's HOME means nothing inside
+# Host variables that describe the host's filesystem (PATH, HOME, TMPDIR) would break the image's own.
+CONTAINER_ENV_ALLOWLIST = tuple(k for k in ENV_ALLOWLIST if k not in ("PATH", "HOME", "TMPDIR"))
+ASCEND_CONTROL_DEVICES = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc")
+ASCEND_DRIVER_PATHS = (
+    "/usr/local/Ascend/driver",
+    "/usr/local/dcmi",
+    "/usr/local/bin/npu-smi",
+    "/etc/ascend_install.info",
+)
+STOP_GRACE_S = 5  # SIGTERM -> SIGKILL on timeout; the trainings hold nothing worth a clean shutdown
+BUILD_CPU_HINT = "python -m harness image build-cpu --tag {image}"
+
+
+@dataclass(frozen=True)
+class HostPython:
+    """The harness's own interpreter and the host paths a bare rootfs image needs to run it."""
+
+    executable: str
+    paths: tuple[str, ...]
+
+
+def host_python() -> HostPython:
+    """/usr, the base Python install, the venv, the harness source (editable installs live outside the venv),
+    non-merged top-level lib dirs, the loader cache, fontconfig (matplotlib) and the time zone: mounted
+    read-only at the same paths, so the container runs the very interpreter and packages the local
+    executor runs."""
+    wanted = [
+        "/usr",
+        sys.base_prefix,
+        sys.prefix,
+        str(Path(__file__).resolve().parents[1]),  # the harness package
+        str(Path(os.path.realpath(sys.executable)).parent),
+        *(f"/{d}" for d in ("bin", "lib", "lib32", "lib64", "libx32") if _is_real_dir(f"/{d}")),
+        *(f for f in ("/etc/ld.so.cache", "/etc/fonts", "/etc/localtime") if os.path.exists(f)),
+    ]
+    paths: list[str] = []
+    for p in sorted({os.path.abspath(p) for p in wanted}, key=len):
+        if not any(p == q or p.startswith(q.rstrip("/") + "/") for q in paths):
+            paths.append(p)
+    return HostPython(executable=sys.executable, paths=tuple(sorted(paths)))
+
+
+def _is_real_dir(path: str) -> bool:
+    return os.path.isdir(path) and not os.path.islink(path)
+
+
+def container_spec(
+    launch: Launch, run: RunDir, settings: ExecutorSettings, labels: dict[str, str], python: str = "python3"
+) -> dict[str, Any]:
+    """``docker_client.containers.create(**spec)`` kwargs for one training run.
+
+    Pure: reads only its arguments and (for the defaults) the current uid/gid and interpreter. The run dir
+    and workdir are bind-mounted read-write at their host paths, so every path in the run's spec stays
+    valid; inputs and extra mounts are read-only unless a mount says otherwise. ``mounts`` (not
+    ``volumes``) because a missing source must be an error, not a root-owned empty dir made by dockerd.
+    ``image_kind: auto`` counts as self_contained here; the executor resolves it from the image label.
+    """
+    rt = settings.docker
+    mounts: dict[str, Mount] = {}
+
+    def bind(source: str | Path, target: str | Path | None = None, read_only: bool = True) -> None:
+        target = str(target or source)
+        mounts[target] = Mount(target=target, source=str(source), type="bind", read_only=read_only)
+
+    if rt.image_kind == "host_python":
+        host = host_python()
+        python = host.executable
+        for p in host.paths:
+            bind(p)
+    for p in launch.inputs:
+        bind(p)
+    for m in rt.mounts:
+        bind(m.source, m.target, m.read_only)
+    bind(run.root, read_only=False)
+    bind(launch.workdir, read_only=False)
+
+    env = {k: os.environ[k] for k in CONTAINER_ENV_ALLOWLIST if k in os.environ}
+    env.update(HOME=CONTAINER_HOME, PYTHONUNBUFFERED="1")
+    env.update({k: os.environ[k] for k in rt.pass_env if k in os.environ})
+    env.update(rt.env)
+    env.update(launch.env)  # the harness's own variables (metrics path...) win over the scenario's
+
+    devices: list[str] = []
+    if rt.npu_devices and rt.ascend_runtime:
+        env["ASCEND_VISIBLE_DEVICES"] = ",".join(map(str, rt.npu_devices))
+    elif rt.npu_devices:
+        devices += [f"/dev/davinci{n}:/dev/davinci{n}:rwm" for n in rt.npu_devices]
+        devices += [f"{d}:{d}:rwm" for d in ASCEND_CONTROL_DEVICES]
+        for p in ASCEND_DRIVER_PATHS:
+            bind(p)
+        # the container sees only the passed chips, numbered from 0 by the Ascend runtime library
+        env["ASCEND_RT_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(len(rt.npu_devices)))
+
+    spec: dict[str, Any] = {
+        "image": rt.image,
+        "command": launch.argv(python),
+        "environment": env,
+        "working_dir": str(launch.workdir),
+        "mounts": [mounts[t] for t in sorted(mounts)],
+        "labels": dict(labels),
+        "user": rt.user or f"{os.getuid()}:{os.getgid()}",
+        "shm_size": rt.shm_size,
+        "network_mode": rt.network,
+        "init": True,  # docker-init as pid 1: forwards SIGTERM on stop and reaps the rank processes
+    }
+    if rt.memory:
+        spec["mem_limit"] = spec["memswap_limit"] = rt.memory  # no swap: the limit is the limit
+    if rt.cpus:
+        spec["nano_cpus"] = int(rt.cpus * 1e9)
+    if devices:
+        spec["devices"] = devices
+    if rt.ascend_runtime:
+        spec["runtime"] = "ascend"
+    if rt.gpus:
+        spec["device_requests"] = [DeviceRequest(device_ids=[str(g) for g in rt.gpus], capabilities=[["gpu"]])]
+    return spec
+
+
+def _daemon_address() -> str:
+    return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock (DOCKER_HOST is not set)"
+
+
+def connect() -> DockerClient:
+    """A client for the daemon named by DOCKER_HOST (or the default socket); InfraError if it does not answer."""
+    try:
+        client = docker.from_env(timeout=30)
+        client.ping()
+    except (docker.errors.DockerException, requests.RequestException) as exc:
+        raise InfraError(
+            f"Docker daemon not reachable at {_daemon_address()}: {_short(exc)}. Start one with "
+            "`eval $(.ci/dockerd.sh start)` (it prints the DOCKER_HOST to export), or set DOCKER_HOST to a running "
+            "daemon's socket; or run with --executor local."
+        ) from exc
+    return client
+
+
+def resolve_settings(client: DockerClient, settings: ExecutorSettings) -> ExecutorSettings:
+    """Check that the image exists locally and resolve ``image_kind: auto`` from its label."""
+    rt = settings.docker
+    try:
+        image = client.images.get(rt.image)
+    except docker.errors.ImageNotFound as exc:
+        raise InfraError(
+            f"image {rt.image!r} not found on the Docker daemon at {_daemon_address()} (nothing is pulled). Build "
+            f"it: `{BUILD_CPU_HINT.format(image=rt.image)}` (CPU, no registry needed) or `docker build -f "
+            f"docker/Dockerfile.cpu -t {rt.image} .` (see docker/README.md)."
+        ) from exc
+    except (docker.errors.DockerException, requests.RequestException) as exc:
+        raise InfraError(f"cannot inspect image {rt.image!r}: {_short(exc)}") from exc
+    if rt.image_kind != "auto":
+        return settings
+    kind = "host_python" if (image.labels or {}).get(IMAGE_KIND_LABEL) == HOST_PYTHON else "self_contained"
+    return settings.model_copy(update={"docker": rt.model_copy(update={"image_kind": kind})})
+
+
+def _short(exc: BaseException) -> str:
+    text = getattr(exc, "explanation", None) or str(exc)
+    return str(text).strip().splitlines()[0][:300] if text else type(exc).__name__
+
+
+class DockerExecutor:
+    name = "docker"
+
+    def __init__(self, client: DockerClient | None = None) -> None:
+        self._client = client
+
+    def execute(self, launch: Launch, run: RunDir, settings: ExecutorSettings, labels: dict[str, str]) -> ExecResult:
+        client = self._client or connect()
+        settings = resolve_settings(client, settings)
+        spec = container_spec(launch, run, settings, labels)
+        # unique, so that a container left by a killed harness never blocks a new run
+        spec["name"] = "-".join(
+            ["harness", *(labels.get(f"io.harness.{k}", "") for k in ("scenario", "run")), uuid.uuid4().hex[:8]]
+        )
+        try:
+            with _sigterm_as_interrupt():
+                return _run(client, spec, run, settings)
+        finally:
+            _remove(client, spec["name"])
+
+
+def _run(client: DockerClient, spec: dict[str, Any], run: RunDir, settings: ExecutorSettings) -> ExecResult:
+    started = time.monotonic()
+    try:
+        container = client.containers.create(**spec)
+        container.start()
+    except docker.errors.APIError as exc:
+        raise InfraError(
+            f"cannot start a container from image {spec['image']!r}: {_short(exc)} "
+            f"(command {spec['command'][0]!r}, mounts {[m['Source'] for m in spec['mounts']]})"
+        ) from exc
+    logs = threading.Thread(target=_copy_logs, args=(container, run.log), daemon=True)
+    logs.start()
+    timed_out = False
+    try:
+        try:
+            status = container.wait(timeout=max(1.0, settings.timeout_s - (time.monotonic() - started)))
+        except requests.RequestException:
+            if time.monotonic() - started < settings.timeout_s - 0.5:
+                raise  # not the read timeout of the wait call: the daemon went away
+            timed_out = True
+            with contextlib.suppress(docker.errors.APIError):
+                container.stop(timeout=STOP_GRACE_S)  # SIGTERM, then SIGKILL after the grace
+            with contextlib.suppress(docker.errors.APIError):
+                container.kill()
+            status = container.wait(timeout=60)
+        wall = time.monotonic() - started
+        logs.join(timeout=10)
+        container.reload()
+    except (docker.errors.DockerException, requests.RequestException) as exc:
+        raise InfraError(f"lost the Docker daemon at {_daemon_address()} during the run: {_short(exc)}") from exc
+    state = container.attrs.get("State", {})
+    return ExecResult(
+        exit_code=status.get("StatusCode"),
+        wall_s=wall,
+        timed_out=timed_out,
+        oom_killed=bool(state.get("OOMKilled")),
+        detail=f"container {spec['name']} ({spec['image']}); logs in {run.log.name}",
+    )
+
+
+def _copy_logs(container: Container, log: Path) -> None:
+    """stdout and stderr, as they come, into the run's log file (live, so a timeout still has a tail)."""
+    with log.open("wb") as out:
+        try:
+            for chunk in container.logs(stream=True, follow=True, stdout=True, stderr=True):
+                out.write(chunk)
+                out.flush()
+        except (docker.errors.APIError, requests.RequestException):
+            pass  # the container went away (removed on Ctrl-C): what was copied stays
+
+
+def _remove(client: DockerClient, name: str) -> None:
+    """Force-remove the container, even across a second Ctrl-C (re-raised once it is gone)."""
+    interrupted: BaseException | None = None
+    for _ in range(3):
+        try:
+            client.api.remove_container(name, force=True)
+            break
+        except docker.errors.NotFound:
+            break
+        except KeyboardInterrupt as exc:
+            interrupted = exc
+        except (docker.errors.APIError, requests.RequestException) as exc:
+            if "already in progress" in str(exc):
+                break
+            print(f"harness: could not remove container {name}: {_short(exc)}", file=sys.stderr)
+    if interrupted:
+        raise interrupted
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """A SIGTERM (CI job cancelled) unwinds like Ctrl-C, so the container is still removed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, handler) or signal.SIG_DFL  # None: installed outside Python
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -1,0 +1,73 @@
+"""Dump structure: which entries msprobe wrote, per stage and rank, with its call counters folded away.
+
+msprobe numbers every call of an API or module (``Functional.linear.3.forward``). Two runs that dump the
+same calls differ in nothing but those counters, while a run that stops dumping ``linear`` (or starts
+dumping something new) changes the *set* of names. Folding the counter into a per-name count keeps both
+visible: ``Functional.linear.forward: 4``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Collection
+from pathlib import Path
+from typing import Any
+
+from harness.artifacts import DumpTree, load_dump_json
+
+# Module.<path>.<Class>.forward.0, Module.<path>.<Class>.parameters_grad.0 (L0 and mix)
+_MODULE = re.compile(r"^(?P<head>(?:Module|Cell)\..+\.(?:forward|backward|parameters_grad))\.\d+$")
+# Functional.linear.3.forward, Tensor.add_.0.backward, Aten.add.Tensor.1.forward (L1 and mix)
+_API = re.compile(r"^(?P<head>.+)\.\d+\.(?P<dir>forward|backward)$")
+
+Structure = dict[str, dict[str, Any]]  # "stage/rankR" -> {"entries": int, "names": {normalised: count}}
+
+
+def normalise(name: str) -> str:
+    """``Functional.linear.3.forward`` -> ``Functional.linear.forward``; module paths keep their layer indices."""
+    if m := _MODULE.match(name):
+        return m["head"]
+    if m := _API.match(name):
+        return f"{m['head']}.{m['dir']}"
+    return name
+
+
+def key(stage: str, rank: int | None) -> str:
+    return f"{stage}/rank{rank}" if rank is not None else f"{stage}/proc"
+
+
+def structure_of(dumps: Path) -> Structure:
+    """Entry counts and normalised name counts per stage and rank, summed over the profiled steps.
+
+    Unreadable dump.json files are skipped: the contents check reports them; here they show up as
+    missing entries against the baseline."""
+    out: dict[str, Counter[str]] = {}
+    entries: Counter[str] = Counter()
+    for d in DumpTree.scan(dumps).dirs:
+        try:
+            data = load_dump_json(d.path / "dump.json").get("data")
+        except (OSError, ValueError):
+            continue
+        if not isinstance(data, dict):
+            continue
+        k = key(d.stage, d.rank)
+        out.setdefault(k, Counter()).update(normalise(n) for n in data)
+        entries[k] += len(data)
+    return {k: {"entries": entries[k], "names": dict(sorted(out[k].items()))} for k in sorted(out)}
+
+
+def name_diff(base: dict[str, int], now: dict[str, int], ignore: Collection[str] = ()) -> list[str]:
+    """Readable differences between two normalised name counts: ``-Functional.linear.forward x4``."""
+    out = []
+    for name in sorted((set(base) | set(now)) - set(ignore)):
+        b, n = base.get(name, 0), now.get(name, 0)
+        if b == n:
+            continue
+        if n == 0:
+            out.append(f"-{name} x{b}")
+        elif b == 0:
+            out.append(f"+{name} x{n}")
+        else:
+            out.append(f"{name} x{b}->x{n}")
+    return out

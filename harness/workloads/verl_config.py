@@ -1,0 +1,198 @@
+"""Offline check of main_ppo's overrides against the installed verl's own hydra config.
+
+Why: hydra accepts ``+a.b.config_pth=...`` without complaint (``+`` adds keys), verl then reads
+``config_path: null`` and precision_debugger silently dumps nothing. A failed night is the first symptom.
+So before launching, the overrides are composed with verl's ``ppo_trainer`` / ``ppo_megatron_trainer``
+exactly as main_ppo composes them, resolved (``OmegaConf.resolve``, as main_ppo does), and the profiler
+settings verl will read are compared with what the scenario asked for. Every problem names the override.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib.metadata
+import importlib.util
+from collections.abc import Iterable
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.workloads.base import WorkloadError
+
+if TYPE_CHECKING:
+    from hydra.core.override_parser.types import Override
+    from omegaconf import DictConfig
+
+_ABSENT = object()
+
+
+class VerlConfigError(WorkloadError):
+    """The overrides do not resolve, in verl's config, to what the scenario asked for."""
+
+
+def parse_overrides(overrides: Iterable[str]) -> list[Override]:
+    """Parse with hydra's own grammar, one override at a time so that an error names its override."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    parser = OverridesParser.create()
+    out = []
+    for text in overrides:
+        try:
+            out += parser.parse_overrides([text])
+        except OverrideParseException as exc:
+            raise ValueError(f"override {text!r} is not valid hydra syntax: {str(exc).splitlines()[0]}") from None
+    return out
+
+
+@cache
+def verl_config_dir() -> Path:
+    """verl/trainer/config of the installed verl, found without importing verl (which imports torch)."""
+    spec = importlib.util.find_spec("verl")
+    if spec is None or not spec.submodule_search_locations:
+        raise VerlConfigError(
+            "verl is not installed on this host, so main_ppo's overrides cannot be checked offline: "
+            "pip install -e '.[cpu]' (installs verl==0.9.1)"
+        )
+    return Path(next(iter(spec.submodule_search_locations))) / "trainer" / "config"
+
+
+def compose(config_name: str, overrides: list[str]) -> DictConfig:
+    """verl's config as main_ppo gets it from ``@hydra.main`` (then resolved, as main_ppo does)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        with initialize_config_dir(config_dir=str(verl_config_dir()), version_base=None):
+            cfg = hydra_compose(config_name=config_name, overrides=overrides)
+        OmegaConf.resolve(cfg)
+    except (HydraException, OmegaConfBaseException) as exc:
+        raise VerlConfigError(f"verl's {config_name} config rejects the overrides: {exc}") from None
+    return cfg
+
+
+def _select(cfg: DictConfig, key: str) -> Any:
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
+    value = OmegaConf.select(cfg, key, default=_ABSENT)
+    return OmegaConf.to_container(value) if isinstance(value, DictConfig | ListConfig) else value
+
+
+def _is_profiler_key(key: str) -> bool:
+    return key.startswith("global_profiler.") or ".profiler." in f".{key}"
+
+
+def _blame(key: str, parsed: list[Override]) -> str:
+    """Which overrides decide ``key``: those setting it (or a parent), else the same leaf in another profiler
+    block (verl's role blocks inherit config_path/stages/strict/save_path/tool from global_profiler by
+    interpolation), else near-misses of its name (typos)."""
+    leaf = key.rsplit(".", 1)[-1]
+    direct = [o.input_line for o in parsed if o.key_or_group == key or key.startswith(o.key_or_group + ".")]
+    if direct:
+        return f"set by {direct[-1]!r}" + (
+            f", which wins over {', '.join(map(repr, direct[:-1]))}" if direct[1:] else ""
+        )
+    profiler = [o for o in parsed if _is_profiler_key(o.key_or_group)]
+    if inherited := [o.input_line for o in profiler if o.key_or_group.rsplit(".", 1)[-1] == leaf]:
+        return f"inherited from {', '.join(map(repr, inherited))}"
+    close = [o.input_line for o in profiler if difflib.get_close_matches(leaf, [o.key_or_group.rsplit(".", 1)[-1]])]
+    return "no override sets it" + (f"; misspelled in {', '.join(map(repr, close))}?" if close else "")
+
+
+def _profiler_blocks(node: Any, path: str = "") -> list[str]:
+    """Dotted paths of every ``*profiler`` block (a mapping with a ``tool``) in a resolved config."""
+    if not isinstance(node, dict):
+        return []
+    here = [path] if path.endswith("profiler") and "tool" in node else []
+    return here + [p for k, v in node.items() for p in _profiler_blocks(v, f"{path}.{k}" if path else str(k))]
+
+
+def _disabled(cfg: DictConfig, key: str) -> bool:
+    """Whether a missing (``???``) key lies under a block that is switched off (``enable: false``)."""
+    parts = key.split(".")
+    return any(_select(cfg, ".".join([*parts[:i], "enable"])) is False for i in range(1, len(parts)))
+
+
+def _added_unknown_keys(config_name: str, overrides: list[str], parsed: list[Override]) -> list[str]:
+    """``+``/``++`` overrides in a profiler block that add a key verl's config does not define: verl never
+    reads it. Compared with the config composed from the other overrides (group choices included)."""
+    adds = [o for o in parsed if (o.is_add() or o.is_force_add()) and _is_profiler_key(o.key_or_group)]
+    if not adds:
+        return []
+    lines = {o.input_line for o in adds}
+    base = compose(config_name, [t for t in overrides if t not in lines])
+    problems = []
+    for o in adds:
+        key = o.key_or_group
+        if _select(base, key) is not _ABSENT:
+            continue
+        parent, _, leaf = key.rpartition(".")
+        siblings = _select(base, parent) if parent else None
+        names = [str(k) for k in siblings] if isinstance(siblings, dict) else []
+        close = difflib.get_close_matches(leaf, names, n=1)
+        hint = f" (did you mean '{parent}.{close[0]}'?)" if close else ""
+        problems.append(
+            f"override {o.input_line!r} adds key {key}, which verl's {config_name} config does not define: "
+            f"verl never reads it{hint}"
+        )
+    return problems
+
+
+def check_overrides(
+    config_name: str,
+    overrides: list[str],
+    expected: dict[str, Any],
+    *,
+    enabled: bool,
+    verl_version: str | None = None,
+) -> DictConfig:
+    """Compose and resolve; raise VerlConfigError listing every problem, else return the resolved config.
+
+    ``expected`` maps dotted keys to the values verl must resolve them to. With ``enabled`` False, no
+    profiler block may resolve to an enabled precision_debugger (the "off" baseline must not dump)."""
+    from omegaconf import OmegaConf
+
+    installed = _installed_verl()
+    if verl_version and installed != verl_version:
+        raise VerlConfigError(
+            f"the host has verl {installed}, the image verl {verl_version}: the offline check would validate "
+            f"against the wrong config. pip install verl=={verl_version} (or set workload.verl_version)"
+        )
+    try:
+        parsed = parse_overrides(overrides)
+    except ValueError as exc:
+        raise VerlConfigError(str(exc)) from None
+    cfg = compose(config_name, overrides)
+    problems = _added_unknown_keys(config_name, overrides, parsed)
+    for key in sorted(OmegaConf.missing_keys(cfg)):
+        if not _disabled(cfg, key):
+            problems.append(f"{key} is required (??? in verl's config) and no override sets it")
+    for key, want in expected.items():
+        got = _select(cfg, key)
+        if got == want and type(got) is type(want):
+            continue
+        shown = "absent" if got is _ABSENT else repr(got)
+        problems.append(f"{key} resolves to {shown}, expected {want!r} ({_blame(key, parsed)})")
+    if not enabled:
+        for block in _profiler_blocks(OmegaConf.to_container(cfg)):  # global_profiler and every role
+            tool, enable = _select(cfg, f"{block}.tool"), _select(cfg, f"{block}.enable")
+            if tool == "precision_debugger" and (block == "global_profiler" or enable is True):
+                problems.append(
+                    f"{block} resolves to an active precision_debugger in the off run "
+                    f"({_blame(f'{block}.tool', parsed)})"
+                )
+    if problems:
+        head = f"main_ppo overrides fail the offline check against verl {installed}'s {config_name} config:"
+        raise VerlConfigError("\n".join([head, *(f"  - {p}" for p in problems)]))
+    return cfg
+
+
+def _installed_verl() -> str:
+    verl_config_dir()  # a clear error when verl is absent
+    try:
+        return importlib.metadata.version("verl")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"

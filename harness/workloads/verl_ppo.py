@@ -1,0 +1,337 @@
+"""verl's own PPO trainer as the workload: ``python3 -m verl.trainer.main_ppo`` plus hydra overrides.
+
+This is what the Ascend runners execute (inside the verl Ascend image): the real trainer, real workers,
+real rollout engine. The harness only decides the overrides. Before every launch the overrides are composed
+offline against the installed verl's hydra config (``harness.workloads.verl_config``), because a profiler
+setting that silently resolves to something else (a ``+`` typo) costs a whole night and yields no dumps.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator
+
+from harness.executors.base import InfraError
+from harness.msprobe_config import msprobe_config
+from harness.rundir import RunDir
+from harness.workloads.base import Launch
+
+if TYPE_CHECKING:
+    from harness.scenario import Scenario
+
+MODULE = "verl.trainer.main_ppo"
+CONFIG_NAMES = {"fsdp": "ppo_trainer", "megatron": "ppo_megatron_trainer"}
+# The role whose profiler block must be enabled for a stage to dump. In verl 0.9.1 the reference model is
+# fused into ActorRolloutRefWorker, whose DistProfiler is built from the ACTOR's block, so ref_compute_log_prob
+# needs the actor's too; the ref's own block is enabled as well, as verl's docs say (a standalone ref worker).
+ROLE_PROFILERS = {
+    "actor": "actor_rollout_ref.actor.profiler",
+    "ref": "actor_rollout_ref.ref.profiler",
+    "critic": "critic.profiler",
+}
+STAGE_ROLES: dict[str, tuple[str, ...]] = {
+    "actor_compute_log_prob": ("actor",),
+    "actor_update": ("actor",),
+    "ref_compute_log_prob": ("actor", "ref"),
+    "compute_values": ("critic",),
+    "critic_update": ("critic",),
+}
+TOOL_CONFIG = "global_profiler.global_tool_config.precision_debugger"
+# Keys the harness sets from the scenario itself; an extra override would desynchronise runs and checks.
+OWNED_KEYS = frozenset(
+    {
+        "trainer.total_training_steps",
+        "trainer.logger",
+        "trainer.test_freq",
+        "trainer.save_freq",
+        "trainer.val_before_train",
+        "trainer.device",
+        "trainer.nnodes",
+        "trainer.n_gpus_per_node",
+        "global_profiler.tool",
+        "global_profiler.steps",
+        "global_profiler.save_path",
+    }
+)
+_VAR = re.compile(r"\$\{(?P<name>\w+)(?::-(?P<default>[^}]*))?\}|\$(?P<bare>\w+)")
+_PLAIN_VALUE = re.compile(r"^[\w./~:@+-]*$")
+
+
+def expand_path(text: str, env: dict[str, str] | None = None) -> Path:
+    """Shell-style ``${VAR:-default}``, ``${VAR}``, ``$VAR`` and ``~``, expanded on the host at launch time.
+
+    Why not os.path.expandvars: it has no ``:-default``, and the defaults here are the runner caches."""
+    env = os.environ if env is None else env
+
+    def sub(m: re.Match[str]) -> str:
+        name = m["name"] or m["bare"]
+        value = env.get(name, "")
+        if value or m["name"] is None:
+            return value
+        return m["default"] or ""
+
+    return Path(os.path.expanduser(_VAR.sub(sub, text)))
+
+
+def hydra_value(value: Any) -> str:
+    """A python value as hydra override text: lists as ``[a,b]``, odd strings quoted."""
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(hydra_value(v) for v in value) + "]"
+    text = str(value)
+    if _PLAIN_VALUE.match(text) and text:
+        return text
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class VerlPpoSettings(Strict):
+    """main_ppo's knobs that a scenario chooses; everything else is verl's default or ``overrides``.
+
+    Path defaults are the caches verl's own Ascend CI uses on its runners (``~/.cache/models/<id>`` and
+    ``~/data/gsm8k`` made by examples/data_preprocess/gsm8k.py from ``~/.cache/datasets/openai/gsm8k``)."""
+
+    kind: Literal["verl_ppo"]
+    verl_version: str = Field(
+        "0.9.1", description="verl in the image; the host's verl must match for the offline override check"
+    )
+    model_path: str = "${QWEN2_0_5B_PATH:-~/.cache/models/Qwen/Qwen2-0.5B}"
+    data_dir: str = Field("${GSM8K_DATA_DIR:-~/data/gsm8k}", description="holds the preprocessed parquet files")
+    train_file: str = "train.parquet"
+    val_file: str = "test.parquet"
+    raw_dataset: str = Field(
+        "${GSM8K_RAW_PATH:-~/.cache/datasets/openai/gsm8k}",
+        description="HF gsm8k dataset the data-preparation step reads when the parquet files are missing",
+    )
+    rollout: Literal["vllm", "sglang"] = "vllm"
+    rollout_tp: PositiveInt = 1
+    gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] = 0.4
+    nnodes: PositiveInt = 1
+    n_gpus_per_node: PositiveInt | None = Field(None, description="default: world_size / nnodes")
+    adv_estimator: Literal["gae", "grpo"] = Field("gae", description="gae = PPO with a critic")
+    train_batch_size: PositiveInt = 256
+    ppo_mini_batch_size: PositiveInt = 64
+    micro_batch_size_per_gpu: PositiveInt = Field(4, description="actor and critic updates")
+    log_prob_micro_batch_size_per_gpu: PositiveInt = Field(8, description="actor and ref log-prob forwards")
+    max_prompt_length: PositiveInt = 512
+    max_response_length: PositiveInt = 256
+    overrides: list[str] = Field(
+        default_factory=list, description="extra hydra overrides, applied last (validated with the rest)"
+    )
+
+    @field_validator("overrides")
+    @classmethod
+    def _overrides(cls, value: list[str]) -> list[str]:
+        from harness.workloads.verl_config import parse_overrides
+
+        for ov in parse_overrides(value):
+            if ov.key_or_group in OWNED_KEYS:
+                raise ValueError(
+                    f"override {ov.input_line!r} sets {ov.key_or_group}, which the harness sets from the scenario"
+                )
+        return value
+
+    def devices_per_node(self, world_size: int) -> int:
+        return self.n_gpus_per_node or world_size // self.nnodes
+
+    def check_scenario(self, scenario: Scenario) -> None:
+        if scenario.device == "cpu":
+            raise ValueError(
+                "workload verl_ppo needs device npu or cuda: main_ppo's rollout engines (vllm, sglang) do not run "
+                "on CPU; use workload cpu_ppo there"
+            )
+        per_node = self.devices_per_node(scenario.world_size)
+        if per_node * self.nnodes != scenario.world_size:
+            raise ValueError(f"world_size {scenario.world_size} != nnodes {self.nnodes} x n_gpus_per_node {per_node}")
+        ex = scenario.executor
+        if self.nnodes > 1 and "RAY_ADDRESS" not in {*ex.docker.pass_env, *ex.docker.env}:
+            raise ValueError(
+                "nnodes > 1: the harness starts one process (or container), which must join a running Ray cluster "
+                "spanning the nodes; pass RAY_ADDRESS (executor.docker.pass_env or env)"
+            )
+        stages = set(scenario.precision_debugger.stages) | set(scenario.expected_stages)
+        if "compute_rm_score" in stages:
+            raise ValueError(
+                "stage compute_rm_score: verl 0.9.1's config has no reward-model profiler block to enable, and "
+                "gsm8k's reward is a rule, not a model"
+            )
+        if {"compute_values", "critic_update"} & stages and self.adv_estimator != "gae":
+            raise ValueError("critic stages need a critic: adv_estimator gae")
+        if ex.kind == "docker" and scenario.device == "npu" and not ex.docker.npu_devices:
+            raise ValueError("device npu with the docker executor needs executor.docker.npu_devices")
+        if ex.kind == "docker" and scenario.device == "npu" and len(ex.docker.npu_devices) != per_node:
+            raise ValueError(
+                f"executor.docker.npu_devices has {len(ex.docker.npu_devices)} ids for {per_node} devices per node"
+            )
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """The host paths one run reads (mounted read-only into the container)."""
+
+    model: Path
+    data_dir: Path
+    train: Path
+    val: Path
+    raw_dataset: Path
+
+    @classmethod
+    def of(cls, s: VerlPpoSettings) -> Inputs:
+        data = expand_path(s.data_dir)
+        return cls(expand_path(s.model_path), data, data / s.train_file, data / s.val_file, expand_path(s.raw_dataset))
+
+    def missing(self) -> list[str]:
+        out = [
+            f"{what} {p}"
+            for what, p in (("model", self.model), ("train data", self.train), ("val data", self.val))
+            if not p.exists()
+        ]
+        for p in (self.model, self.data_dir):
+            if not p.is_absolute():
+                out.append(f"{p} is not an absolute path after expansion")
+        return out
+
+    def prepare_data_argv(self, python: str = "python") -> list[str]:
+        """The data-preparation step (verl's examples/data_preprocess/gsm8k.py, as the harness module)."""
+        return [
+            python,
+            "-m",
+            "harness.workloads.gsm8k_data",
+            "--raw",
+            str(self.raw_dataset),
+            "--out",
+            str(self.data_dir),
+        ]
+
+
+def role_profilers(stages: list[str]) -> list[str]:
+    """The profiler blocks (hydra paths) that must be enabled for these stages, in a stable order."""
+    roles = {r for st in stages for r in STAGE_ROLES.get(st, ())}
+    return [path for role, path in ROLE_PROFILERS.items() if role in roles]
+
+
+def build_overrides(scenario: Scenario, run: RunDir, enabled: bool) -> tuple[str, list[str], dict[str, Any]]:
+    """(config name, overrides, expected resolved values). ``expected`` is what verl must resolve to."""
+    s: VerlPpoSettings = scenario.workload  # type: ignore[assignment]
+    inputs = Inputs.of(s)
+    per_node = s.devices_per_node(scenario.world_size)
+    config_name = CONFIG_NAMES[scenario.engine]
+    strategy = (
+        [
+            "actor_rollout_ref.actor.strategy=fsdp2",  # the ref follows the actor's strategy by interpolation
+            "critic.strategy=fsdp2",
+        ]
+        if scenario.engine == "fsdp"
+        else []
+    )
+    ov: dict[str, Any] = {
+        "hydra.run.dir": run.root / "hydra",  # not ./outputs/<date>: everything of a run stays in its dir
+        "algorithm.adv_estimator": s.adv_estimator,
+        "data.train_files": inputs.train,
+        "data.val_files": inputs.val,
+        "data.train_batch_size": s.train_batch_size,
+        "data.max_prompt_length": s.max_prompt_length,
+        "data.max_response_length": s.max_response_length,
+        "data.shuffle": False,  # off and on see the same batches at the same step: comparable step times
+        "actor_rollout_ref.model.path": inputs.model,
+        "actor_rollout_ref.actor.ppo_mini_batch_size": s.ppo_mini_batch_size,
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": s.micro_batch_size_per_gpu,
+        "actor_rollout_ref.rollout.name": s.rollout,
+        "actor_rollout_ref.rollout.tensor_model_parallel_size": s.rollout_tp,
+        "actor_rollout_ref.rollout.gpu_memory_utilization": s.gpu_memory_utilization,
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": s.log_prob_micro_batch_size_per_gpu,
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": s.log_prob_micro_batch_size_per_gpu,
+        "critic.model.path": inputs.model,
+        "critic.ppo_micro_batch_size_per_gpu": s.micro_batch_size_per_gpu,
+        "trainer.critic_warmup": 0,
+        "trainer.nnodes": s.nnodes,
+        "trainer.n_gpus_per_node": per_node,
+        "trainer.total_training_steps": scenario.steps,
+        "trainer.test_freq": -1,
+        "trainer.save_freq": -1,
+        "trainer.val_before_train": False,
+        "trainer.logger": ["console", "file"],
+        "trainer.project_name": "verl-msprobe-harness",
+        "trainer.experiment_name": f"{scenario.name}-{run.mode}",
+    }
+    if scenario.device != "cuda":
+        ov["trainer.device"] = scenario.device
+    expected: dict[str, Any] = {
+        "trainer.total_training_steps": scenario.steps,
+        "trainer.logger": ["console", "file"],
+        "trainer.nnodes": s.nnodes,
+        "trainer.n_gpus_per_node": per_node,
+    }
+    if enabled:
+        pd = scenario.precision_debugger
+        tool = {"config_path": str(run.msprobe_config), "stages": list(pd.stages), "strict": pd.strict}
+        ov.update(
+            {
+                "global_profiler.tool": "precision_debugger",
+                "global_profiler.steps": list(pd.steps),
+                "global_profiler.save_path": run.dumps,
+            }
+        )
+        # no '+': these keys exist in verl 0.9.1's config, so hydra itself rejects a misspelling
+        ov.update({f"{TOOL_CONFIG}.{k}": v for k, v in tool.items()})
+        expected.update(
+            {
+                "global_profiler.tool": "precision_debugger",
+                "global_profiler.steps": list(pd.steps),
+                "global_profiler.save_path": str(run.dumps),
+            }
+        )
+        expected.update({f"{TOOL_CONFIG}.{k}": v for k, v in tool.items()})
+        for block in role_profilers(pd.stages):
+            ov[f"{block}.enable"] = True
+            expected.update(
+                {f"{block}.enable": True, f"{block}.tool": "precision_debugger", f"{block}.save_path": str(run.dumps)}
+            )
+            expected.update({f"{block}.tool_config.precision_debugger.{k}": v for k, v in tool.items()})
+    overrides = [*strategy, *(f"{k}={hydra_value(v)}" for k, v in ov.items()), *s.overrides]
+    return config_name, overrides, expected
+
+
+class VerlPpo:
+    def build(self, scenario: Scenario, run: RunDir, enabled: bool) -> Launch:
+        """Write the msprobe config (on), compose and check the overrides, and say what to run. Does not look
+        for the model and data on this host (dry runs describe a runner, not this machine)."""
+        from harness.workloads.verl_config import check_overrides
+
+        s: VerlPpoSettings = scenario.workload  # type: ignore[assignment]
+        run.root.mkdir(parents=True, exist_ok=True)
+        if enabled:
+            cfg = msprobe_config(scenario.precision_debugger, dump_path=str(run.dumps))
+            run.msprobe_config.write_text(json.dumps(cfg, indent=2))
+        config_name, overrides, expected = build_overrides(scenario, run, enabled)
+        check_overrides(config_name, overrides, expected, enabled=enabled, verl_version=s.verl_version)
+        inputs = Inputs.of(s)
+        return Launch(
+            module=MODULE,
+            args=[f"--config-name={config_name}", *overrides],
+            env={"VERL_FILE_LOGGER_PATH": str(run.metrics), "HYDRA_FULL_ERROR": "1"},
+            workdir=run.root,
+            inputs=[inputs.model, inputs.data_dir],
+            ranks=scenario.world_size,
+        )
+
+    def prepare(self, scenario: Scenario, run: RunDir, enabled: bool) -> Launch:
+        """``build`` after making sure the model and the data exist here (they are mounted from this host)."""
+        inputs = Inputs.of(scenario.workload)  # type: ignore[arg-type]
+        if missing := inputs.missing():
+            raise InfraError(
+                f"verl_ppo inputs missing on this host: {'; '.join(missing)}. Runners keep them in their caches "
+                f"(QWEN2_0_5B_PATH, GSM8K_DATA_DIR); make the gsm8k parquet files with: "
+                f"{' '.join(inputs.prepare_data_argv())}"
+            )
+        return self.build(scenario, run, enabled)

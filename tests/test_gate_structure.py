@@ -1,0 +1,174 @@
+"""Name normalisation and dump structure; the pytest regression item; the test-only fault knobs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+from conftest import write_dump, write_metrics, write_scenario
+
+from harness.baseline import build
+from harness.executors.base import ExecResult
+from harness.gate import compare_scenario, observe_live
+from harness.loader import load_scenario
+from harness.rundir import RunDir, ScenarioDir
+from harness.runs import RunRecord, fingerprint
+from harness.structure import name_diff, normalise, structure_of
+from harness.workloads import fault_injection
+from harness.workloads.cpu_ppo import CpuPpo
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize(
+    ("name", "want"),
+    [
+        ("Functional.linear.3.forward", "Functional.linear.forward"),
+        ("Tensor.add_.0.backward", "Tensor.add_.backward"),
+        ("Tensor.__matmul__.12.forward", "Tensor.__matmul__.forward"),
+        ("Aten.add.Tensor.1.forward", "Aten.add.Tensor.forward"),
+        ("Distributed.all_gather_into_tensor.2.forward", "Distributed.all_gather_into_tensor.forward"),
+        # module paths keep their layer indices; only the trailing call counter goes
+        (
+            "Module.model.layers.0.self_attn.q_proj.Linear.forward.0",
+            "Module.model.layers.0.self_attn.q_proj.Linear.forward",
+        ),
+        ("Module.model.layers.2.mlp.Qwen2MLP.backward.1", "Module.model.layers.2.mlp.Qwen2MLP.backward"),
+        (
+            "Module.model.embed_tokens.Embedding.parameters_grad.0",
+            "Module.model.embed_tokens.Embedding.parameters_grad",
+        ),
+        ("something.else", "something.else"),
+    ],
+)
+def test_normalise_folds_call_counters(name, want):
+    assert normalise(name) == want
+
+
+def test_structure_counts_per_stage_and_rank(tmp_path):
+    for rank in (0, 1):
+        write_dump(tmp_path, 2, "actor_update", rank)
+    write_dump(tmp_path, 2, "actor_compute_log_prob", 0, level="L0")
+    s = structure_of(tmp_path)
+    assert sorted(s) == ["actor_compute_log_prob/rank0", "actor_update/rank0", "actor_update/rank1"]
+    assert s["actor_update/rank0"] == {
+        "entries": 8,
+        "names": {"Functional.linear.backward": 4, "Functional.linear.forward": 4},
+    }
+    assert s["actor_compute_log_prob/rank0"]["names"] == {
+        f"Module.model.layers.{i}.Qwen2DecoderLayer.forward": 1 for i in range(4)
+    }
+
+
+def test_name_diff_reads_as_removed_added_and_changed_counts():
+    base = {"Functional.linear.forward": 4, "Tensor.add_.forward": 2, "Tensor.narrow.forward": 9}
+    now = {"Functional.linear.forward": 3, "Torch.matmul.forward": 1, "Tensor.narrow.forward": 1}
+    assert name_diff(base, now, ignore={"Tensor.narrow.forward"}) == [
+        "Functional.linear.forward x4->x3",
+        "-Tensor.add_.forward x2",
+        "+Torch.matmul.forward x1",
+    ]
+
+
+def test_names_that_vary_between_calibration_runs_are_not_gated(tmp_path):
+    from gate_builders import write_results
+
+    for i in range(2):
+        sdir = write_results(tmp_path / f"cal{i}")
+        dump = sdir / "on/dumps/step_2/actor_update/step0/rank0/dump.json"
+        doc = json.loads(dump.read_text())
+        doc["data"].update({f"Tensor.narrow.{j}.forward": {} for j in range(i + 1)})  # 1 call, then 2
+        dump.write_text(json.dumps(doc))
+    b = build([tmp_path / "cal0", tmp_path / "cal1"], calibrate=True)
+    entry = b.scenarios["tiny_case"].structure["actor_update/rank0"]  # type: ignore[index]
+    assert entry.unstable == ["Tensor.narrow.forward"]
+    assert b.scenarios["tiny_case"].tolerances["structure.actor_update.rank0.entries"] > 0  # 17 vs 18 entries
+
+
+def test_observe_live_matches_what_results_json_would_hold(good_case):
+    scenario, ctx = good_case
+    obs = observe_live(scenario, ctx.dir)
+    assert obs.figures["overhead.profiled"] == pytest.approx(8.5)
+    assert obs.figures["disk.total_bytes"] > 0
+    assert obs.figures["structure.actor_update.rank1.entries"] == 16
+    assert obs.environment["device_kind"].startswith("cpu/")
+    assert obs.settings["precision_debugger"]["level"] == "L1"
+
+
+def _reusable_runs(scenario, sdir: ScenarioDir) -> None:
+    """runs.json as a successful earlier session leaves it, so --harness-reuse checks without training."""
+    records = {m: asdict(RunRecord(m, "local", ["python"], ExecResult(exit_code=0, wall_s=1.0))) for m in ("off", "on")}
+    doc = {"session": "earlier", "fingerprint": fingerprint(scenario), "records": records}
+    sdir.runs_record.write_text(json.dumps(doc))
+
+
+def test_pytest_regression_item_against_a_baseline(tmp_path, good_case):
+    scenario, ctx = good_case
+    _reusable_runs(scenario, ctx.dir)
+    obs = observe_live(scenario, ctx.dir)  # the baseline: this very run, as results.json describes it
+    runs = {m: {"exit_code": 0, "wall_s": 1.0} for m in ("off", "on")}
+    checks = {"all": {"passed": True, "figures": obs.figures}}
+    doc = {"scenario": scenario.name, "settings": obs.settings, "environment": obs.environment, "runs": runs}
+    ctx.dir.results.write_text(json.dumps({**doc, "checks": checks}))
+    baseline = build([tmp_path / "results"])
+    baseline.write(tmp_path / "baseline.json")
+    assert compare_scenario(scenario.name, baseline, obs).status == "ok"
+
+    def pytest_run(*extra: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "pytest", str(tmp_path / "scenarios"), "-p", "no:cacheprovider", "-v", "-rfE"]
+        argv += [f"--harness-results={tmp_path / 'results'}", "--harness-reuse", *extra]
+        return subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, check=False)
+
+    proc = pytest_run(f"--harness-baseline={tmp_path / 'baseline.json'}")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "::regression PASSED" in proc.stdout
+    # ten times the overhead on the profiled steps: the regression item fails with the one-line message
+    write_metrics(ctx.dir.run("on").metrics, {1: 1.0, 2: 80.0, 3: 1.1, 4: 90.0, 5: 1.05}, stage_scale=0.3)
+    proc = pytest_run(f"--harness-baseline={tmp_path / 'baseline.json'}", "-k", "regression")
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    assert "REGRESSED tiny_case: overhead.profiled baseline 8.50x now 85.00x" in proc.stdout
+    proc = pytest_run(f"--harness-baseline={tmp_path / 'missing.json'}")
+    assert proc.returncode == 4 and "--harness-baseline" in proc.stderr
+
+
+def test_fault_knobs_pass_only_when_set_and_only_to_the_on_run(tmp_path, monkeypatch):
+    scenario = load_scenario(write_scenario(tmp_path))
+    monkeypatch.delenv(fault_injection.DELAY_ENV, raising=False)
+    monkeypatch.setenv(fault_injection.PAD_ENV, "1")
+    on = CpuPpo().prepare(scenario, RunDir(tmp_path / "on"), enabled=True)
+    off = CpuPpo().prepare(scenario, RunDir(tmp_path / "off"), enabled=False)
+    assert on.env.get(fault_injection.PAD_ENV) == "1" and fault_injection.DELAY_ENV not in on.env
+    assert fault_injection.PAD_ENV not in off.env
+    monkeypatch.setenv(fault_injection.PAD_ENV, "")
+    assert fault_injection.PAD_ENV not in CpuPpo().prepare(scenario, RunDir(tmp_path / "x"), enabled=True).env
+
+
+def test_pad_knob_doubles_this_ranks_dumps_only(tmp_path):
+    for rank in (0, 1):
+        write_dump(tmp_path, 2, "actor_update", rank)
+    size = sum(f.stat().st_size for f in tmp_path.rglob("*") if f.is_file())
+    added = fault_injection.pad_dumps(tmp_path, 2, 0, environ={fault_injection.PAD_ENV: "1"})
+    assert added == size // 2
+    assert sum(f.stat().st_size for f in tmp_path.rglob("*") if f.is_file()) == size + added
+    assert (tmp_path / "step_2/actor_update/step0/rank0/dump.json.pad1").is_file()
+    assert not list((tmp_path / "step_2/actor_update/step0/rank1").glob("*.pad*"))
+    assert fault_injection.pad_dumps(tmp_path, 2, 1, environ={}) == 0
+
+
+def test_delay_knob_wraps_msprobes_per_call_collector(monkeypatch):
+    from msprobe.core.dump.data_dump.data_collector import DataCollector
+
+    calls: list[tuple] = []
+    monkeypatch.setattr(DataCollector, "handle_data", lambda self, name, info, flush=False: calls.append((name, info)))
+    sleeps: list[float] = []
+    monkeypatch.setattr(fault_injection.time, "sleep", sleeps.append)
+    assert fault_injection.install_delay(environ={}) == 0.0
+    assert fault_injection.install_delay(environ={fault_injection.DELAY_ENV: "0.01"}) == 0.01
+    DataCollector.handle_data(object(), "Functional.linear.0.forward", {"x": 1})
+    DataCollector.handle_data(object(), "Functional.linear.1.forward", {})  # nothing collected: no sleep
+    assert sleeps == [0.01]
+    assert [c[0] for c in calls] == ["Functional.linear.0.forward", "Functional.linear.1.forward"]

@@ -1,0 +1,166 @@
+"""Gate verdicts on synthetic results: regressed, improved, ok, new, missing, other environment, errors."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from conftest import dump_doc
+from gate_builders import ENV, SETTINGS, write_results
+
+from harness.baseline import Baseline, build
+from harness.cli import main
+from harness.gate import gate_dirs
+
+
+@pytest.fixture
+def baseline(tmp_path) -> Baseline:
+    """Calibrated on profiled overhead 10, 12, 14 (tolerance 4 x 1/6 = 67 %); disk 1 MB (floor 5 %)."""
+    for i, profiled in enumerate((10.0, 12.0, 14.0)):
+        write_results(tmp_path / f"cal{i}", profiled=profiled)
+    b = build([tmp_path / f"cal{i}" for i in range(3)], calibrate=True)
+    b.write(tmp_path / "baseline.json")
+    return b
+
+
+def verdicts(report):
+    return {(s.scenario, m.metric): m.verdict for s in report.scenarios for m in s.metrics if m.verdict != "ok"}
+
+
+def test_a_run_within_tolerance_passes(tmp_path, baseline):
+    write_results(tmp_path / "now", profiled=15.0)  # +25 % < 67 %
+    report = gate_dirs(baseline, [tmp_path / "now"])
+    assert report.exit_code == 0
+    assert [s.status for s in report.scenarios] == ["ok"]
+    assert verdicts(report) == {}
+
+
+def test_overhead_regression_fails_with_one_readable_line(tmp_path, baseline):
+    write_results(tmp_path / "now", profiled=40.0)
+    report = gate_dirs(baseline, [tmp_path / "now"])
+    assert report.exit_code == 1
+    assert verdicts(report) == {("tiny_case", "overhead.profiled"): "regressed"}
+    (m,) = report.scenarios[0].of("regressed")
+    line = m.line()
+    assert line.startswith("REGRESSED tiny_case: overhead.profiled baseline 12.00x now 40.00x (+233%)")
+    assert "tolerance +67% (limit 20.00x)" in line
+    assert "\n" not in line
+
+
+def test_disk_regression_is_caught_on_every_disk_figure(tmp_path, baseline):
+    write_results(tmp_path / "now", disk=2_000_000)
+    report = gate_dirs(baseline, [tmp_path / "now"])
+    assert report.exit_code == 1
+    failed = {metric for (_, metric), v in verdicts(report).items() if v == "regressed"}
+    assert {"disk.total_bytes", "disk.step2_bytes", "disk.stage.actor_update_bytes", "disk.rank0_bytes"} <= failed
+    line = next(m.line() for m in report.scenarios[0].metrics if m.metric == "disk.total_bytes")
+    assert "baseline 1.00 MB now 2.00 MB (+100%), tolerance +5%" in line
+
+
+def test_improvement_beyond_tolerance_passes_and_asks_for_a_refresh(tmp_path, baseline):
+    write_results(tmp_path / "now", profiled=5.0, disk=500_000)
+    report = gate_dirs(baseline, [tmp_path / "now"])
+    assert report.exit_code == 0
+    assert report.scenarios[0].status == "improved"
+    assert verdicts(report)[("tiny_case", "overhead.profiled")] == "improved"
+    assert any("refresh" in line for line in report.lines())
+
+
+def test_new_and_missing_scenarios_are_reported_not_failed(tmp_path, baseline):
+    write_results(tmp_path / "now", name="another_case")
+    report = gate_dirs(baseline, [tmp_path / "now"])
+    assert {s.scenario: s.status for s in report.scenarios} == {
+        "another_case": "new scenario",
+        "tiny_case": "missing scenario",
+    }
+    assert report.exit_code == 0
+
+
+def test_another_msprobe_or_device_is_reported_not_compared(tmp_path, baseline):
+    write_results(tmp_path / "msprobe", profiled=100.0, env={**ENV, "mindstudio-probe": "27.0.0"})
+    report = gate_dirs(baseline, [tmp_path / "msprobe"])
+    (s,) = report.scenarios
+    assert s.status == "environment differs" and s.metrics == []
+    assert "mindstudio-probe baseline '26.2.0', now '27.0.0'" in s.notes[0]
+    assert report.exit_code == 0
+    assert gate_dirs(baseline, [tmp_path / "msprobe"], across_env=True).exit_code == 1  # when asked to
+
+    write_results(tmp_path / "npu", env={**ENV, "device": "npu", "machine": "aarch64"})
+    (s,) = gate_dirs(baseline, [tmp_path / "npu"]).scenarios
+    assert s.status == "environment differs" and "device_kind baseline 'cpu/x86_64', now 'npu/aarch64'" in s.notes[0]
+
+
+def test_other_versions_are_noted_and_still_compared(tmp_path, baseline):
+    write_results(tmp_path / "now", profiled=40.0, env={**ENV, "verl": "0.10.0"})
+    report = gate_dirs(baseline, [tmp_path / "now"])
+    assert report.exit_code == 1
+    assert any("verl 0.9.1 -> 0.10.0" in n for n in report.scenarios[0].notes)
+
+
+def test_changed_settings_are_not_compared(tmp_path, baseline):
+    pd = {**SETTINGS["precision_debugger"], "level": "L0"}
+    write_results(tmp_path / "now", profiled=40.0, settings={**SETTINGS, "precision_debugger": pd})
+    (s,) = gate_dirs(baseline, [tmp_path / "now"]).scenarios
+    assert s.status == "settings changed" and "refresh the baseline" in s.notes[0]
+
+
+def test_a_failed_run_is_an_error(tmp_path, baseline):
+    write_results(tmp_path / "now", exit_code=137)
+    report = gate_dirs(baseline, [tmp_path / "now"])
+    assert report.scenarios[0].status == "error"
+    assert report.exit_code == 2
+
+
+def test_a_missing_metric_fails(tmp_path, baseline):
+    sdir = write_results(tmp_path / "now")
+    doc = json.loads((sdir / "results.json").read_text())
+    del doc["checks"]["overhead"]["figures"]["overhead.stage.actor_update"]
+    (sdir / "results.json").write_text(json.dumps(doc))
+    report = gate_dirs(baseline, [tmp_path / "now"])
+    assert verdicts(report) == {("tiny_case", "overhead.stage.actor_update"): "missing"}
+    assert report.exit_code == 1
+
+
+def test_structure_change_fails_but_renumbered_counters_do_not(tmp_path, baseline):
+    sdir = write_results(tmp_path / "now")
+    dump = sdir / "on/dumps/step_2/actor_update/step0/rank0/dump.json"
+    doc = json.loads(dump.read_text())
+    # the same calls with other counter values: not a change
+    doc["data"] = {k.replace(".0.", ".7."): v for k, v in doc["data"].items()}
+    dump.write_text(json.dumps(doc))
+    assert gate_dirs(baseline, [tmp_path / "now"]).exit_code == 0
+    # linear backward no longer dumped on rank 0 of step 2: entries and names change
+    doc["data"] = {k: v for k, v in doc["data"].items() if not k.endswith("backward")}
+    doc["data"]["Tensor.add_.0.forward"] = dump_doc("L1", "actor_update")["data"]["Functional.linear.0.forward"]
+    dump.write_text(json.dumps(doc))
+    report = gate_dirs(baseline, [tmp_path / "now"])
+    assert report.exit_code == 1
+    lines = [m.line() for m in report.scenarios[0].of("regressed")]
+    assert any("structure.actor_update.rank0.entries baseline 16 now 13" in ln for ln in lines), lines
+    names = next(ln for ln in lines if ".names" in ln)
+    assert "Functional.linear.backward x8->x4" in names and "+Tensor.add_.forward x1" in names
+    assert "tolerance exact" in names
+
+
+def test_results_without_dumps_skip_the_structure_only(tmp_path, baseline):
+    write_results(tmp_path / "now", dumps=False)
+    report = gate_dirs(baseline, [tmp_path / "now"])
+    assert report.exit_code == 0
+    assert any("structure not compared" in n for n in report.scenarios[0].notes)
+
+
+def test_gate_cli_exit_codes_and_output(tmp_path, baseline, capsys):
+    b = str(tmp_path / "baseline.json")
+    write_results(tmp_path / "ok", profiled=12.5)
+    assert main(["gate", "--baseline", b, "--results", str(tmp_path / "ok")]) == 0
+    out = capsys.readouterr().out
+    assert "gate: 1 ok -> PASS" in out
+    write_results(tmp_path / "bad", profiled=60.0)
+    assert main(["gate", "--baseline", b, "--results", str(tmp_path / "bad"), "--json", str(tmp_path / "g.json")]) == 1
+    out = capsys.readouterr().out
+    assert "REGRESSED tiny_case: overhead.profiled baseline 12.00x now 60.00x" in out
+    assert json.loads((tmp_path / "g.json").read_text())["exit_code"] == 1
+    shutil.rmtree(tmp_path / "bad")
+    assert main(["gate", "--baseline", b, "--results", str(tmp_path / "bad")]) == 2
+    assert main(["gate", "--baseline", str(tmp_path / "nope.json"), "--results", str(tmp_path / "ok")]) == 2
