@@ -163,4 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=cmd_schema)
     add_ci_commands(sub)  # baseline merge, calibrate, gate, report, junit-merge
     args = parser.parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        print("interrupted: running trainings and containers were stopped", file=sys.stderr)
+        return 130

@@ -19,6 +19,7 @@ from harness.executors.base import ExecResult, InfraError
 from harness.executors.registry import get_executor
 from harness.rundir import MODES, Mode, ScenarioDir
 from harness.scenario import Scenario
+from harness.workloads import fault_injection
 from harness.workloads.settings import WORKLOADS
 
 LABEL_PREFIX = "io.harness"
@@ -64,8 +65,9 @@ def _verdict(res: ExecResult, settings_timeout: float, log: Path) -> str | None:
 
 
 def fingerprint(scenario: Scenario) -> str:
-    """What the trainings depend on: everything but the checks' expectations and budgets."""
+    """What the trainings depend on: everything but the checks' expectations and budgets (plus test knobs)."""
     data = scenario.model_dump(mode="json", exclude={"expect", "budgets", "description"})
+    data["test_knobs"] = fault_injection.passthrough()
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -123,7 +125,7 @@ def _run_both(scenario: Scenario, sdir: ScenarioDir, session: str, executor_kind
             error = _verdict(res, scenario.executor.timeout_s, run.log)
         except InfraError as exc:
             res, error = ExecResult(exit_code=None, wall_s=0.0, detail=str(exc)), str(exc)
-        records[mode] = RunRecord(mode, executor.name, launch.argv("python"), res, error)
+        records[mode] = RunRecord(mode, executor.name, res.argv or launch.argv("python"), res, error)
         run.record.write_text(json.dumps(asdict(records[mode]), indent=2))
         if error:
             break  # the on run is pointless without a baseline

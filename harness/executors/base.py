@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
 from harness.executors.settings import ExecutorSettings
@@ -24,6 +24,7 @@ class ExecResult:
     timed_out: bool = False
     oom_killed: bool = False
     detail: str = ""
+    argv: list[str] = field(default_factory=list)  # the command as the executor really ran it
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -254,6 +254,7 @@ def _run(client: DockerClient, spec: dict[str, Any], run: RunDir, settings: Exec
         timed_out=timed_out,
         oom_killed=bool(state.get("OOMKilled")),
         detail=f"container {spec['name']} ({spec['image']}); logs in {run.log.name}",
+        argv=list(spec["command"]),
     )
 
 

@@ -31,10 +31,10 @@ class LocalExecutor:
                 raise InfraError(f"cannot start {argv[0]}: {exc}") from exc
             try:
                 code = proc.wait(timeout=settings.timeout_s)
-                return ExecResult(exit_code=code, wall_s=time.monotonic() - started)
+                return ExecResult(exit_code=code, wall_s=time.monotonic() - started, argv=argv)
             except subprocess.TimeoutExpired:
                 _kill_group(proc)
-                return ExecResult(proc.returncode, time.monotonic() - started, timed_out=True)
+                return ExecResult(proc.returncode, time.monotonic() - started, timed_out=True, argv=argv)
             except BaseException:
                 _kill_group(proc)  # Ctrl-C or an error in the harness: never leave a training behind
                 raise

@@ -25,7 +25,7 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -70,7 +70,6 @@ class TrainSpec:
     threads_per_rank: int
     store_path: str
     profiler: ProfilerSpec | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def load(cls, path: str | Path) -> TrainSpec:

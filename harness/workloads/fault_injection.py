@@ -9,7 +9,7 @@ in the harness process's environment, and only the precision_debugger-on run get
   dump dirs (``<file>.pad<i>``), so the dumps grow (N+1) fold while dump.json stays intact: a disk
   regression and nothing else.
 
-Trainings made with them must not be reused (``--reuse``): the run fingerprint does not include them.
+They are part of the run fingerprint, so ``--reuse`` never mixes runs made with and without them.
 """
 
 from __future__ import annotations
