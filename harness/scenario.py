@@ -10,15 +10,12 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ByteSize, ConfigDict, Field, PositiveFloat, PositiveInt, PrivateAttr, model_validator
+from pydantic import ByteSize, ConfigDict, Field, PositiveFloat, PositiveInt, PrivateAttr, model_validator
 
 from harness.executors.settings import ExecutorSettings
 from harness.stages import Stage
+from harness.strict import Strict
 from harness.workloads.settings import WorkloadSettings
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 def _unique(values: list) -> list:

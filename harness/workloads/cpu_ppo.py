@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
+from pydantic import Field, PositiveFloat, PositiveInt
 
 from harness.msprobe_config import msprobe_config
 from harness.rundir import RunDir
+from harness.strict import Strict
 from harness.workloads import fault_injection
 from harness.workloads.base import Launch
 
@@ -18,16 +19,12 @@ if TYPE_CHECKING:
 CRITIC_STAGES = {"compute_values", "critic_update"}
 
 
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
 class TinyQwen2(Strict):
     """A transformers Qwen2Config, randomly initialised: nothing is downloaded."""
 
     vocab_size: PositiveInt = 256
-    hidden_size: PositiveInt = 64
-    intermediate_size: PositiveInt = 128
+    hidden_size: PositiveInt = 128
+    intermediate_size: PositiveInt = 512
     num_hidden_layers: PositiveInt = 3
     num_attention_heads: PositiveInt = 4
     num_key_value_heads: PositiveInt = 2
@@ -38,9 +35,10 @@ class CpuPpoSettings(Strict):
     kind: Literal["cpu_ppo"]
     model: TinyQwen2 = TinyQwen2()
     seed: int = 0
-    batch_size: PositiveInt = 4
-    prompt_length: PositiveInt = 16
-    response_length: PositiveInt = 16
+    # sized so an unprofiled step takes ~0.3 s on one CPU thread: shorter steps make on/off ratios noise
+    batch_size: PositiveInt = 16
+    prompt_length: PositiveInt = 48
+    response_length: PositiveInt = 48
     lr: PositiveFloat = 1e-4
     critic: bool = Field(False, description="train a critic (compute_values, critic_update)")
     critic_roles: Literal["engine_workers", "documented"] = Field(

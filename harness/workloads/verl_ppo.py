@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator
+from pydantic import Field, PositiveInt, field_validator
 
 from harness.executors.base import InfraError
 from harness.msprobe_config import msprobe_config
 from harness.rundir import RunDir
+from harness.strict import Strict
 from harness.workloads.base import Launch
 
 if TYPE_CHECKING:
@@ -89,10 +90,6 @@ def hydra_value(value: Any) -> str:
     if _PLAIN_VALUE.match(text) and text:
         return text
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class VerlPpoSettings(Strict):
