@@ -55,9 +55,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    workerinput = getattr(config, "workerinput", None)
     if getattr(config.option, "dist", "no") == "load":
         config.option.dist = "loadgroup"  # keep a scenario's items (and so its trainings) on one worker
-    workerinput = getattr(config, "workerinput", None)
+    if workerinput and workerinput.get("harness_loadgroup"):
+        config.option.loadgroup = True  # xdist set this from the worker's own args, before our change above
     config.stash[_SESSION] = workerinput["testrunuid"] if workerinput else uuid.uuid4().hex
     if path := config.getoption("harness_baseline", None):
         try:
@@ -65,8 +67,15 @@ def pytest_configure(config: pytest.Config) -> None:
         except BaselineError as exc:
             raise pytest.UsageError(f"--harness-baseline: {exc}") from None
     if workerinput is None:
+        config.pluginmanager.register(PlainNodeIds(), "harness-plain-nodeids")
         workers = config.getoption("numprocesses", None) or 1
         config.pluginmanager.register(TimeBreakdown(int(workers) if str(workers).isdigit() else 2), "harness-times")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist controller: tell each worker to tag items with their xdist_group, as loadgroup needs."""
+    node.workerinput["harness_loadgroup"] = node.config.getoption("dist") == "loadgroup"
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
@@ -177,6 +186,16 @@ class RegressionItem(ScenarioItem):
 
 _SESSION = pytest.StashKey[str]()
 _BASELINE = pytest.StashKey[Baseline]()
+
+
+class PlainNodeIds:
+    """On the xdist controller: loadgroup appends ``@<group>`` to node ids; reports and JUnit keep the plain id."""
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        base, sep, group = report.nodeid.rpartition("@")
+        if sep and group == Path(base.split("::")[0]).stem:
+            report.nodeid = base
 
 
 class TimeBreakdown:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +32,7 @@ def test_xdist_selection_runs_trainings_once_and_junit_carries_figures(tmp_path)
         f"--harness-results={results}",
         "-p",
         "no:cacheprovider",
+        "-v",
     )
     assert proc.returncode == 0, proc.stdout[-3000:]
     cases = ElementTree.parse(xml).getroot().iter("testcase")
@@ -46,6 +48,8 @@ def test_xdist_selection_runs_trainings_once_and_junit_carries_figures(tmp_path)
     assert set(doc["checks"]) == {"layout", "contents", "overhead", "disk"}
     assert doc["environment"]["verl"] == "0.9.1"
     assert "harness time breakdown" in proc.stdout
+    workers = re.findall(r"\[(gw\d+)\] \[ *\d+%\] PASSED scenarios/tiny_fsdp_l1\.yaml::", proc.stdout)
+    assert len(workers) == 4 and len(set(workers)) == 1, "a scenario's items must share one xdist worker"
 
 
 def test_cli_run_writes_results_and_failing_budget_exits_1(tmp_path):
