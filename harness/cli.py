@@ -18,7 +18,7 @@ from rich.table import Table
 
 from harness.checks import CHECKS, CheckContext, CheckResult
 from harness.checks.known_gap import check_gap
-from harness.cli_ci import add_ci_commands
+from harness.cli_gate import add_gate_commands
 from harness.devices import skip_reason
 from harness.executors.base import InfraError
 from harness.executors.settings import ExecutorSettings
@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("schema", help="print (or write) the scenario format's JSON Schema")
     p.add_argument("-o", "--output")
     p.set_defaults(func=cmd_schema)
-    add_ci_commands(sub)  # baseline merge, calibrate, gate, report, junit-merge
+    add_gate_commands(sub)  # baseline merge, calibrate, gate, report, junit-merge
     args = parser.parse_args(argv)
     try:
         return args.func(args)

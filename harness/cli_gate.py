@@ -1,4 +1,4 @@
-"""CI commands: ``baseline merge``, ``calibrate``, ``gate``, ``report``, ``junit-merge`` (see harness.cli).
+"""Baseline, gate and report commands: ``baseline merge``, ``calibrate``, ``gate``, ``report``, ``junit-merge``.
 
 Exit codes as everywhere in the harness: 0 good; 1 a regression; 2 invalid input or an error.
 """
@@ -139,7 +139,7 @@ def _policy_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--floor", action="append", metavar="FAMILY=F", help="smallest relative tolerance per family")
 
 
-def add_ci_commands(sub: argparse._SubParsersAction) -> None:
+def add_gate_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("baseline", help="baselines: merge results directories into one")
     bsub = p.add_subparsers(dest="baseline_command", required=True)
     m = bsub.add_parser("merge", help="merge results dirs (figures averaged) into a baseline file")
