@@ -35,7 +35,7 @@ _DISK = re.compile(r"^disk\.(total_bytes|step\d+_bytes|stage\..+_bytes|rank\d+_b
 # Environment keys that make two measurements incomparable: the gate reports them instead of comparing.
 BLOCKING_ENV = ("device_kind", "mindstudio-probe")
 # Environment keys shown next to the baseline (differences are reported, figures still compared).
-INFO_ENV = ("verl", "torch", "torch_npu", "transformers", "python", "image", "executor")
+INFO_ENV = ("verl", "torch", "torch_npu", "transformers", "python", "image", "executor", "packages_dir")
 
 
 class Policy(BaseModel):

@@ -231,6 +231,8 @@ def compare_scenario(name: str, baseline: Baseline, obs: Observation | None, acr
         notes.append(f"compared across environments (--compare-across-env): {'; '.join(blocking)}")
     if info:
         notes.append(f"environment changed, compared anyway: {', '.join(info)}")
+    if "packages_dir" in sb.environment and sb.environment.get("packages_dir") != obs.environment.get("packages_dir"):
+        notes.append("disk figures move with the install path: msprobe's stack.json records each frame's source path")
     if diff := _settings_diff(sb.settings, obs.settings):
         return ScenarioGate(name, "settings changed", notes=[f"not compared, refresh the baseline: {'; '.join(diff)}"])
 

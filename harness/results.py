@@ -27,6 +27,9 @@ def environment(scenario: Scenario) -> dict[str, Any]:
     env["executor"] = scenario.executor.kind
     if scenario.executor.kind == "docker":
         env["image"] = scenario.executor.docker.image
+    elif env["verl"] is not None:
+        # msprobe's stack.json records every frame's source path, so dump bytes grow with this path's length
+        env["packages_dir"] = str(metadata.distribution("verl").locate_file(""))
     return env
 
 

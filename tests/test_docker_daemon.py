@@ -34,12 +34,16 @@ ROOT = Path(__file__).resolve().parents[1]
 REQUIRED = os.environ.get("HARNESS_REQUIRE_DOCKER") == "1"
 IMAGE = DockerRuntime().image
 DOCKER = {"kind": "docker"}
-# small but real: two ranks (gloo FileStore, /dev/shm), one profiled step; budgets that timing cannot flip
+# small but real: two ranks (gloo FileStore, /dev/shm), one profiled step; budgets that neither timing nor the
+# install path (msprobe's stack.json records every frame's source path) can flip
 SMALL: dict[str, Any] = {
     "world_size": 2,
     "steps": 3,
     "precision_debugger": {"level": "L0", "steps": [2], "stages": ["actor_compute_log_prob", "actor_update"]},
-    "budgets": {"overhead": {"max_profiled_ratio": 1000, "max_unprofiled_ratio": 100}, "disk": {"max_total": "1GB"}},
+    "budgets": {
+        "overhead": {"max_profiled_ratio": 1000, "max_unprofiled_ratio": 100},
+        "disk": {"max_total": "1GB", "max_per_step": None},
+    },
 }
 
 

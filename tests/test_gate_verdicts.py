@@ -98,6 +98,17 @@ def test_other_versions_are_noted_and_still_compared(tmp_path, baseline):
     assert any("verl 0.9.1 -> 0.10.0" in n for n in report.scenarios[0].notes)
 
 
+def test_a_moved_install_is_named_next_to_disk_figures(tmp_path, baseline):
+    moved = "/check/work/main/.venv/lib/python3.11/site-packages"
+    write_results(tmp_path / "now", disk=1_030_000, env={**ENV, "packages_dir": moved})
+    s = gate_dirs(baseline, [tmp_path / "now"]).scenarios[0]
+    assert s.status == "ok"
+    assert any(f"packages_dir {ENV['packages_dir']} -> {moved}" in n for n in s.notes)
+    assert any("stack.json records each frame's source path" in n for n in s.notes)
+    write_results(tmp_path / "same", disk=1_030_000)
+    assert not any("stack.json" in n for n in gate_dirs(baseline, [tmp_path / "same"]).scenarios[0].notes)
+
+
 def test_changed_settings_are_not_compared(tmp_path, baseline):
     pd = {**SETTINGS["precision_debugger"], "level": "L0"}
     write_results(tmp_path / "now", profiled=40.0, settings={**SETTINGS, "precision_debugger": pd})
