@@ -23,7 +23,6 @@ from harness.runs import LABEL_PREFIX
 from harness.scenario import Scenario
 from harness.workloads.base import Launch, WorkloadError
 from harness.workloads.settings import WORKLOADS
-from harness.workloads.verl_ppo import Inputs, VerlPpoSettings
 
 
 def _argv_lines(argv: list[str]) -> list[str]:
@@ -88,33 +87,25 @@ def describe(scenario: Scenario, path: Path, results: Path) -> list[str]:
     ]
     if why := device_problem(scenario):
         lines.append(f"on this host: skipped ({why})")
-    workload = WORKLOADS[scenario.workload.kind]
-    build = getattr(workload, "build", workload.prepare)  # build: prepare without looking for inputs here
-    w = scenario.workload
-    if isinstance(w, VerlPpoSettings):
-        inputs = Inputs.of(w)
-        for what, p in (("model", inputs.model), ("train data", inputs.train), ("val data", inputs.val)):
-            lines.append(f"{what}: {p} ({'present' if p.exists() else 'absent'} on this host)")
-        lines.append(f"data preparation (when the parquet files are absent): {shlex.join(inputs.prepare_data_argv())}")
+    workload, at = WORKLOADS[scenario.workload.kind], len(lines)
     with tempfile.TemporaryDirectory(prefix="harness-dry-run-") as tmp:
         sdir = ScenarioDir(Path(tmp) / scenario.name)
         for mode in MODES:
             run = sdir.run(mode)
-            launch = build(scenario, run, enabled=mode == "on")
+            launch = workload.prepare(scenario, run, enabled=mode == "on", dry=True)
             labels = {
                 f"{LABEL_PREFIX}.session": "<session>",
                 f"{LABEL_PREFIX}.scenario": scenario.name,
                 f"{LABEL_PREFIX}.run": mode,
             }
             lines.append(f"--- {mode} run (precision_debugger {'enabled' if mode == 'on' else 'disabled'})")
-            if isinstance(w, VerlPpoSettings):
-                lines.append(f"overrides checked offline against verl {w.verl_version}'s hydra config: ok")
             lines += _docker_lines(launch, scenario, labels, run) if ex.kind == "docker" else _local_lines(launch)
             if mode == "on" and run.msprobe_config.is_file():
                 lines.append(f"msprobe config ({run.msprobe_config}):")
                 lines += [
                     f"  {ln}" for ln in json.dumps(json.loads(run.msprobe_config.read_text()), indent=2).splitlines()
                 ]
+        lines[at:at] = workload.describe(scenario, sdir.run("on"))
         real = str(results / scenario.name)
         return [ln.replace(str(sdir.root), real) for ln in lines]
 

@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 from harness.executors.base import InfraError
 from harness.loader import ScenarioError, load_scenario
 from harness.rundir import ScenarioDir
-from harness.workloads.verl_config import VerlConfigError, check_overrides
+from harness.workloads.verl_config import VerlConfigError, check_overrides, compose, unreachable_stages
 from harness.workloads.verl_ppo import TOOL_CONFIG, VerlPpo, build_overrides, expand_path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,8 +36,8 @@ def test_the_four_qwen2_0_5b_scenarios_ship():
 def test_argv_composes_and_resolves_in_verl_0_9_1(name, tmp_path):
     scenario = load_scenario(ROOT / "scenarios" / f"{name}.yaml")
     sdir = ScenarioDir(tmp_path / name)
-    off = VerlPpo().build(scenario, sdir.run("off"), enabled=False)  # build() runs the offline check too
-    on = VerlPpo().build(scenario, sdir.run("on"), enabled=True)
+    off = VerlPpo().prepare(scenario, sdir.run("off"), enabled=False, dry=True)  # runs the offline check too
+    on = VerlPpo().prepare(scenario, sdir.run("on"), enabled=True, dry=True)
     config = {"fsdp": "ppo_trainer", "megatron": "ppo_megatron_trainer"}[scenario.engine]
     for launch, run in ((off, sdir.run("off")), (on, sdir.run("on"))):
         assert launch.argv("python3")[:4] == ["python3", "-m", "verl.trainer.main_ppo", f"--config-name={config}"]
@@ -82,7 +82,7 @@ def test_plus_typo_in_a_profiler_override_is_caught_and_named(tmp_path):
     typo = f"+{TOOL_CONFIG}.config_pth=/somewhere/config.json"
     scenario = load_scenario(qwen_variant(tmp_path, overrides=[typo]))  # hydra syntax is fine: it loads
     with pytest.raises(VerlConfigError) as exc:
-        VerlPpo().build(scenario, ScenarioDir(tmp_path / "r").run("on"), enabled=True)
+        VerlPpo().prepare(scenario, ScenarioDir(tmp_path / "r").run("on"), enabled=True, dry=True)
     msg = str(exc.value)
     assert f"override {typo!r} adds key {TOOL_CONFIG}.config_pth" in msg
     assert f"did you mean '{TOOL_CONFIG}.config_path'?" in msg
@@ -110,7 +110,7 @@ def test_an_extra_override_that_switches_a_role_off_is_named(tmp_path):
         match=r"actor_rollout_ref\.ref\.profiler\.enable resolves to False, expected "
         r"True \(set by 'actor_rollout_ref\.ref\.profiler\.enable=False', which wins over",
     ):
-        VerlPpo().build(scenario, ScenarioDir(tmp_path / "r").run("on"), enabled=True)
+        VerlPpo().prepare(scenario, ScenarioDir(tmp_path / "r").run("on"), enabled=True, dry=True)
 
 
 def test_off_run_that_would_dump_fails_the_check(tmp_path):
@@ -172,3 +172,40 @@ def test_prepare_refuses_missing_inputs_and_says_how_to_make_the_data(tmp_path, 
     msg = str(exc.value)
     assert f"model {tmp_path / 'no-model'}" in msg and f"train data {tmp_path / 'no-data' / 'train.parquet'}" in msg
     assert "python -m harness.workloads.gsm8k_data --raw" in msg and f"--out {tmp_path / 'no-data'}" in msg
+
+
+@pytest.mark.parametrize("name", QWEN)
+def test_every_expected_stage_of_a_shipped_scenario_runs_in_verl(name, tmp_path):
+    """verl's own predicates (need_reference_policy, need_critic, ...) on the resolved config of the on run."""
+    scenario = load_scenario(ROOT / "scenarios" / f"{name}.yaml")
+    run = ScenarioDir(tmp_path / name).run("on")
+    config_name, overrides, _ = build_overrides(scenario, run, enabled=True)
+    assert unreachable_stages(compose(config_name, overrides), scenario.expected_stages) == {}
+    assert "ref_compute_log_prob" in scenario.expected_stages
+
+
+def test_a_scenario_without_a_reference_policy_is_refused_in_one_line(tmp_path):
+    doc = yaml.safe_load((ROOT / "scenarios" / "qwen2_0_5b_fsdp_l1.yaml").read_text())
+    doc["workload"]["overrides"] = [o for o in doc["workload"]["overrides"] if "use_kl_loss" not in o]
+    path = tmp_path / "scenarios" / "qwen2_0_5b_fsdp_l1.yaml"
+    path.parent.mkdir(parents=True)
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    scenario = load_scenario(path)
+    with pytest.raises(VerlConfigError) as exc:
+        VerlPpo().prepare(scenario, ScenarioDir(tmp_path / "r").run("off"), enabled=False, dry=True)
+    problems = [ln.strip() for ln in str(exc.value).splitlines()[1:]]
+    assert problems == [
+        "- expected stage ref_compute_log_prob will not run: the resolved config has no reference policy "
+        "(actor_rollout_ref.actor.use_kl_loss=false, algorithm.use_kl_in_reward=false; "
+        "verl.trainer.ppo.utils.need_reference_policy)"
+    ]
+
+
+def test_critic_stages_without_a_critic_are_refused(tmp_path):
+    path = qwen_variant(tmp_path, "qwen2_0_5b_critic_fsdp_l0", overrides=["critic.enable=False"])
+    scenario = load_scenario(path)
+    with pytest.raises(VerlConfigError) as exc:
+        VerlPpo().prepare(scenario, ScenarioDir(tmp_path / "r").run("on"), enabled=True, dry=True)
+    text = str(exc.value)
+    for stage in ("compute_values", "critic_update"):
+        assert f"expected stage {stage} will not run: the resolved config has no critic (critic.enable=false" in text

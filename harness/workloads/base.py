@@ -32,6 +32,12 @@ class Launch:
 
 
 class Workload(Protocol):
-    def prepare(self, scenario: Scenario, run: RunDir, enabled: bool) -> Launch:
-        """Write the run's inputs into ``run`` and say how to start it (precision_debugger on or off)."""
+    def prepare(self, scenario: Scenario, run: RunDir, enabled: bool, *, dry: bool = False) -> Launch:
+        """Write the run's inputs into ``run`` and say how to start it (precision_debugger on or off).
+        ``dry``: for a dry run, which describes a runner: do not require this host's inputs."""
+        ...
+
+    def describe(self, scenario: Scenario, run: RunDir) -> list[str]:
+        """Lines for the dry run beyond the launch (inputs, what the trainer will run); ``run`` is the on run,
+        already prepared."""
         ...

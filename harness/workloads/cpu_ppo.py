@@ -61,7 +61,10 @@ class CpuPpoSettings(Strict):
 
 
 class CpuPpo:
-    def prepare(self, scenario: Scenario, run: RunDir, enabled: bool) -> Launch:
+    def describe(self, scenario: Scenario, run: RunDir) -> list[str]:
+        return []  # nothing beyond the launch itself: no host inputs, no trainer config
+
+    def prepare(self, scenario: Scenario, run: RunDir, enabled: bool, *, dry: bool = False) -> Launch:
         s: CpuPpoSettings = scenario.workload  # type: ignore[assignment]
         run.root.mkdir(parents=True, exist_ok=True)
         profiler = None

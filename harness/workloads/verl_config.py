@@ -148,11 +148,13 @@ def check_overrides(
     *,
     enabled: bool,
     verl_version: str | None = None,
+    stages: Iterable[str] = (),
 ) -> DictConfig:
     """Compose and resolve; raise VerlConfigError listing every problem, else return the resolved config.
 
     ``expected`` maps dotted keys to the values verl must resolve them to. With ``enabled`` False, no
-    profiler block may resolve to an enabled precision_debugger (the "off" baseline must not dump)."""
+    profiler block may resolve to an enabled precision_debugger (the "off" baseline must not dump). Every
+    stage in ``stages`` must be one verl runs with this config (both runs: their step times are compared)."""
     from omegaconf import OmegaConf
 
     installed = _installed_verl()
@@ -184,10 +186,62 @@ def check_overrides(
                     f"{block} resolves to an active precision_debugger in the off run "
                     f"({_blame(f'{block}.tool', parsed)})"
                 )
+    problems += unreachable_stages(cfg, stages).values()
     if problems:
         head = f"main_ppo overrides fail the offline check against verl {installed}'s {config_name} config:"
         raise VerlConfigError("\n".join([head, *(f"  - {p}" for p in problems)]))
     return cfg
+
+
+# Stages that run only when verl's trainer builds the worker behind them, decided by verl's own predicate
+# (``verl.trainer.ppo.utils``) on the resolved config; the keys are those the predicate reads, shown in errors.
+STAGE_NEEDS: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "ref_compute_log_prob": (
+        "need_reference_policy",
+        "no reference policy",
+        ("actor_rollout_ref.actor.use_kl_loss", "algorithm.use_kl_in_reward"),
+    ),
+    "compute_values": ("need_critic", "no critic", ("critic.enable", "algorithm.adv_estimator")),
+    "critic_update": ("need_critic", "no critic", ("critic.enable", "algorithm.adv_estimator")),
+    "compute_rm_score": ("need_reward_model", "no reward model", ("reward.reward_model.enable",)),
+}
+
+
+def _shown(value: Any) -> str:
+    return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def unreachable_stages(cfg: DictConfig, stages: Iterable[str]) -> dict[str, str]:
+    """Expected stages that verl will not run with this resolved config -> why, in one line.
+
+    Decided by the installed verl's own predicates, not copies of them: a verl that changes when it builds a
+    reference policy or a critic changes the answer. A predicate verl no longer has is an error (API drift)."""
+    import warnings
+
+    try:
+        from verl.trainer.ppo import utils
+    except ImportError as exc:
+        raise VerlConfigError(f"cannot import verl.trainer.ppo.utils to decide which stages run: {exc}") from None
+    out: dict[str, str] = {}
+    for stage in stages:
+        if stage not in STAGE_NEEDS:
+            continue  # the actor's stages run in every PPO step
+        name, missing, keys = STAGE_NEEDS[stage]
+        predicate = getattr(utils, name, None)
+        if predicate is None:
+            raise VerlConfigError(
+                f"verl {_installed_verl()} has no verl.trainer.ppo.utils.{name}: cannot tell whether {stage} runs"
+            )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # need_critic warns when it decides there is no critic
+            runs = bool(predicate(cfg))
+        if not runs:
+            values = ", ".join(f"{k}={_shown(_select(cfg, k))}" for k in keys if _select(cfg, k) is not _ABSENT)
+            out[stage] = (
+                f"expected stage {stage} will not run: the resolved config has {missing} "
+                f"({values}; verl.trainer.ppo.utils.{name})"
+            )
+    return out
 
 
 def _installed_verl() -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -20,6 +21,7 @@ from pydantic import Field, PositiveInt, field_validator
 from harness.executors.base import InfraError
 from harness.msprobe_config import msprobe_config
 from harness.rundir import RunDir
+from harness.stages import STAGES
 from harness.strict import Strict
 from harness.workloads.base import Launch
 
@@ -300,19 +302,33 @@ def build_overrides(scenario: Scenario, run: RunDir, enabled: bool) -> tuple[str
 
 
 class VerlPpo:
-    def build(self, scenario: Scenario, run: RunDir, enabled: bool) -> Launch:
-        """Write the msprobe config (on), compose and check the overrides, and say what to run. Does not look
-        for the model and data on this host (dry runs describe a runner, not this machine)."""
+    def prepare(self, scenario: Scenario, run: RunDir, enabled: bool, *, dry: bool = False) -> Launch:
+        """Write the msprobe config (on), compose and check the overrides, and say what to run. Unless ``dry``
+        (a dry run describes a runner, not this machine), the model and data must exist here: they are
+        mounted from this host."""
         from harness.workloads.verl_config import check_overrides
 
         s: VerlPpoSettings = scenario.workload  # type: ignore[assignment]
+        inputs = Inputs.of(s)
+        if not dry and (missing := inputs.missing()):
+            raise InfraError(
+                f"verl_ppo inputs missing on this host: {'; '.join(missing)}. Runners keep them in their caches "
+                f"(QWEN2_0_5B_PATH, GSM8K_DATA_DIR); make the gsm8k parquet files with: "
+                f"{' '.join(inputs.prepare_data_argv())}"
+            )
         run.root.mkdir(parents=True, exist_ok=True)
         if enabled:
             cfg = msprobe_config(scenario.precision_debugger, dump_path=str(run.dumps))
             run.msprobe_config.write_text(json.dumps(cfg, indent=2))
         config_name, overrides, expected = build_overrides(scenario, run, enabled)
-        check_overrides(config_name, overrides, expected, enabled=enabled, verl_version=s.verl_version)
-        inputs = Inputs.of(s)
+        check_overrides(
+            config_name,
+            overrides,
+            expected,
+            enabled=enabled,
+            verl_version=s.verl_version,
+            stages=scenario.expected_stages,
+        )
         return Launch(
             module=MODULE,
             args=[f"--config-name={config_name}", *overrides],
@@ -322,13 +338,24 @@ class VerlPpo:
             ranks=scenario.world_size,
         )
 
-    def prepare(self, scenario: Scenario, run: RunDir, enabled: bool) -> Launch:
-        """``build`` after making sure the model and the data exist here (they are mounted from this host)."""
-        inputs = Inputs.of(scenario.workload)  # type: ignore[arg-type]
-        if missing := inputs.missing():
-            raise InfraError(
-                f"verl_ppo inputs missing on this host: {'; '.join(missing)}. Runners keep them in their caches "
-                f"(QWEN2_0_5B_PATH, GSM8K_DATA_DIR); make the gsm8k parquet files with: "
-                f"{' '.join(inputs.prepare_data_argv())}"
-            )
-        return self.build(scenario, run, enabled)
+    def describe(self, scenario: Scenario, run: RunDir) -> list[str]:
+        """For the dry run, after ``prepare(run, dry=True)`` passed: inputs on this host, and which of verl's
+        stages its trainer will run with the on run's resolved config (decided by verl's own predicates)."""
+        from harness.workloads.verl_config import STAGE_NEEDS, compose, unreachable_stages
+
+        s: VerlPpoSettings = scenario.workload  # type: ignore[assignment]
+        inputs = Inputs.of(s)
+        lines = [
+            f"{what}: {p} ({'present' if p.exists() else 'absent'} on this host)"
+            for what, p in (("model", inputs.model), ("train data", inputs.train), ("val data", inputs.val))
+        ]
+        lines.append(f"data preparation (when the parquet files are absent): {shlex.join(inputs.prepare_data_argv())}")
+        lines.append(f"overrides of both runs checked offline against verl {s.verl_version}'s hydra config: ok")
+        config_name, overrides, _ = build_overrides(scenario, run, enabled=True)
+        skipped = unreachable_stages(compose(config_name, overrides), STAGE_NEEDS)
+        runs = [st for st in scenario.expected_stages if st not in skipped]
+        others = [st for st in STAGES if st not in skipped and st not in runs]
+        lines.append(f"stages verl will run (its own predicates, resolved config): {', '.join(runs)}")
+        lines += [f"  also run (not expected): {', '.join(others)}"] if others else []
+        lines += [f"  not run (not expected): {st}: {why.split(': ', 1)[1]}" for st, why in skipped.items()]
+        return lines
