@@ -11,11 +11,8 @@ from typing import Any
 
 import orjson
 
+from harness.errors import MetricsError
 from harness.stages import TIMER_TO_STAGE
-
-
-class MetricsError(Exception):
-    pass
 
 
 @dataclass(frozen=True)

@@ -17,16 +17,15 @@ from rich.markup import escape
 from rich.table import Table
 
 from harness.checks import CHECKS, CheckContext, CheckResult
-from harness.checks.known_gap import check_gap
+from harness.checks.known_gap import check_gap, is_gap
 from harness.cli_gate import add_gate_commands
 from harness.devices import skip_reason
-from harness.executors.base import InfraError
-from harness.executors.settings import ExecutorSettings
-from harness.loader import ScenarioError, load_scenario, scenario_files
+from harness.errors import HarnessError, ScenarioError, one_line
+from harness.loader import load_scenario, scenario_files
+from harness.registry import EXECUTORS
 from harness.results import record_check
 from harness.runs import ensure_runs
-from harness.scenario import Scenario
-from harness.workloads.base import WorkloadError
+from harness.scenario import ExecutorSettings, Scenario
 
 console = Console(highlight=False)
 
@@ -98,14 +97,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         try:
             seconds, checks = evaluate(s, results, session, args.executor, args.reuse)
             trained += seconds
-        except (InfraError, WorkloadError) as exc:
-            kind = "INFRASTRUCTURE ERROR" if isinstance(exc, InfraError) else "WORKLOAD ERROR"
-            console.print(f"[red]{kind}[/] {escape(str(exc))}")
+        except HarnessError as exc:
+            console.print(f"[red]{exc.label}[/] {escape(str(exc))}")
             table.add_row(s.name, "-", "[red]ERROR[/]", "")
             status = 2
             continue
         for r in checks:
-            gap = r.check == "known_gap"
+            gap = is_gap(r.check)
             if gap:
                 verdict = "[red]XPASS: the gap is fixed, remove it[/]" if r.passed else "[yellow]xfail (known gap)[/]"
             else:
@@ -145,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("run", help="run scenarios (trainings off and on, then checks) into a results dir")
     p.add_argument("paths", nargs="+")
     p.add_argument("--results", default="results")
-    p.add_argument("--executor", choices=["local", "docker"])
+    p.add_argument("--executor", choices=list(EXECUTORS))
     p.add_argument("--reuse", action="store_true", help="reuse earlier successful trainings of unchanged scenarios")
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("dry-run", help="print what each training would run (image, devices, mounts, env, argv)")
@@ -155,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("image", help="make container images for the docker executor")
     isub = p.add_subparsers(dest="image_command", required=True)
     p = isub.add_parser("build-cpu", help="import a bare rootfs image that runs this venv (no registry; CI uses it)")
-    p.add_argument("--tag", default=ExecutorSettings().docker.image)
+    p.add_argument("--tag", default=ExecutorSettings().options("docker").image)
     p.add_argument("--check", action="store_true", help="then import torch, msprobe, verl and harness inside it")
     p.set_defaults(func=cmd_image_build_cpu)
     p = sub.add_parser("schema", help="print (or write) the scenario format's JSON Schema")
@@ -165,6 +163,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
+    except HarnessError as exc:  # every bad input and failed run: one line, exit 2
+        print(one_line(exc), file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("interrupted: running trainings and containers were stopped", file=sys.stderr)
         return 130

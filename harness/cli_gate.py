@@ -7,20 +7,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
-from harness.baseline import (
-    DEFAULT_POLICY,
-    FAMILIES,
-    Baseline,
-    BaselineError,
-    Policy,
-    build,
-    family,
-    max_rel_deviation,
-)
-from harness.gate import fmt, gate_dirs
+from harness.errors import BaselineError, HarnessError
+from harness.figures import FAMILIES, family, fmt
+from harness.gate.baseline import DEFAULT_POLICY, Baseline, Policy, build, max_rel_deviation
+from harness.gate.verdicts import gate_dirs
 
 
 def _policy(args: argparse.Namespace) -> dict[str, Policy]:
@@ -63,12 +55,8 @@ def _print_tolerances(b: Baseline) -> None:
 
 
 def cmd_merge(args: argparse.Namespace, calibrate: bool = False) -> int:
-    try:
-        previous = Baseline.read(Path(args.tolerances_from)) if getattr(args, "tolerances_from", None) else None
-        b = build([Path(d) for d in args.results], _policy(args), calibrate=calibrate, previous=previous)
-    except BaselineError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    previous = Baseline.read(Path(args.tolerances_from)) if getattr(args, "tolerances_from", None) else None
+    b = build([Path(d) for d in args.results], _policy(args), calibrate=calibrate, previous=previous)
     b.write(Path(args.output))
     _print_tolerances(b)
     env = ", ".join(
@@ -81,12 +69,8 @@ def cmd_merge(args: argparse.Namespace, calibrate: bool = False) -> int:
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
-    try:
-        baseline = Baseline.read(Path(args.baseline))
-        report = gate_dirs(baseline, [Path(r) for r in args.results], across_env=args.compare_across_env)
-    except (BaselineError, OSError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    baseline = Baseline.read(Path(args.baseline))
+    report = gate_dirs(baseline, [Path(r) for r in args.results], across_env=args.compare_across_env)
     for line in report.lines():
         print(line)
     if args.json:
@@ -109,12 +93,8 @@ def cmd_gate(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from harness.report import build_report  # matplotlib only for this command
 
-    try:
-        baseline = Baseline.read(Path(args.baseline)) if args.baseline else None
-        rep = build_report([Path(r) for r in args.results], Path(args.out), baseline)
-    except BaselineError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    baseline = Baseline.read(Path(args.baseline)) if args.baseline else None
+    rep = build_report([Path(r) for r in args.results], Path(args.out), baseline)
     print(f"summary: {rep.summary}\ntables:  {rep.tables}")
     for p in rep.pngs:
         print(f"plot:    {p}")
@@ -126,8 +106,7 @@ def cmd_junit_merge(args: argparse.Namespace) -> int:
 
     inputs = [Path(p) for p in args.inputs]
     if missing := [str(p) for p in inputs if not p.is_file()]:
-        print(f"error: no such JUnit file: {', '.join(missing)}", file=sys.stderr)
-        return 2
+        raise HarnessError(f"no such JUnit file: {', '.join(missing)}")
     written, folded = merge_junit(inputs, Path(args.output))
     print(f"wrote {args.output}: {written} testcases from {len(inputs)} file(s), {folded} duplicates folded")
     return 0

@@ -64,9 +64,10 @@ def unavailable_reason(device: str, ids: list[int] | None = None) -> str | None:
 
 def device_problem(scenario: Scenario) -> str | None:
     """Why this host cannot give the scenario its device (with the ids its container would get), or None."""
+    from harness.registry import EXECUTORS
+
     ex = scenario.executor
-    ids = ex.docker.npu_devices if scenario.device == "npu" else ex.docker.gpus
-    return unavailable_reason(scenario.device, ids if ex.kind == "docker" else None)
+    return unavailable_reason(scenario.device, EXECUTORS[ex.kind].device_ids(ex, scenario.device))
 
 
 def skip_reason(scenario: Scenario, path: str | None = None) -> str | None:

@@ -9,72 +9,16 @@ thing written) and its path is shown as the results path the real run would use.
 from __future__ import annotations
 
 import json
-import shlex
-import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from harness.devices import device_problem
-from harness.executors.base import ENV_ALLOWLIST, InfraError
-from harness.loader import ScenarioError, load_scenario, scenario_files
+from harness.errors import HarnessError, ScenarioError
+from harness.loader import load_scenario, scenario_files
+from harness.registry import EXECUTORS, WORKLOADS
 from harness.rundir import MODES, ScenarioDir
 from harness.runs import LABEL_PREFIX
 from harness.scenario import Scenario
-from harness.workloads.base import Launch, WorkloadError
-from harness.workloads.settings import WORKLOADS
-
-
-def _argv_lines(argv: list[str]) -> list[str]:
-    quoted = [shlex.quote(a) for a in argv]
-    head = " ".join(quoted[:3])
-    return [
-        f"  {head}" + (" \\" if quoted[3:] else ""),
-        *(f"    {a} \\" for a in quoted[3:-1]),
-        *([f"    {quoted[-1]}"] if quoted[3:] else []),
-    ]
-
-
-def _docker_lines(launch: Launch, scenario: Scenario, labels: dict[str, str], run: Any) -> list[str]:
-    from harness.executors.docker import container_spec  # the docker SDK only when a scenario uses it
-
-    spec = container_spec(launch, run, scenario.executor, labels)
-    rt = scenario.executor.docker
-    out = [f"image: {spec['image']}" + ("" if rt.image_kind == "auto" else f" ({rt.image_kind})")]
-    devices = spec.get("devices", [])
-    if spec.get("runtime"):
-        devices = [*devices, f"runtime={spec['runtime']}"]
-    out.append(
-        f"devices: {', '.join(d.split(':')[0] for d in devices if ':' in d) or 'none'}"
-        + (f" (runtime {spec['runtime']})" if spec.get("runtime") else "")
-    )
-    if spec.get("device_requests"):
-        out.append(f"gpus: {', '.join(','.join(r['DeviceIDs']) for r in spec['device_requests'])}")
-    out.append(
-        f"container: user {spec['user']}, workdir {spec['working_dir']}, shm {spec['shm_size']}, "
-        f"network {spec['network_mode']}, timeout {scenario.executor.timeout_s:g}s"
-        + (f", memory {spec['mem_limit']}" if spec.get("mem_limit") else "")
-    )
-    out.append("mounts:")
-    out += [f"  {m['Source']} -> {m['Target']} ({'ro' if m['ReadOnly'] else 'rw'})" for m in spec["mounts"]]
-    out.append("env:")
-    out += [f"  {k}={v}" for k, v in sorted(spec["environment"].items())]
-    out.append("argv:")
-    out += _argv_lines(spec["command"])
-    return out
-
-
-def _local_lines(launch: Launch) -> list[str]:
-    import os
-
-    env = {k: os.environ[k] for k in ENV_ALLOWLIST if k in os.environ} | {"PYTHONUNBUFFERED": "1", **launch.env}
-    return [
-        f"local process in {launch.workdir}",
-        "env:",
-        *(f"  {k}={v}" for k, v in sorted(env.items())),
-        "argv:",
-        *_argv_lines(launch.argv(sys.executable)),
-    ]
 
 
 def describe(scenario: Scenario, path: Path, results: Path) -> list[str]:
@@ -99,7 +43,7 @@ def describe(scenario: Scenario, path: Path, results: Path) -> list[str]:
                 f"{LABEL_PREFIX}.run": mode,
             }
             lines.append(f"--- {mode} run (precision_debugger {'enabled' if mode == 'on' else 'disabled'})")
-            lines += _docker_lines(launch, scenario, labels, run) if ex.kind == "docker" else _local_lines(launch)
+            lines += EXECUTORS[ex.kind].describe(launch, run, ex, labels)
             if mode == "on" and run.msprobe_config.is_file():
                 lines.append(f"msprobe config ({run.msprobe_config}):")
                 lines += [
@@ -120,7 +64,7 @@ def dry_run(args: list[str], results: Path) -> int:
         except ScenarioError as exc:
             print(f"=== {path}\nINVALID SCENARIO:\n{exc}")
             status = 2
-        except (WorkloadError, InfraError) as exc:
+        except HarnessError as exc:
             print(f"=== {path}\nCANNOT PREPARE: {exc}")
             status = 2
         print()

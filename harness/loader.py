@@ -10,18 +10,13 @@ from typing import Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
+from harness.errors import ScenarioError
+from harness.registry import WORKLOADS
 from harness.scenario import Scenario
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_]*$")
-
-
-class ScenarioError(Exception):
-    """An invalid scenario file; ``problems`` are complete, printable lines."""
-
-    def __init__(self, problems: list[str]) -> None:
-        super().__init__("\n".join(problems))
-        self.problems = problems
 
 
 def _node_at(root: yaml.Node | None, loc: tuple[Any, ...]) -> tuple[yaml.Node | None, bool]:
@@ -72,7 +67,7 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
     return model if isinstance(model, type) and issubclass(model, BaseModel) else None
 
 
-def _describe(err: dict[str, Any]) -> str:
+def _describe(err: ErrorDetails) -> str:
     loc = tuple(err["loc"])
     if err["type"] == "extra_forbidden":
         model = _model_at(loc)
@@ -93,7 +88,7 @@ def format_errors(path: Path, root: yaml.Node | None, exc: ValidationError) -> l
     for err in exc.errors():
         # a tagged union adds the tag to the location ("workload.cpu_ppo.seed"): drop it for the user
         loc = tuple(
-            p for i, p in enumerate(err["loc"]) if not (i > 0 and err["loc"][i - 1] == "workload" and p in _TAGS)
+            p for i, p in enumerate(err["loc"]) if not (i > 0 and err["loc"][i - 1] == "workload" and p in WORKLOADS)
         )
         node, exact = _node_at(root, loc)
         line = _key_line(root, loc) if err["type"] == "extra_forbidden" or not exact else None
@@ -102,9 +97,6 @@ def format_errors(path: Path, root: yaml.Node | None, exc: ValidationError) -> l
         field = ".".join(str(p) for p in loc) or "(top level)"
         lines.append(f"{path}:{line or 1}: {field}: {_describe(err)}")
     return lines
-
-
-_TAGS = {"cpu_ppo", "verl_ppo"}
 
 
 def load_scenario(path: str | Path) -> Scenario:

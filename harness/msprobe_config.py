@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from harness.scenario import PrecisionDebuggerSettings
+    from harness.settings import PrecisionDebuggerSettings
 
 
 def msprobe_config(pd: PrecisionDebuggerSettings, dump_path: str) -> dict[str, Any]:

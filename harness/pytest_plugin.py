@@ -12,35 +12,44 @@ import time
 import uuid
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
-from harness.baseline import Baseline, BaselineError
 from harness.checks import CHECKS, Check, CheckContext, CheckResult
-from harness.checks.known_gap import check_gap
+from harness.checks.known_gap import check_gap, gap_name
 from harness.devices import skip_reason
-from harness.executors.base import InfraError
-from harness.gate import compare_scenario, observe_live
-from harness.loader import ScenarioError, load_scenario
+from harness.errors import HarnessError, ScenarioError, one_line
+from harness.gate.baseline import Baseline
+from harness.gate.observe import observe_results
+from harness.gate.verdicts import compare_scenario
+from harness.loader import load_scenario
+from harness.registry import EXECUTORS
 from harness.results import record_check
 from harness.runs import ensure_runs
-from harness.scenario import KnownGap, Scenario
-from harness.workloads.base import WorkloadError
+from harness.scenario import Scenario
+from harness.settings import KnownGap
 
 TRAINED = "harness.trained_s"
 
 
-class CheckFailed(Exception):
+class CheckFailed(pytest.fail.Exception):  # type: ignore[name-defined]  # public pytest API; mypy sees a function attribute
+    """A check's verdict: its problems, one per line, without a traceback (what a known gap's xfail expects)."""
+
     def __init__(self, scenario: str, result: CheckResult) -> None:
         lines = [f"{scenario}: {result.check} check failed:"] + [f"  - {p}" for p in result.problems]
-        super().__init__("\n".join(lines))
+        super().__init__("\n".join(lines), pytrace=False)
+
+
+def _fail(exc: HarnessError) -> NoReturn:
+    """A run that could not be prepared or did not finish: an ERROR in setup, shown without a traceback."""
+    raise pytest.fail.Exception(one_line(exc), pytrace=False) from None
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("harness", "verl precision_debugger regression harness")
     g.addoption("--harness-results", default="results", help="results directory (default: ./results)")
-    g.addoption("--executor", choices=["local", "docker"], default=None, help="override every scenario's executor")
+    g.addoption("--executor", choices=list(EXECUTORS), default=None, help="override every scenario's executor")
     g.addoption(
         "--harness-reuse",
         action="store_true",
@@ -64,7 +73,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if path := config.getoption("harness_baseline", None):
         try:
             config.stash[_BASELINE] = Baseline.read(Path(path))
-        except BaselineError as exc:
+        except HarnessError as exc:
             raise pytest.UsageError(f"--harness-baseline: {exc}") from None
     if workerinput is None:
         config.pluginmanager.register(PlainNodeIds(), "harness-plain-nodeids")
@@ -86,24 +95,22 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
 
 class ScenarioFile(pytest.File):
     def collect(self) -> list[pytest.Item]:
-        scenario = load_scenario(self.path)
+        try:
+            scenario = load_scenario(self.path)
+        except ScenarioError as exc:
+            raise self.CollectError(f"invalid scenario file ({len(exc.problems)} problems):\n{exc}") from None
         items: list[pytest.Item] = [
             CheckItem.from_parent(self, name=name, scenario=scenario, check=check) for name, check in CHECKS.items()
         ]
         if _BASELINE in self.config.stash:
             items.append(RegressionItem.from_parent(self, name="regression", scenario=scenario))
         for gap in scenario.expect.known_gaps:
-            item = GapItem.from_parent(self, name=f"known_gap[{'+'.join(gap.stages)}]", scenario=scenario, gap=gap)
-            item.add_marker(pytest.mark.xfail(reason=gap.reason, strict=True, raises=CheckFailed))
-            items.append(item)
+            gap_item = GapItem.from_parent(self, name=gap_name(gap), scenario=scenario, gap=gap)
+            gap_item.add_marker(pytest.mark.xfail(reason=gap.reason, strict=True, raises=CheckFailed))
+            items.append(gap_item)
         for item in items:
             item.add_marker(pytest.mark.xdist_group(scenario.name))
         return items
-
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> str:  # type: ignore[override]
-        if isinstance(excinfo.value, ScenarioError):
-            return f"invalid scenario file ({len(excinfo.value.problems)} problems):\n" + str(excinfo.value)
-        return super().repr_failure(excinfo)
 
 
 class ScenarioItem(pytest.Item):
@@ -115,44 +122,36 @@ class ScenarioItem(pytest.Item):
         config = self.config
         if reason := skip_reason(self.scenario, os.path.relpath(self.path)):
             pytest.skip(reason)
-        self.runs = ensure_runs(
-            self.scenario,
-            Path(config.getoption("harness_results")).resolve(),
-            config.stash[_SESSION],
-            config.getoption("executor"),
-            reuse=config.getoption("harness_reuse"),
-        )
+        try:
+            self.runs = ensure_runs(
+                self.scenario,
+                Path(config.getoption("harness_results")).resolve(),
+                config.stash[_SESSION],
+                config.getoption("executor"),
+                reuse=config.getoption("harness_reuse"),
+            )
+        except HarnessError as exc:
+            _fail(exc)
         if self.runs.trained_s:
             self.user_properties.append((TRAINED, round(self.runs.trained_s, 3)))
         for mode, rec in self.runs.records.items():
             self.user_properties.append((f"run.{mode}.wall_s", round(rec.result.wall_s, 3)))
 
+    xfail_reason: str | None = None  # a known gap's reason
+
     def evaluate(self) -> CheckResult:
         raise NotImplementedError
 
     def runtest(self) -> None:
-        result = self.evaluate()
+        try:
+            result = self.evaluate()
+        except HarnessError as exc:
+            _fail(exc)
         self.user_properties += list(result.figures.items())
-        reason = getattr(self, "gap", None) and self.gap.reason
-        record_check(self.scenario, self.runs, result, xfail_reason=reason)
+        record_check(self.scenario, self.runs, result, xfail_reason=self.xfail_reason)
         self.add_report_section("call", "harness", "\n".join([result.summary, *result.notes]))
         if not result.passed:
             raise CheckFailed(self.scenario.name, result)
-
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> str:  # type: ignore[override]
-        if isinstance(excinfo.value, CheckFailed):
-            return str(excinfo.value)
-        if isinstance(excinfo.value, InfraError):
-            return f"INFRASTRUCTURE ERROR (not a check verdict): {excinfo.value}"
-        if isinstance(excinfo.value, WorkloadError):
-            return f"WORKLOAD ERROR (caught before training): {excinfo.value}"
-        return super().repr_failure(excinfo)
-
-    def _repr_failure_py(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
-        # pytest renders setup errors (where trainings run) with this, not repr_failure: keep them readable too
-        if isinstance(excinfo.value, InfraError | CheckFailed):
-            return self.repr_failure(excinfo)
-        return super()._repr_failure_py(excinfo, style)
 
     def reportinfo(self) -> tuple[Path, int, str]:
         return self.path, 0, f"{self.scenario.name}::{self.name}"
@@ -171,6 +170,7 @@ class GapItem(ScenarioItem):
     def __init__(self, *, gap: KnownGap, **kw: Any) -> None:
         super().__init__(**kw)
         self.gap = gap
+        self.xfail_reason = gap.reason
 
     def evaluate(self) -> CheckResult:
         return check_gap(CheckContext(self.scenario, self.runs.dir), self.gap)
@@ -180,7 +180,10 @@ class RegressionItem(ScenarioItem):
     """Against ``--harness-baseline`` (harness.gate): the absolute budgets stay with the other items."""
 
     def evaluate(self) -> CheckResult:
-        observed = observe_live(self.scenario, self.runs.dir)
+        ctx = CheckContext(self.scenario, self.runs.dir)
+        for check in CHECKS.values():  # the figures it compares, fresh even when their items did not run
+            record_check(self.scenario, self.runs, check(ctx))
+        observed = observe_results(self.runs.dir.results)
         return compare_scenario(self.scenario.name, self.config.stash[_BASELINE], observed).as_check_result()
 
 
@@ -218,8 +221,8 @@ class TimeBreakdown:
             return
         self.items[path.stem] += report.duration
         for key, value in report.user_properties if report.when == "setup" else ():
-            if key == TRAINED:
-                self.trained[path.stem] += float(value)
+            if key == TRAINED and isinstance(value, int | float):
+                self.trained[path.stem] += value
         if report.when == "call":
             self.checks[path.stem] += report.duration
 

@@ -10,6 +10,7 @@ from typing import Any
 from filelock import FileLock
 
 from harness.checks.base import CheckResult
+from harness.registry import EXECUTORS
 from harness.runs import ScenarioRuns
 from harness.scenario import Scenario
 
@@ -24,13 +25,19 @@ def environment(scenario: Scenario) -> dict[str, Any]:
         except metadata.PackageNotFoundError:
             env[pkg] = None
     env["device"] = scenario.device
-    env["executor"] = scenario.executor.kind
-    if scenario.executor.kind == "docker":
-        env["image"] = scenario.executor.docker.image
-    elif env["verl"] is not None:
-        # msprobe's stack.json records every frame's source path, so dump bytes grow with this path's length
-        env["packages_dir"] = str(metadata.distribution("verl").locate_file(""))
-    return env
+    env["executor"] = kind = scenario.executor.kind
+    return env | EXECUTORS[kind].environment(scenario.executor)
+
+
+def settings_of(scenario: Scenario) -> dict[str, Any]:
+    """The settings block of results.json: what makes two runs of a scenario comparable (the gate's check)."""
+    return {
+        "engine": scenario.engine,
+        "world_size": scenario.world_size,
+        "steps": scenario.steps,
+        "workload": scenario.workload.kind,
+        "precision_debugger": scenario.precision_debugger.model_dump(by_alias=True),
+    }
 
 
 def record_check(scenario: Scenario, runs: ScenarioRuns, result: CheckResult, xfail_reason: str | None = None) -> None:
@@ -44,13 +51,7 @@ def record_check(scenario: Scenario, runs: ScenarioRuns, result: CheckResult, xf
             doc = {
                 "scenario": scenario.name,
                 "session": runs.session,
-                "settings": {
-                    "engine": scenario.engine,
-                    "world_size": scenario.world_size,
-                    "steps": scenario.steps,
-                    "workload": scenario.workload.kind,
-                    "precision_debugger": scenario.precision_debugger.model_dump(by_alias=True),
-                },
+                "settings": settings_of(scenario),
                 "environment": environment(scenario),
                 "runs": {
                     m: {"argv": r.argv, "executor": r.executor, **r.result.to_dict()} for m, r in runs.records.items()

@@ -15,12 +15,12 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from harness.executors.base import ExecResult, InfraError
-from harness.executors.registry import get_executor
+from harness.errors import InfraError
+from harness.launch import ExecResult
+from harness.registry import EXECUTORS, WORKLOADS
 from harness.rundir import MODES, Mode, ScenarioDir
 from harness.scenario import Scenario
 from harness.workloads import fault_injection
-from harness.workloads.settings import WORKLOADS
 
 LABEL_PREFIX = "io.harness"
 
@@ -108,7 +108,7 @@ def ensure_runs(
 def _run_both(scenario: Scenario, sdir: ScenarioDir, session: str, executor_kind: str) -> ScenarioRuns:
     shutil.rmtree(sdir.root, ignore_errors=True)
     sdir.root.mkdir(parents=True)
-    executor = get_executor(executor_kind)
+    executor = EXECUTORS[executor_kind]
     workload = WORKLOADS[scenario.workload.kind]
     records: dict[Mode, RunRecord] = {}
     started = time.monotonic()

@@ -1,116 +1,36 @@
 """The scenario file format: pydantic models, validated strictly (``extra="forbid"``).
 
 A scenario says what to train (workload, engine, model, world size, steps), how precision_debugger is
-configured, what the dumps must look like, and the budgets. Workload and executor options are
-discriminated unions whose members live with their workloads and executors (see their registries).
+configured, what the dumps must look like, and the budgets. The workload and executor blocks are derived
+from the registries (``harness.registry``): a workload's settings model is a member of the ``workload``
+union (tagged by ``kind``), an executor's options are a block named after it under ``executor``.
 """
 
 from __future__ import annotations
 
-import re
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
-from pydantic import ByteSize, ConfigDict, Field, PositiveFloat, PositiveInt, PrivateAttr, model_validator
+from pydantic import Field, PositiveInt, PrivateAttr, create_model, model_validator
 
-from harness.executors.settings import ExecutorSettings
-from harness.stages import Stage
+from harness.registry import EXECUTORS, WORKLOADS
+from harness.settings import Budgets, ExecutorSettingsBase, Expectations, PrecisionDebuggerSettings
 from harness.strict import Strict
-from harness.workloads.settings import WorkloadSettings
 
-
-def _unique(values: list) -> list:
-    if len(set(values)) != len(values):
-        raise ValueError(f"values must be unique, got {values}")
-    return values
-
-
-class PrecisionDebuggerSettings(Strict):
-    """msprobe's config.json plus verl's tool settings (stages, strict) and the profiled global steps."""
-
-    task: Literal["statistics", "tensor"]
-    level: Literal["L0", "L1", "mix"]
-    summary_mode: Literal["statistics", "md5"] = "statistics"
-    steps: Annotated[list[PositiveInt], Field(min_length=1, description="profiled global steps (from 1)")]
-    stages: Annotated[list[Stage], Field(min_length=1)]
-    ranks: list[Annotated[int, Field(ge=0)]] = Field(default_factory=list, description="msprobe rank filter; [] = all")
-    data_mode: list[Literal["all", "forward", "backward", "input", "output"]] = Field(default_factory=lambda: ["all"])
-    scope: list[str] = Field(default_factory=list)
-    list_: list[str] = Field(default_factory=list, alias="list", description="msprobe API/module name filter")
-    extra_info: bool = True
-    async_dump: bool = False
-    strict: bool = False
-
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-
-    @model_validator(mode="after")
-    def _check(self) -> PrecisionDebuggerSettings:
-        _unique(self.steps)
-        _unique(self.stages)
-        if self.summary_mode != "statistics" and self.task != "statistics":
-            raise ValueError("summary_mode applies to task 'statistics' only")
-        return self
-
-
-class KnownGap(Strict):
-    """Expected stages that are known to produce no dumps: reported as a strict xfail."""
-
-    stages: Annotated[list[Stage], Field(min_length=1)]
-    reason: Annotated[str, Field(min_length=1)]
-
-
-class Expectations(Strict):
-    """What the dump tree must hold. Unset lists default from precision_debugger and world_size."""
-
-    stages: list[Stage] | None = None
-    ranks: list[Annotated[int, Field(ge=0)]] | None = None
-    steps: list[PositiveInt] | None = None
-    min_entries: Annotated[int, Field(ge=0)] = 1
-    max_entries: PositiveInt | None = None
-    required_patterns: dict[Stage, list[str]] = Field(
-        default_factory=dict, description="per stage, regexes that must each match at least one entry name"
+if TYPE_CHECKING:  # what a type checker sees; pydantic gets the unions built from the registries below
+    WorkloadSettings = Any
+    ExecutorSettings = ExecutorSettingsBase
+else:
+    WorkloadSettings = Annotated[
+        Union[tuple(w.settings for w in WORKLOADS.values())],  # noqa: UP007  # built at run time
+        Field(discriminator="kind"),
+    ]
+    ExecutorSettings = create_model(
+        "ExecutorSettings",
+        __base__=ExecutorSettingsBase,
+        __doc__="Where the trainings run: an executor (kind) and its options, in a block named after it.",
+        kind=(Literal[tuple(EXECUTORS)], "local"),
+        **{name: (e.settings, e.settings()) for name, e in EXECUTORS.items() if e.settings},
     )
-    nonfinite_ok: list[str] = Field(
-        default_factory=list,
-        description="regexes of entry names whose statistics may be NaN/Inf (reported, not failed), e.g. FSDP2's "
-        "uninitialised all-gather buffer as seen by Tensor.narrow",
-    )
-    known_gaps: list[KnownGap] = Field(default_factory=list)
-
-    @model_validator(mode="after")
-    def _check(self) -> Expectations:
-        named = [(f"required_patterns.{st}", p) for st, ps in self.required_patterns.items() for p in ps]
-        for where, p in [*named, *(("nonfinite_ok", p) for p in self.nonfinite_ok)]:
-            try:
-                re.compile(p)
-            except re.error as exc:
-                raise ValueError(f"{where}: {p!r} is not a valid regex ({exc})") from exc
-        return self
-
-
-class OverheadBudget(Strict):
-    """Step time with precision_debugger on / off, at the same global step number."""
-
-    statistic: Literal["median", "mean", "max"] = "median"
-    warmup_steps: Annotated[
-        int, Field(ge=0, description="first steps reported but not judged (allocation, caches)")
-    ] = 1
-    max_profiled_ratio: PositiveFloat
-    max_unprofiled_ratio: PositiveFloat
-    max_stage_ratio: dict[Stage, PositiveFloat] = Field(default_factory=dict)
-
-
-class DiskBudget(Strict):
-    """Dump bytes; sizes accept units ("12MB", "1.5GiB"). Unset = not limited."""
-
-    max_total: ByteSize | None = None
-    max_per_step: ByteSize | None = None
-    max_per_stage: ByteSize | None = Field(None, description="one stage of one step, all ranks")
-    max_per_rank: ByteSize | None = Field(None, description="one rank over the whole run")
-
-
-class Budgets(Strict):
-    overhead: OverheadBudget
-    disk: DiskBudget = DiskBudget()
 
 
 class Scenario(Strict):
@@ -146,9 +66,9 @@ class Scenario(Strict):
             raise ValueError(f"ranks {bad} do not exist with world_size {self.world_size}")
         if bad := [s for s in self.expect.steps or [] if s not in pd.steps]:
             raise ValueError(f"expect.steps {bad} are not profiled (precision_debugger.steps)")
-        gaps = {s for g in self.expect.known_gaps for s in g.stages}
-        if bad := sorted(gaps - set(self.expected_stages)):
-            raise ValueError(f"expect.known_gaps names stages {bad} that are not expected")
+        gaps: set[str] = {s for g in self.expect.known_gaps for s in g.stages}
+        if unexpected := sorted(gaps - set(self.expected_stages)):
+            raise ValueError(f"expect.known_gaps names stages {unexpected} that are not expected")
         self.workload.check_scenario(self)
         return self
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 Stage = Literal[
     "actor_compute_log_prob",
@@ -13,7 +13,7 @@ Stage = Literal[
     "compute_rm_score",
 ]
 
-STAGES: tuple[str, ...] = Stage.__args__  # type: ignore[attr-defined]
+STAGES: tuple[str, ...] = get_args(Stage)
 
 # Stages that run without autograd: their dumps must hold forward entries only.
 NO_GRAD_STAGES = frozenset({"actor_compute_log_prob", "ref_compute_log_prob", "compute_values", "compute_rm_score"})

@@ -1,114 +1,16 @@
-"""Shared builders: scenario files and msprobe-shaped dump trees written in tmp dirs."""
+"""Fixtures; the builders they use are in builders.py (imported by tests directly)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
+from builders import write_dump, write_metrics, write_scenario
 
 from harness.checks import CheckContext
 from harness.loader import load_scenario
 from harness.rundir import ScenarioDir
 from harness.scenario import Scenario
-from harness.stages import NO_GRAD_STAGES
-
-BASE: dict[str, Any] = {
-    "engine": "fsdp",
-    "world_size": 2,
-    "steps": 5,
-    "workload": {"kind": "cpu_ppo"},
-    "precision_debugger": {
-        "task": "statistics",
-        "level": "L1",
-        "steps": [2, 4],
-        "stages": ["actor_compute_log_prob", "actor_update"],
-    },
-    "budgets": {
-        "overhead": {"max_profiled_ratio": 20, "max_unprofiled_ratio": 1.5},
-        "disk": {"max_total": "1MB", "max_per_step": "600KB"},
-    },
-}
-
-
-def merge(base: dict, over: dict) -> dict:
-    out = dict(base)
-    for k, v in over.items():
-        out[k] = merge(base[k], v) if isinstance(v, dict) and isinstance(base.get(k), dict) else v
-    return out
-
-
-def write_scenario(dir: Path, name: str = "tiny_case", **over: Any) -> Path:
-    path = dir / "scenarios" / f"{name}.yaml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(merge(BASE, over), sort_keys=False))
-    return path
-
-
-def tensor(mx: float = 1.0, mn: float = -1.0, mean: float = 0.1, norm: float = 2.0) -> dict[str, Any]:
-    return {
-        "type": "torch.Tensor",
-        "dtype": "torch.float32",
-        "shape": [4, 8],
-        "Max": mx,
-        "Min": mn,
-        "Mean": mean,
-        "Norm": norm,
-        "requires_grad": True,
-    }
-
-
-def dump_doc(level: str, stage: str, n: int = 4) -> dict[str, Any]:
-    data: dict[str, Any] = {}
-    for i in range(n):
-        if level in ("L1", "mix"):
-            data[f"Functional.linear.{i}.forward"] = {
-                "input_args": [tensor()],
-                "input_kwargs": {},
-                "output": [tensor()],
-            }
-            if stage not in NO_GRAD_STAGES:
-                data[f"Functional.linear.{i}.backward"] = {"input": [tensor()], "output": [tensor()]}
-        if level in ("L0", "mix"):
-            data[f"Module.model.layers.{i}.Qwen2DecoderLayer.forward.0"] = {
-                "input_args": [tensor()],
-                "output": [tensor()],
-            }
-            if stage not in NO_GRAD_STAGES:
-                data[f"Module.model.layers.{i}.Qwen2DecoderLayer.backward.0"] = {
-                    "input": [tensor()],
-                    "output": [tensor()],
-                }
-    return {"task": "statistics", "level": level, "framework": "pytorch", "dump_data_dir": None, "data": data}
-
-
-def write_dump(root: Path, step: int, stage: str, rank: int, level: str = "L1") -> Path:
-    d = root / f"step_{step}" / stage / "step0" / f"rank{rank}"
-    d.mkdir(parents=True)
-    (d / "dump.json").write_text(json.dumps(dump_doc(level, stage)))
-    (d / "stack.json").write_text("{}")
-    (d / "construct.json").write_text("{}")
-    return d
-
-
-def write_metrics(path: Path, times: dict[int, float], stage_scale: float = 0.2) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lines = [
-        json.dumps(
-            {
-                "step": n,
-                "data": {
-                    "timing_s/step": t,
-                    "timing_s/old_log_prob": t * stage_scale,
-                    "timing_s/update_actor": t * stage_scale,
-                },
-            }
-        )
-        for n, t in times.items()
-    ]
-    path.write_text("\n".join(lines) + "\n")
 
 
 @pytest.fixture

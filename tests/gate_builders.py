@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from conftest import write_dump
+from builders import write_dump
 
 ENV: dict[str, Any] = {
     "python": "3.11.7",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 
-from conftest import write_dump, write_metrics, write_scenario
+from builders import write_dump, write_metrics, write_scenario
 
 from harness.checks import CHECKS, CheckContext
 from harness.checks.known_gap import check_gap

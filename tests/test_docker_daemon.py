@@ -20,13 +20,12 @@ from typing import Any
 
 import docker.errors
 import pytest
-from conftest import write_scenario
+from builders import write_scenario
 from docker import DockerClient
 
-from harness.executors.base import InfraError
-from harness.executors.docker import connect
+from harness.errors import InfraError
+from harness.executors.docker import DockerRuntime, connect
 from harness.executors.docker_image import build_cpu_image
-from harness.executors.settings import DockerRuntime
 from harness.loader import load_scenario
 from harness.runs import LABEL_PREFIX, ensure_runs
 

@@ -16,10 +16,10 @@ import pytest
 from docker.models.containers import _create_container_args
 from docker.types import DeviceRequest
 
-from harness.executors.docker import ASCEND_DRIVER_PATHS, container_spec, host_python
-from harness.executors.settings import DockerRuntime, ExecutorSettings, Mount
+from harness.executors.docker import ASCEND_DRIVER_PATHS, DockerRuntime, Mount, container_spec, host_python
+from harness.launch import Launch
 from harness.rundir import RunDir
-from harness.workloads.base import Launch
+from harness.scenario import ExecutorSettings
 
 LABELS = {"io.harness.session": "s1", "io.harness.scenario": "tiny", "io.harness.run": "on"}
 

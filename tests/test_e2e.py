@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from xml.etree import ElementTree
 
-from conftest import write_scenario
+from builders import write_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -7,17 +7,17 @@ import json
 import pytest
 from gate_builders import ENV, write_results
 
-from harness.baseline import (
+from harness.cli import main
+from harness.errors import BaselineError
+from harness.figures import family
+from harness.gate.baseline import (
     DEFAULT_POLICY,
     Baseline,
-    BaselineError,
     Policy,
     build,
-    family,
     max_rel_deviation,
     tolerance_for,
 )
-from harness.cli import main
 
 
 def test_max_rel_deviation_is_the_largest_distance_from_the_mean():

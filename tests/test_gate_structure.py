@@ -9,17 +9,16 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
-from conftest import write_dump, write_metrics, write_scenario
+from builders import write_dump, write_metrics
 
-from harness.baseline import build
-from harness.executors.base import ExecResult
-from harness.gate import compare_scenario, observe_live
-from harness.loader import load_scenario
-from harness.rundir import RunDir, ScenarioDir
+from harness.cli import evaluate
+from harness.gate.baseline import build
+from harness.gate.observe import observe_results
+from harness.gate.structure import name_diff, normalise, structure_of
+from harness.gate.verdicts import compare_scenario
+from harness.launch import ExecResult
+from harness.rundir import ScenarioDir
 from harness.runs import RunRecord, fingerprint
-from harness.structure import name_diff, normalise, structure_of
-from harness.workloads import fault_injection
-from harness.workloads.cpu_ppo import CpuPpo
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -89,9 +88,16 @@ def test_names_that_vary_between_calibration_runs_are_not_gated(tmp_path):
     assert b.scenarios["tiny_case"].tolerances["structure.actor_update.rank0.entries"] > 0  # 17 vs 18 entries
 
 
-def test_observe_live_matches_what_results_json_would_hold(good_case):
+def _observed(scenario, sdir: ScenarioDir):
+    """Every check run and recorded in results.json (as ``harness run`` does), then observed as the gate does."""
+    _reusable_runs(scenario, sdir)
+    evaluate(scenario, sdir.root.parent, "now", None, reuse=True)
+    return observe_results(sdir.results)
+
+
+def test_observation_of_a_results_dir_holds_every_gated_figure(good_case):
     scenario, ctx = good_case
-    obs = observe_live(scenario, ctx.dir)
+    obs = _observed(scenario, ctx.dir)
     assert obs.figures["overhead.profiled"] == pytest.approx(8.5)
     assert obs.figures["disk.total_bytes"] > 0
     assert obs.figures["structure.actor_update.rank1.entries"] == 16
@@ -108,12 +114,7 @@ def _reusable_runs(scenario, sdir: ScenarioDir) -> None:
 
 def test_pytest_regression_item_against_a_baseline(tmp_path, good_case):
     scenario, ctx = good_case
-    _reusable_runs(scenario, ctx.dir)
-    obs = observe_live(scenario, ctx.dir)  # the baseline: this very run, as results.json describes it
-    runs = {m: {"exit_code": 0, "wall_s": 1.0} for m in ("off", "on")}
-    checks = {"all": {"passed": True, "figures": obs.figures}}
-    doc = {"scenario": scenario.name, "settings": obs.settings, "environment": obs.environment, "runs": runs}
-    ctx.dir.results.write_text(json.dumps({**doc, "checks": checks}))
+    obs = _observed(scenario, ctx.dir)  # the baseline: this very run, as results.json describes it
     baseline = build([tmp_path / "results"])
     baseline.write(tmp_path / "baseline.json")
     assert compare_scenario(scenario.name, baseline, obs).status == "ok"
@@ -133,42 +134,3 @@ def test_pytest_regression_item_against_a_baseline(tmp_path, good_case):
     assert "REGRESSED tiny_case: overhead.profiled baseline 8.50x now 85.00x" in proc.stdout
     proc = pytest_run(f"--harness-baseline={tmp_path / 'missing.json'}")
     assert proc.returncode == 4 and "--harness-baseline" in proc.stderr
-
-
-def test_fault_knobs_pass_only_when_set_and_only_to_the_on_run(tmp_path, monkeypatch):
-    scenario = load_scenario(write_scenario(tmp_path))
-    monkeypatch.delenv(fault_injection.DELAY_ENV, raising=False)
-    monkeypatch.setenv(fault_injection.PAD_ENV, "1")
-    on = CpuPpo().prepare(scenario, RunDir(tmp_path / "on"), enabled=True)
-    off = CpuPpo().prepare(scenario, RunDir(tmp_path / "off"), enabled=False)
-    assert on.env.get(fault_injection.PAD_ENV) == "1" and fault_injection.DELAY_ENV not in on.env
-    assert fault_injection.PAD_ENV not in off.env
-    monkeypatch.setenv(fault_injection.PAD_ENV, "")
-    assert fault_injection.PAD_ENV not in CpuPpo().prepare(scenario, RunDir(tmp_path / "x"), enabled=True).env
-
-
-def test_pad_knob_doubles_this_ranks_dumps_only(tmp_path):
-    for rank in (0, 1):
-        write_dump(tmp_path, 2, "actor_update", rank)
-    size = sum(f.stat().st_size for f in tmp_path.rglob("*") if f.is_file())
-    added = fault_injection.pad_dumps(tmp_path, 2, 0, environ={fault_injection.PAD_ENV: "1"})
-    assert added == size // 2
-    assert sum(f.stat().st_size for f in tmp_path.rglob("*") if f.is_file()) == size + added
-    assert (tmp_path / "step_2/actor_update/step0/rank0/dump.json.pad1").is_file()
-    assert not list((tmp_path / "step_2/actor_update/step0/rank1").glob("*.pad*"))
-    assert fault_injection.pad_dumps(tmp_path, 2, 1, environ={}) == 0
-
-
-def test_delay_knob_wraps_msprobes_per_call_collector(monkeypatch):
-    from msprobe.core.dump.data_dump.data_collector import DataCollector
-
-    calls: list[tuple] = []
-    monkeypatch.setattr(DataCollector, "handle_data", lambda self, name, info, flush=False: calls.append((name, info)))
-    sleeps: list[float] = []
-    monkeypatch.setattr(fault_injection.time, "sleep", sleeps.append)
-    assert fault_injection.install_delay(environ={}) == 0.0
-    assert fault_injection.install_delay(environ={fault_injection.DELAY_ENV: "0.01"}) == 0.01
-    DataCollector.handle_data(object(), "Functional.linear.0.forward", {"x": 1})
-    DataCollector.handle_data(object(), "Functional.linear.1.forward", {})  # nothing collected: no sleep
-    assert sleeps == [0.01]
-    assert [c[0] for c in calls] == ["Functional.linear.0.forward", "Functional.linear.1.forward"]

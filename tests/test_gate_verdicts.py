@@ -6,12 +6,12 @@ import json
 import shutil
 
 import pytest
-from conftest import dump_doc
+from builders import dump_doc
 from gate_builders import ENV, SETTINGS, write_results
 
-from harness.baseline import Baseline, build
 from harness.cli import main
-from harness.gate import gate_dirs
+from harness.gate.baseline import Baseline, build
+from harness.gate.verdicts import gate_dirs
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import write_scenario
+from builders import write_scenario
 
 from harness.cli import main
 from harness.loader import ScenarioError, load_scenario, scenario_files

@@ -6,8 +6,8 @@ import json
 
 from gate_builders import write_results
 
-from harness.baseline import build
 from harness.cli import main
+from harness.gate.baseline import build
 from harness.report import build_report
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

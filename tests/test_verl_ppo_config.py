@@ -8,7 +8,7 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from harness.executors.base import InfraError
+from harness.errors import InfraError
 from harness.loader import ScenarioError, load_scenario
 from harness.rundir import ScenarioDir
 from harness.workloads.verl_config import VerlConfigError, check_overrides, compose, unreachable_stages

@@ -59,7 +59,3 @@ class CheckContext:
 
 class Check(Protocol):
     def __call__(self, ctx: CheckContext) -> CheckResult: ...
-
-
-def mb(n: float) -> str:
-    return f"{n / 1e6:.2f} MB"

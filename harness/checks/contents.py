@@ -5,9 +5,11 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from harness import figures as fig
 from harness.artifacts import DumpDir, iter_tensors, load_dump_json
 from harness.checks.base import CheckContext, CheckResult
 from harness.stages import NO_GRAD_STAGES
@@ -46,7 +48,7 @@ class _Problems:
         return out
 
 
-def _check_names(rel: str, names: list[str], level: str, stage: str, data_mode: list[str], out: _Problems) -> None:
+def _check_names(rel: str, names: list[str], level: str, stage: str, data_mode: Iterable[str], out: _Problems) -> None:
     modules = [n for n in names if n.startswith(MODULE_PREFIX)]
     apis = [n for n in names if n.startswith(API_PREFIXES)]
     others = [n for n in names if n not in set(modules) | set(apis)]
@@ -80,9 +82,9 @@ def _check_tensor(rel: str, name: str, where: str, t: dict[str, Any], ctx: dict[
         ctx["tolerated" if tolerated else "nonfinite"].append(f"{label}: non-finite statistics {stats}")
         return
     mx, mn, mean, norm = (stats[k] for k in STATS)
-    if all(isinstance(v, int | float) for v in (mx, mn)) and mn > mx:
+    if isinstance(mx, int | float) and isinstance(mn, int | float) and mn > mx:
         out.add("stats", f"{label}: Min {mn} > Max {mx}")
-    if all(isinstance(v, int | float) for v in (mx, mn, mean)):
+    if isinstance(mx, int | float) and isinstance(mn, int | float) and isinstance(mean, int | float):
         tol = 1e-5 * max(1.0, abs(mx), abs(mn))
         if not (mn - tol <= mean <= mx + tol):
             out.add("stats", f"{label}: Mean {mean} outside [Min {mn}, Max {mx}]")
@@ -136,7 +138,7 @@ def _check_dump(ctx: CheckContext, d: DumpDir, out: _Problems, counts: Counter, 
 
 def check_contents(ctx: CheckContext) -> CheckResult:
     res = CheckResult("contents")
-    out, counts = _Problems(), Counter()
+    out, counts = _Problems(), Counter[str]()
     found: dict[str, list[str]] = {"nonfinite": [], "tolerated": []}
     dumps = ctx.dumps_of(set(ctx.scenario.expected_stages) - ctx.scenario.gap_stages)
     for d in dumps:
@@ -155,5 +157,5 @@ def check_contents(ctx: CheckContext) -> CheckResult:
     res.figures["contents.nonfinite_tolerated"] = len(found["tolerated"])
     res.summary = f"{len(dumps)} dumps, {sum(counts.values())} entries, {len(found['nonfinite'])} non-finite"
     for stage, n in sorted(counts.items()):
-        res.figures[f"contents.entries.{stage}"] = n
+        res.figures[fig.contents_entries(stage)] = n
     return res

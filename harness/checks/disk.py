@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from harness.checks.base import CheckContext, CheckResult, mb
+from harness import figures as fig
+from harness.checks.base import CheckContext, CheckResult
+from harness.figures import mb
 
 
 def check_disk(ctx: CheckContext) -> CheckResult:
@@ -12,20 +14,21 @@ def check_disk(ctx: CheckContext) -> CheckResult:
     res = CheckResult("disk")
     per_step: dict[int, int] = defaultdict(int)
     per_stage_step: dict[tuple[str, int], int] = defaultdict(int)
-    per_rank: dict[str, int] = defaultdict(int)
+    per_rank: dict[int | None, int] = defaultdict(int)
     for d in ctx.tree.dirs:
         per_step[d.step] += d.bytes
         per_stage_step[(d.stage, d.step)] += d.bytes
-        per_rank[f"rank{d.rank}" if d.rank is not None else "proc"] += d.bytes
+        per_rank[d.rank] += d.bytes
     total = sum(per_step.values())
 
-    res.figures["disk.total_bytes"] = total
+    res.figures[fig.DISK_TOTAL] = total
     for step, n in sorted(per_step.items()):
-        res.figures[f"disk.step{step}_bytes"] = n
+        res.figures[fig.disk_step(step)] = n
     for stage in sorted({st for st, _ in per_stage_step}):
-        res.figures[f"disk.stage.{stage}_bytes"] = max(n for (st, _), n in per_stage_step.items() if st == stage)
-    for rank, n in sorted(per_rank.items()):
-        res.figures[f"disk.{rank}_bytes"] = n
+        res.figures[fig.disk_stage(stage)] = max(n for (st, _), n in per_stage_step.items() if st == stage)
+    ranks = sorted(per_rank.items(), key=lambda kv: -1 if kv[0] is None else kv[0])
+    for rank, n in ranks:
+        res.figures[fig.disk_rank(rank)] = n
 
     def over(what: str, n: int, limit: int | None, field: str) -> None:
         if limit is not None and n > limit:
@@ -36,8 +39,8 @@ def check_disk(ctx: CheckContext) -> CheckResult:
         over(f"step_{step}", n, budget.max_per_step, "max_per_step")
     for (stage, step), n in sorted(per_stage_step.items()):
         over(f"step_{step}/{stage}", n, budget.max_per_stage, "max_per_stage")
-    for rank, n in sorted(per_rank.items()):
-        over(rank, n, budget.max_per_rank, "max_per_rank")
+    for rank, n in ranks:
+        over(f"rank{rank}" if rank is not None else "proc", n, budget.max_per_rank, "max_per_rank")
     res.summary = f"{mb(total)} total, max {mb(max(per_step.values(), default=0))} per step"
     res.notes.append(
         f"total {mb(total)}; per step " + ", ".join(f"step_{s}: {mb(n)}" for s, n in sorted(per_step.items()))

@@ -14,8 +14,8 @@ def check_layout(ctx: CheckContext) -> CheckResult:
     found = {(d.step, d.stage, d.rank): d for d in ctx.tree.dirs}
     profiled, allowed_stages = set(s.precision_debugger.steps), set(s.expected_stages)
 
-    for step, st, r in sorted(expected - found.keys()):
-        res.problems.append(f"missing dump dir step_{step}/{st}/step0/rank{r}")
+    for key in sorted(expected - found.keys()):
+        res.problems.append("missing dump dir step_{}/{}/step0/rank{}".format(*key))
     for (step, st, r), d in sorted(found.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or -1)):
         rel = d.path.relative_to(ctx.tree.root)
         if (step, st, r) in expected:

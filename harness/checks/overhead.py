@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 
-from harness.artifacts import MetricsError
+from harness import figures as fig
 from harness.checks.base import CheckContext, CheckResult
+from harness.errors import MetricsError
 
-STATISTICS = {"median": statistics.median, "mean": statistics.fmean, "max": max}
+STATISTICS: dict[str, Callable[[list[float]], float]] = {
+    "median": statistics.median,
+    "mean": statistics.fmean,
+    "max": max,
+}
 
 
 def ratios(on: dict[int, float], off: dict[int, float], steps: list[int]) -> dict[int, float]:
@@ -31,9 +37,9 @@ def check_overhead(ctx: CheckContext) -> CheckResult:
         res.problems.append(f"steps {missing} have no timing_s/step in both runs' metrics")
     step_ratio = ratios(t_on, t_off, list(range(1, s.steps + 1)))
     for n, r in sorted(step_ratio.items()):
-        res.figures[f"overhead.step{n}"] = round(r, 3)
-        res.figures[f"time_off.step{n}_s"] = round(t_off[n], 4)
-        res.figures[f"time_on.step{n}_s"] = round(t_on[n], 4)
+        res.figures[fig.overhead_step(n)] = round(r, 3)
+        res.figures[fig.step_time("off", n)] = round(t_off[n], 4)
+        res.figures[fig.step_time("on", n)] = round(t_on[n], 4)
 
     for label, steps, limit in (
         ("profiled", profiled, budget.max_profiled_ratio),
@@ -43,7 +49,7 @@ def check_overhead(ctx: CheckContext) -> CheckResult:
         if not values:
             continue
         value = stat(values)
-        res.figures[f"overhead.{label}"] = round(value, 3)
+        res.figures[fig.overhead(label)] = round(value, 3)
         detail = ", ".join(f"step {n}: {step_ratio[n]:.2f}x" for n in steps if n in step_ratio)
         if value > limit:
             res.problems.append(
@@ -53,18 +59,19 @@ def check_overhead(ctx: CheckContext) -> CheckResult:
             res.notes.append(f"{label} steps: {budget.statistic} {value:.2f}x <= {limit:g}x ({detail})")
 
     res.summary = ", ".join(
-        f"{k} {res.figures[f'overhead.{k}']:.2f}x" for k in ("profiled", "unprofiled") if f"overhead.{k}" in res.figures
+        f"{k} {fig.ratio(float(res.figures[fig.overhead(k)]))}"
+        for k in ("profiled", "unprofiled")
+        if fig.overhead(k) in res.figures
     )
     st_off, st_on = off.stage_times(), on.stage_times()
     for stage in sorted(set(st_on) & set(st_off)):
         values = list(ratios(st_on[stage], st_off[stage], profiled).values())
         if not values:
             continue
-        value = stat(values)
-        res.figures[f"overhead.stage.{stage}"] = round(value, 3)
-        limit = budget.max_stage_ratio.get(stage)  # type: ignore[call-overload]
-        if limit is not None and value > limit:
-            res.problems.append(f"stage {stage}: {budget.statistic} on/off ratio {value:.2f}x > max {limit:g}x")
+        ratio = stat(values)
+        res.figures[fig.overhead_stage(stage)] = round(ratio, 3)
+        if (stage_max := budget.stage_limit(stage)) is not None and ratio > stage_max:
+            res.problems.append(f"stage {stage}: {budget.statistic} on/off ratio {ratio:.2f}x > max {stage_max:g}x")
     if missing_stage := sorted(set(budget.max_stage_ratio) - set(st_on)):
         res.problems.append(f"max_stage_ratio names stages with no timer in the metrics: {missing_stage}")
     return res

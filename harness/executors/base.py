@@ -2,37 +2,36 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Protocol
+from typing import Any, ClassVar, Protocol
 
-from harness.executors.settings import ExecutorSettings
+from harness.launch import ExecResult, Launch
 from harness.rundir import RunDir
-from harness.workloads.base import Launch
+from harness.settings import ExecutorSettingsBase
 
 # Environment variables a training may see; nothing else leaks from the host.
 ENV_ALLOWLIST = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 
-class InfraError(Exception):
-    """The training could not run or did not finish (not a verdict on precision_debugger)."""
-
-
-@dataclass
-class ExecResult:
-    exit_code: int | None
-    wall_s: float
-    timed_out: bool = False
-    oom_killed: bool = False
-    detail: str = ""
-    argv: list[str] = field(default_factory=list)  # the command as the executor really ran it
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
 class Executor(Protocol):
-    name: str
+    name: ClassVar[str]
+    settings: ClassVar[Any]  # the model of this executor's options block (``executor.<name>:``), or None
 
-    def execute(self, launch: Launch, run: RunDir, settings: ExecutorSettings, labels: dict[str, str]) -> ExecResult:
+    def execute(
+        self, launch: Launch, run: RunDir, settings: ExecutorSettingsBase, labels: dict[str, str]
+    ) -> ExecResult:
         """Run ``launch`` with its output in ``run.log``; raise InfraError when it cannot be started."""
+        ...
+
+    def describe(
+        self, launch: Launch, run: RunDir, settings: ExecutorSettingsBase, labels: dict[str, str]
+    ) -> list[str]:
+        """The dry-run lines: exactly what ``execute`` would start (process or container), starting nothing."""
+        ...
+
+    def environment(self, settings: ExecutorSettingsBase) -> dict[str, Any]:
+        """What results.json records of where the trainings ran (an image, an install path)."""
+        ...
+
+    def device_ids(self, settings: ExecutorSettingsBase, device: str) -> list[int] | None:
+        """The accelerator numbers a run would get (their device nodes must exist), or None: any."""
         ...

@@ -17,17 +17,21 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 import docker
 import docker.errors
 import requests
-from docker.types import DeviceRequest, Mount
+from docker.types import DeviceRequest
+from docker.types import Mount as MountSpec
+from pydantic import Field, PositiveFloat
 
-from harness.executors.base import ENV_ALLOWLIST, ExecResult, InfraError
-from harness.executors.settings import ExecutorSettings
+from harness.errors import InfraError
+from harness.executors.base import ENV_ALLOWLIST
+from harness.launch import ExecResult, Launch, argv_lines
 from harness.rundir import RunDir
-from harness.workloads.base import Launch
+from harness.settings import ExecutorSettingsBase
+from harness.strict import Strict
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -47,6 +51,40 @@ ASCEND_DRIVER_PATHS = (
 )
 STOP_GRACE_S = 5  # SIGTERM -> SIGKILL on timeout; the trainings hold nothing worth a clean shutdown
 BUILD_CPU_HINT = "python -m harness image build-cpu --tag {image}"
+
+
+class Mount(Strict):
+    source: str
+    target: str
+    read_only: bool = True
+
+
+class DockerRuntime(Strict):
+    """Container settings; used when the executor kind is ``docker``."""
+
+    image: str = Field(
+        "verl-msprobe-harness:cpu",
+        description="local image (no registry is used); make the CPU one with `python -m harness image build-cpu`",
+    )
+    image_kind: Literal["auto", "self_contained", "host_python"] = Field(
+        "auto",
+        description="self_contained: the image has python3 and the harness (docker/Dockerfile.*); host_python: a "
+        "bare rootfs that runs the harness's own interpreter, venv and source, bind-mounted read-only with /usr at "
+        "the same paths; auto: read the image's io.harness.image.kind label",
+    )
+    npu_devices: list[Annotated[int, Field(ge=0)]] = Field(
+        default_factory=list, description="Ascend NPU ids: /dev/davinci{N} plus the driver devices and mounts"
+    )
+    ascend_runtime: bool = Field(False, description="use the Ascend container runtime (ASCEND_VISIBLE_DEVICES)")
+    gpus: list[Annotated[int, Field(ge=0)]] = Field(default_factory=list, description="CUDA GPU ids")
+    shm_size: str = "2g"
+    env: dict[str, str] = Field(default_factory=dict, description="extra container environment")
+    pass_env: list[str] = Field(default_factory=list, description="host variables passed through when set")
+    mounts: list[Mount] = Field(default_factory=list)
+    user: str | None = Field(None, description="uid:gid; default: the host user running the harness")
+    cpus: PositiveFloat | None = None
+    memory: str | None = Field(None, description='e.g. "8g"; the container is OOM-killed above it')
+    network: Literal["none", "host", "bridge"] = "host"
 
 
 @dataclass(frozen=True)
@@ -83,7 +121,7 @@ def _is_real_dir(path: str) -> bool:
 
 
 def container_spec(
-    launch: Launch, run: RunDir, settings: ExecutorSettings, labels: dict[str, str], python: str = "python3"
+    launch: Launch, run: RunDir, settings: ExecutorSettingsBase, labels: dict[str, str], python: str = "python3"
 ) -> dict[str, Any]:
     """``docker_client.containers.create(**spec)`` kwargs for one training run.
 
@@ -93,20 +131,20 @@ def container_spec(
     ``volumes``) because a missing source must be an error, not a root-owned empty dir made by dockerd.
     ``image_kind: auto`` counts as self_contained here; the executor resolves it from the image label.
     """
-    rt = settings.docker
-    mounts: dict[str, Mount] = {}
+    rt: DockerRuntime = settings.options("docker")
+    mounts: dict[str, MountSpec] = {}
 
     def bind(source: str | Path, target: str | Path | None = None, read_only: bool = True) -> None:
         target = str(target or source)
-        mounts[target] = Mount(target=target, source=str(source), type="bind", read_only=read_only)
+        mounts[target] = MountSpec(target=target, source=str(source), type="bind", read_only=read_only)
 
     if rt.image_kind == "host_python":
         host = host_python()
         python = host.executable
         for p in host.paths:
             bind(p)
-    for p in launch.inputs:
-        bind(p)
+    for inp in launch.inputs:
+        bind(inp)
     for m in rt.mounts:
         bind(m.source, m.target, m.read_only)
     bind(run.root, read_only=False)
@@ -172,9 +210,9 @@ def connect() -> DockerClient:
     return client
 
 
-def resolve_settings(client: DockerClient, settings: ExecutorSettings) -> ExecutorSettings:
+def resolve_settings(client: DockerClient, settings: ExecutorSettingsBase) -> ExecutorSettingsBase:
     """Check that the image exists locally and resolve ``image_kind: auto`` from its label."""
-    rt = settings.docker
+    rt: DockerRuntime = settings.options("docker")
     try:
         image = client.images.get(rt.image)
     except docker.errors.ImageNotFound as exc:
@@ -197,12 +235,15 @@ def _short(exc: BaseException) -> str:
 
 
 class DockerExecutor:
-    name = "docker"
+    name: ClassVar[str] = "docker"
+    settings: ClassVar[Any] = DockerRuntime
 
     def __init__(self, client: DockerClient | None = None) -> None:
         self._client = client
 
-    def execute(self, launch: Launch, run: RunDir, settings: ExecutorSettings, labels: dict[str, str]) -> ExecResult:
+    def execute(
+        self, launch: Launch, run: RunDir, settings: ExecutorSettingsBase, labels: dict[str, str]
+    ) -> ExecResult:
         client = self._client or connect()
         settings = resolve_settings(client, settings)
         spec = container_spec(launch, run, settings, labels)
@@ -216,8 +257,43 @@ class DockerExecutor:
         finally:
             _remove(client, spec["name"])
 
+    def describe(
+        self, launch: Launch, run: RunDir, settings: ExecutorSettingsBase, labels: dict[str, str]
+    ) -> list[str]:
+        spec = container_spec(launch, run, settings, labels)
+        rt: DockerRuntime = settings.options("docker")
+        out = [f"image: {spec['image']}" + ("" if rt.image_kind == "auto" else f" ({rt.image_kind})")]
+        devices = spec.get("devices", [])
+        if spec.get("runtime"):
+            devices = [*devices, f"runtime={spec['runtime']}"]
+        out.append(
+            f"devices: {', '.join(d.split(':')[0] for d in devices if ':' in d) or 'none'}"
+            + (f" (runtime {spec['runtime']})" if spec.get("runtime") else "")
+        )
+        if spec.get("device_requests"):
+            out.append(f"gpus: {', '.join(','.join(r['DeviceIDs']) for r in spec['device_requests'])}")
+        out.append(
+            f"container: user {spec['user']}, workdir {spec['working_dir']}, shm {spec['shm_size']}, "
+            f"network {spec['network_mode']}, timeout {settings.timeout_s:g}s"
+            + (f", memory {spec['mem_limit']}" if spec.get("mem_limit") else "")
+        )
+        out.append("mounts:")
+        out += [f"  {m['Source']} -> {m['Target']} ({'ro' if m['ReadOnly'] else 'rw'})" for m in spec["mounts"]]
+        out.append("env:")
+        out += [f"  {k}={v}" for k, v in sorted(spec["environment"].items())]
+        out.append("argv:")
+        out += argv_lines(spec["command"])
+        return out
 
-def _run(client: DockerClient, spec: dict[str, Any], run: RunDir, settings: ExecutorSettings) -> ExecResult:
+    def environment(self, settings: ExecutorSettingsBase) -> dict[str, Any]:
+        return {"image": settings.options("docker").image}
+
+    def device_ids(self, settings: ExecutorSettingsBase, device: str) -> list[int] | None:
+        rt: DockerRuntime = settings.options("docker")
+        return {"npu": rt.npu_devices, "cuda": rt.gpus}.get(device)
+
+
+def _run(client: DockerClient, spec: dict[str, Any], run: RunDir, settings: ExecutorSettingsBase) -> ExecResult:
     started = time.monotonic()
     try:
         container = client.containers.create(**spec)

@@ -19,7 +19,7 @@ import tarfile
 
 import docker.errors
 
-from harness.executors.base import InfraError
+from harness.errors import InfraError
 from harness.executors.docker import HOST_PYTHON, IMAGE_KIND_LABEL, connect, host_python
 
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -74,8 +74,8 @@ def build_cpu_image(tag: str) -> str:
     for line in str(out).splitlines():
         msg = json.loads(line) if line.strip().startswith("{") else {}
         if "error" in msg:
-            raise RuntimeError(f"docker import failed: {msg['error']}")
-    image_id = client.images.get(tag).id
+            raise InfraError(f"docker import of the CPU image {tag!r} failed: {msg['error']}")
+    image_id = str(client.images.get(tag).id)
     if previous and previous != image_id:
         with contextlib.suppress(docker.errors.APIError):  # still used by a container: leave it
             client.images.remove(previous)

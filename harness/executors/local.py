@@ -7,25 +7,39 @@ import signal
 import subprocess
 import sys
 import time
+from importlib import metadata
+from typing import Any, ClassVar
 
-from harness.executors.base import ENV_ALLOWLIST, ExecResult, InfraError
-from harness.executors.settings import ExecutorSettings
+from harness.errors import InfraError
+from harness.executors.base import ENV_ALLOWLIST
+from harness.launch import ExecResult, Launch, argv_lines
 from harness.rundir import RunDir
-from harness.workloads.base import Launch
+from harness.settings import ExecutorSettingsBase
+
+
+def _env(launch: Launch) -> dict[str, str]:
+    env = {k: os.environ[k] for k in ENV_ALLOWLIST if k in os.environ}
+    return env | {"PYTHONUNBUFFERED": "1", **launch.env}
 
 
 class LocalExecutor:
-    name = "local"
+    name: ClassVar[str] = "local"
+    settings: ClassVar[Any] = None
 
-    def execute(self, launch: Launch, run: RunDir, settings: ExecutorSettings, labels: dict[str, str]) -> ExecResult:
-        env = {k: os.environ[k] for k in ENV_ALLOWLIST if k in os.environ}
-        env.update(PYTHONUNBUFFERED="1", **launch.env)
+    def execute(
+        self, launch: Launch, run: RunDir, settings: ExecutorSettingsBase, labels: dict[str, str]
+    ) -> ExecResult:
         argv = launch.argv(sys.executable)
         started = time.monotonic()
         with run.log.open("wb") as log:
             try:
                 proc = subprocess.Popen(
-                    argv, cwd=launch.workdir, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                    argv,
+                    cwd=launch.workdir,
+                    env=_env(launch),
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
                 )
             except OSError as exc:
                 raise InfraError(f"cannot start {argv[0]}: {exc}") from exc
@@ -39,8 +53,28 @@ class LocalExecutor:
                 _kill_group(proc)  # Ctrl-C or an error in the harness: never leave a training behind
                 raise
 
+    def describe(
+        self, launch: Launch, run: RunDir, settings: ExecutorSettingsBase, labels: dict[str, str]
+    ) -> list[str]:
+        return [
+            f"local process in {launch.workdir}",
+            "env:",
+            *(f"  {k}={v}" for k, v in sorted(_env(launch).items())),
+            "argv:",
+            *argv_lines(launch.argv(sys.executable)),
+        ]
 
-def _kill_group(proc: subprocess.Popen) -> None:
+    def environment(self, settings: ExecutorSettingsBase) -> dict[str, Any]:
+        try:  # msprobe's stack.json records every frame's source path: dump bytes grow with this path's length
+            return {"packages_dir": str(metadata.distribution("verl").locate_file(""))}
+        except metadata.PackageNotFoundError:
+            return {}
+
+    def device_ids(self, settings: ExecutorSettingsBase, device: str) -> list[int] | None:
+        return None
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     for sig, grace in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
         try:
             os.killpg(proc.pid, sig)

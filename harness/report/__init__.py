@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.baseline import Baseline, Observation, observe_dir
-from harness.gate import GateReport, gate
+from harness.gate.baseline import Baseline
+from harness.gate.observe import Observation, observe_dir
+from harness.gate.verdicts import gate
 from harness.report.doc_tables import doc_tables
 from harness.report.plots import plot_scenario
 from harness.report.summary import summary_markdown
@@ -17,7 +18,6 @@ class Report:
     summary: Path
     tables: Path
     pngs: list[Path] = field(default_factory=list)
-    gates: list[GateReport | None] = field(default_factory=list)
 
 
 def build_report(results: list[Path], out: Path, baseline: Baseline | None = None) -> Report:
@@ -36,4 +36,4 @@ def build_report(results: list[Path], out: Path, baseline: Baseline | None = Non
     summary.write_text(summary_markdown(runs, gates, png_dir=out))
     tables_md = out / "tables.md"
     tables_md.write_text("\n".join(tables))
-    return Report(summary, tables_md, pngs, gates)
+    return Report(summary, tables_md, pngs)

@@ -6,14 +6,13 @@ Same columns as the guide, so a nightly run can refresh the guide's figures (or 
 from __future__ import annotations
 
 import json
-import re
 import statistics
 from pathlib import Path
 
-from harness.baseline import Observation
+from harness import figures as fig
+from harness.figures import mb
+from harness.gate.observe import Observation
 from harness.report.plots import stage_bytes, step_times
-
-_STEP_BYTES = re.compile(r"^disk\.step(\d+)_bytes$")
 
 
 def model_label(obs: Observation) -> str:
@@ -40,13 +39,9 @@ def _level(obs: Observation) -> str:
     return str(obs.settings.get("precision_debugger", {}).get("level", "?"))
 
 
-def _mb(n: float) -> str:
-    return f"{n / 1e6:.2f} MB"
-
-
 def _about(values: list[float]) -> str:
     lo, hi = min(values), max(values)
-    return f"about `{_mb(lo)}`" if _mb(lo) == _mb(hi) else f"about `{lo / 1e6:.2f}-{hi / 1e6:.2f} MB`"
+    return f"about `{mb(lo)}`" if mb(lo) == mb(hi) else f"about `{mb(lo).removesuffix(' MB')}-{mb(hi)}`"
 
 
 def time_overhead(observations: list[Observation]) -> str:
@@ -76,16 +71,16 @@ def disk_usage(observations: list[Observation]) -> str:
     for obs in observations:
         model, level = f"`{model_label(obs)}`", f"{_level(obs)} ({obs.scenario})"
         stages = stage_bytes(obs)
-        per_step = {int(m[1]): float(v) for k, v in obs.figures.items() if (m := _STEP_BYTES.match(k))}
+        per_step = {int(f.step or 0): v for f, v in obs.parsed("disk.step")}
         if not per_step:
             continue
         all_stages = ", ".join(f"`{s}`" for s in sorted(stages))
         steps = " and ".join(f"`step_{n}`" for n in sorted(per_step))
-        total = float(obs.figures.get("disk.total_bytes", sum(per_step.values())))
-        rows.append(f"| {level} | {model} | {all_stages} | total for {steps} | `{_mb(total)}` |")
+        total = float(obs.figures.get(fig.DISK_TOTAL, sum(per_step.values())))
+        rows.append(f"| {level} | {model} | {all_stages} | total for {steps} | `{mb(total)}` |")
         rows.append(f"| {level} | {model} | {all_stages} | per step | {_about(list(per_step.values()))} |")
         for stage, n in sorted(stages.items()) if len(stages) > 1 else ():
-            rows.append(f"| {level} | {model} | `{stage}` | per step | about `{_mb(n)}` |")
+            rows.append(f"| {level} | {model} | `{stage}` | per step | about `{mb(n)}` |")
     return "\n".join(rows)
 
 

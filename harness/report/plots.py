@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import matplotlib
@@ -11,32 +10,29 @@ matplotlib.use("Agg")  # CI has no display; must precede pyplot
 import matplotlib.pyplot as plt
 from matplotlib.ticker import FuncFormatter, LogLocator
 
-from harness.baseline import Observation
-
-_STEP = re.compile(r"^time_(off|on)\.step(\d+)_s$")
-_STAGE = re.compile(r"^disk\.stage\.(.+)_bytes$")
+from harness import figures as fig
+from harness.gate.observe import Observation
 
 
 def step_times(obs: Observation) -> dict[str, dict[int, float]]:
     out: dict[str, dict[int, float]] = {"off": {}, "on": {}}
-    for k, v in obs.figures.items():
-        if (m := _STEP.match(k)) and isinstance(v, int | float):
-            out[m[1]][int(m[2])] = float(v)
+    for f, v in obs.parsed("time"):
+        out[str(f.mode)][int(f.step or 0)] = v
     return out
 
 
 def stage_bytes(obs: Observation) -> dict[str, float]:
-    return {m[1]: float(v) for k, v in obs.figures.items() if (m := _STAGE.match(k)) and isinstance(v, int | float)}
+    return {str(f.stage): v for f, v in obs.parsed("disk.stage")}
 
 
-def plot_scenario(obs: Observation, path: Path, title_extra: str = "") -> Path:
+def plot_scenario(obs: Observation, path: Path) -> Path:
     """Left: seconds per global step, off and on, profiled steps shaded and labelled with their on/off ratio.
     Right: the largest dump of each stage in one step (all ranks), in MB."""
     pd = obs.settings.get("precision_debugger", {})
     profiled = set(pd.get("steps", []))
     times = step_times(obs)
     stages = stage_bytes(obs)
-    fig, (ax_t, ax_d) = plt.subplots(1, 2, figsize=(12, 5.2), gridspec_kw={"width_ratios": [3, 2]})
+    figure, (ax_t, ax_d) = plt.subplots(1, 2, figsize=(12, 5.2), gridspec_kw={"width_ratios": [3, 2]})
     steps = sorted(set(times["off"]) | set(times["on"]))
     for n in sorted(profiled):
         ax_t.axvspan(n - 0.4, n + 0.4, color="tab:orange", alpha=0.15, lw=0)
@@ -80,21 +76,21 @@ def plot_scenario(obs: Observation, path: Path, title_extra: str = "") -> Path:
         bars = ax_d.barh(range(len(names)), mb, color="tab:green")
         ax_d.set_yticks(range(len(names)))
         ax_d.set_yticklabels(names, fontsize=8)
-        ax_d.bar_label(bars, labels=[f"{v:.2f} MB" for v in mb], fontsize=8, padding=3)
+        ax_d.bar_label(bars, labels=[fig.mb(stages[s]) for s in names], fontsize=8, padding=3)
         ax_d.set_xlim(0, max(mb) * 1.35 or 1)
         ax_d.invert_yaxis()
     else:
         ax_d.text(0.5, 0.5, "no dumps", ha="center", va="center", transform=ax_d.transAxes)
-    total = obs.figures.get("disk.total_bytes")
+    total = obs.figures.get(fig.DISK_TOTAL)
     ax_d.set_xlabel("dump size per step, all ranks (MB)")
-    ax_d.set_title("disk per stage" + (f" (all steps: {float(total) / 1e6:.2f} MB)" if total else ""))
+    ax_d.set_title("disk per stage" + (f" (all steps: {fig.mb(float(total))})" if total else ""))
     ax_d.grid(True, axis="x", alpha=0.3)
 
     level = " ".join(str(pd.get(k, "")) for k in ("level", "task")).strip()
     shape = f"{obs.settings.get('engine', '?')}, world size {obs.settings.get('world_size', '?')}"
-    fig.suptitle(f"{obs.scenario}: {level}, {shape}{title_extra}", fontsize=12, fontweight="bold")
-    fig.tight_layout()
+    figure.suptitle(f"{obs.scenario}: {level}, {shape}", fontsize=12, fontweight="bold")
+    figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
     return path

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import math
-import re
 import statistics
 from pathlib import Path
 
-from harness.baseline import Baseline, Observation
-from harness.gate import GateReport, ScenarioGate, rel_change
+from harness import figures as fig
+from harness.checks.known_gap import is_gap
+from harness.gate.baseline import Baseline
+from harness.gate.observe import Observation
+from harness.gate.verdicts import GateReport, ScenarioGate, rel_change
 
-_STEP_BYTES = re.compile(r"^disk\.step(\d+)_bytes$")
 ICON = {
     "ok": "✅ ok",
     "regressed": "❌ regressed",
@@ -24,11 +25,11 @@ ICON = {
 
 
 def _x(v: object) -> str:
-    return f"{float(v):.2f}x" if isinstance(v, int | float) else "-"  # type: ignore[arg-type]
+    return fig.ratio(float(v)) if isinstance(v, int | float) else "-"
 
 
 def disk_per_step(obs: Observation) -> float | None:
-    values = [float(v) for k, v in obs.figures.items() if _STEP_BYTES.match(k) and isinstance(v, int | float)]
+    values = [v for _, v in obs.parsed("disk.step")]
     return statistics.fmean(values) if values else None
 
 
@@ -50,7 +51,7 @@ def change_against(obs: Observation | None, g: ScenarioGate | None, baseline: Ba
         return "-"
     base_obs = Observation(obs.scenario, sb.settings, sb.environment, sb.figures, None)
     parts = [
-        f"overhead {_pct(_num(sb.figures.get('overhead.profiled')), _num(obs.figures.get('overhead.profiled')))}",
+        f"overhead {_pct(_num(sb.figures.get(fig.OVERHEAD_PROFILED)), _num(obs.figures.get(fig.OVERHEAD_PROFILED)))}",
         f"disk/step {_pct(disk_per_step(base_obs), disk_per_step(obs))}",
     ]
     structure = [m for m in g.metrics if m.metric.startswith("structure.") and m.verdict != "ok"]
@@ -60,15 +61,15 @@ def change_against(obs: Observation | None, g: ScenarioGate | None, baseline: Ba
 
 
 def _num(v: object) -> float | None:
-    return float(v) if isinstance(v, int | float) else None  # type: ignore[arg-type]
+    return float(v) if isinstance(v, int | float) else None
 
 
 def _checks(obs: Observation) -> str:
-    failed = [name for name, ok in obs.checks.items() if not ok and name != "known_gap"]
-    gaps = [name for name, ok in obs.checks.items() if name == "known_gap" and ok]
+    failed = [name for name, ok in obs.checks.items() if not ok and not is_gap(name)]
+    gaps = [name for name, ok in obs.checks.items() if is_gap(name) and ok]
     if obs.errors:
         return "❌ run failed"
-    judged = [n for n in obs.checks if n != "known_gap"]
+    judged = [n for n in obs.checks if not is_gap(n)]
     text = f"❌ {', '.join(failed)}" if failed else f"✅ {len(judged)}/{len(judged)}"
     return text + (" · gap fixed?" if gaps else "")
 
@@ -93,8 +94,8 @@ def run_table(label: str, observations: dict[str, Observation], report: GateRepo
         dps = disk_per_step(obs)
         verdict = ICON[g.status] if g else ("❌ run failed" if obs.errors else "no baseline")
         lines.append(
-            f"| {name} | {level} | {_x(obs.figures.get('overhead.profiled'))} | "
-            f"{_x(obs.figures.get('overhead.unprofiled'))} | {f'{dps / 1e6:.2f} MB' if dps is not None else '-'} | "
+            f"| {name} | {level} | {_x(obs.figures.get(fig.OVERHEAD_PROFILED))} | "
+            f"{_x(obs.figures.get(fig.OVERHEAD_UNPROFILED))} | {fig.mb(dps) if dps is not None else '-'} | "
             f"{_checks(obs)} | {verdict} | {change_against(obs, g, baseline)} |"
         )
     return lines
@@ -110,7 +111,7 @@ def details(observations: dict[str, Observation], report: GateReport | None) -> 
                 out += [f"- {g.status} {g.scenario}: {n}" for n in g.notes]
     for name, obs in sorted(observations.items()):
         for check, problems in obs.problems.items():
-            if check != "known_gap" and not obs.checks.get(check, True):
+            if not is_gap(check) and not obs.checks.get(check, True):
                 out += [f"- {name} {check} check: {p}" for p in problems[:3]]
     if not out:
         return []

@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, PositiveFloat, PositiveInt
 
+from harness.launch import Launch
 from harness.msprobe_config import msprobe_config
 from harness.rundir import RunDir
+from harness.settings import ScenarioView
 from harness.strict import Strict
 from harness.workloads import fault_injection
-from harness.workloads.base import Launch
-
-if TYPE_CHECKING:
-    from harness.scenario import Scenario
 
 CRITIC_STAGES = {"compute_values", "critic_update"}
 
@@ -48,7 +46,7 @@ class CpuPpoSettings(Strict):
     )
     threads_per_rank: PositiveInt = 1
 
-    def check_scenario(self, scenario: Scenario) -> None:
+    def check_scenario(self, scenario: ScenarioView) -> None:
         if scenario.device != "cpu":
             raise ValueError("workload cpu_ppo runs on device 'cpu' only")
         wanted = CRITIC_STAGES & (set(scenario.precision_debugger.stages) | set(scenario.expected_stages))
@@ -61,11 +59,14 @@ class CpuPpoSettings(Strict):
 
 
 class CpuPpo:
-    def describe(self, scenario: Scenario, run: RunDir) -> list[str]:
+    name: ClassVar[str] = "cpu_ppo"
+    settings: ClassVar[Any] = CpuPpoSettings
+
+    def describe(self, scenario: ScenarioView, run: RunDir) -> list[str]:
         return []  # nothing beyond the launch itself: no host inputs, no trainer config
 
-    def prepare(self, scenario: Scenario, run: RunDir, enabled: bool, *, dry: bool = False) -> Launch:
-        s: CpuPpoSettings = scenario.workload  # type: ignore[assignment]
+    def prepare(self, scenario: ScenarioView, run: RunDir, enabled: bool, *, dry: bool = False) -> Launch:
+        s: CpuPpoSettings = scenario.workload
         run.root.mkdir(parents=True, exist_ok=True)
         profiler = None
         if enabled:
@@ -102,5 +103,4 @@ class CpuPpo:
             # the test-only fault knobs (harness.workloads.fault_injection) reach the "on" run only when set
             env={"VERL_FILE_LOGGER_PATH": str(run.metrics), **(fault_injection.passthrough() if enabled else {})},
             workdir=run.root,
-            ranks=scenario.world_size,
         )

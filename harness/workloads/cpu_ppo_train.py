@@ -269,7 +269,7 @@ def _train(rank: int, spec: TrainSpec) -> None:
             else:
                 batch["advantages"] = rewards.sum(-1, keepdim=True) - rewards.sum(-1).mean()
             metrics["actor/loss"] = timed("update_actor", timing, policy.update_actor, batch)
-        if step in profiled:
+        if spec.profiler and step in profiled:
             for w in workers:
                 w.profiler.stop()
             fault_injection.pad_dumps(spec.profiler.save_path, step, rank)  # TEST ONLY: no-op unless asked

@@ -47,7 +47,7 @@ def install_delay(environ: Mapping[str, str] | None = None) -> float:
             time.sleep(delay)
         return original(self, name, data_info, flush=flush)
 
-    DataCollector.handle_data = handle_data  # type: ignore[method-assign]
+    DataCollector.handle_data = handle_data
     print(f"fault_injection: {DELAY_ENV}={delay}: msprobe sleeps in every dumped call (TEST ONLY)", flush=True)
     return delay
 

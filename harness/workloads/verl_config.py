@@ -17,7 +17,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.workloads.base import WorkloadError
+from harness.errors import WorkloadError
 
 if TYPE_CHECKING:
     from hydra.core.override_parser.types import Override

@@ -12,21 +12,20 @@ import json
 import os
 import re
 import shlex
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, PositiveInt, field_validator
 
-from harness.executors.base import InfraError
+from harness.errors import InfraError
+from harness.launch import Launch
 from harness.msprobe_config import msprobe_config
 from harness.rundir import RunDir
+from harness.settings import ScenarioView
 from harness.stages import STAGES
 from harness.strict import Strict
-from harness.workloads.base import Launch
-
-if TYPE_CHECKING:
-    from harness.scenario import Scenario
 
 MODULE = "verl.trainer.main_ppo"
 CONFIG_NAMES = {"fsdp": "ppo_trainer", "megatron": "ppo_megatron_trainer"}
@@ -66,11 +65,11 @@ _VAR = re.compile(r"\$\{(?P<name>\w+)(?::-(?P<default>[^}]*))?\}|\$(?P<bare>\w+)
 _PLAIN_VALUE = re.compile(r"^[\w./~:@+-]*$")
 
 
-def expand_path(text: str, env: dict[str, str] | None = None) -> Path:
+def expand_path(text: str, environ: Mapping[str, str] | None = None) -> Path:
     """Shell-style ``${VAR:-default}``, ``${VAR}``, ``$VAR`` and ``~``, expanded on the host at launch time.
 
     Why not os.path.expandvars: it has no ``:-default``, and the defaults here are the runner caches."""
-    env = os.environ if env is None else env
+    env = os.environ if environ is None else environ
 
     def sub(m: re.Match[str]) -> str:
         name = m["name"] or m["bare"]
@@ -143,7 +142,7 @@ class VerlPpoSettings(Strict):
     def devices_per_node(self, world_size: int) -> int:
         return self.n_gpus_per_node or world_size // self.nnodes
 
-    def check_scenario(self, scenario: Scenario) -> None:
+    def check_scenario(self, scenario: ScenarioView) -> None:
         if scenario.device == "cpu":
             raise ValueError(
                 "workload verl_ppo needs device npu or cuda: main_ppo's rollout engines (vllm, sglang) do not run "
@@ -152,8 +151,8 @@ class VerlPpoSettings(Strict):
         per_node = self.devices_per_node(scenario.world_size)
         if per_node * self.nnodes != scenario.world_size:
             raise ValueError(f"world_size {scenario.world_size} != nnodes {self.nnodes} x n_gpus_per_node {per_node}")
-        ex = scenario.executor
-        if self.nnodes > 1 and "RAY_ADDRESS" not in {*ex.docker.pass_env, *ex.docker.env}:
+        ex, docker = scenario.executor, scenario.executor.options("docker")
+        if self.nnodes > 1 and "RAY_ADDRESS" not in {*docker.pass_env, *docker.env}:
             raise ValueError(
                 "nnodes > 1: the harness starts one process (or container), which must join a running Ray cluster "
                 "spanning the nodes; pass RAY_ADDRESS (executor.docker.pass_env or env)"
@@ -166,11 +165,11 @@ class VerlPpoSettings(Strict):
             )
         if {"compute_values", "critic_update"} & stages and self.adv_estimator != "gae":
             raise ValueError("critic stages need a critic: adv_estimator gae")
-        if ex.kind == "docker" and scenario.device == "npu" and not ex.docker.npu_devices:
+        if ex.kind == "docker" and scenario.device == "npu" and not docker.npu_devices:
             raise ValueError("device npu with the docker executor needs executor.docker.npu_devices")
-        if ex.kind == "docker" and scenario.device == "npu" and len(ex.docker.npu_devices) != per_node:
+        if ex.kind == "docker" and scenario.device == "npu" and len(docker.npu_devices) != per_node:
             raise ValueError(
-                f"executor.docker.npu_devices has {len(ex.docker.npu_devices)} ids for {per_node} devices per node"
+                f"executor.docker.npu_devices has {len(docker.npu_devices)} ids for {per_node} devices per node"
             )
 
 
@@ -213,15 +212,15 @@ class Inputs:
         ]
 
 
-def role_profilers(stages: list[str]) -> list[str]:
+def role_profilers(stages: Iterable[str]) -> list[str]:
     """The profiler blocks (hydra paths) that must be enabled for these stages, in a stable order."""
     roles = {r for st in stages for r in STAGE_ROLES.get(st, ())}
     return [path for role, path in ROLE_PROFILERS.items() if role in roles]
 
 
-def build_overrides(scenario: Scenario, run: RunDir, enabled: bool) -> tuple[str, list[str], dict[str, Any]]:
+def build_overrides(scenario: ScenarioView, run: RunDir, enabled: bool) -> tuple[str, list[str], dict[str, Any]]:
     """(config name, overrides, expected resolved values). ``expected`` is what verl must resolve to."""
-    s: VerlPpoSettings = scenario.workload  # type: ignore[assignment]
+    s: VerlPpoSettings = scenario.workload
     inputs = Inputs.of(s)
     per_node = s.devices_per_node(scenario.world_size)
     config_name = CONFIG_NAMES[scenario.engine]
@@ -302,13 +301,16 @@ def build_overrides(scenario: Scenario, run: RunDir, enabled: bool) -> tuple[str
 
 
 class VerlPpo:
-    def prepare(self, scenario: Scenario, run: RunDir, enabled: bool, *, dry: bool = False) -> Launch:
+    name: ClassVar[str] = "verl_ppo"
+    settings: ClassVar[Any] = VerlPpoSettings
+
+    def prepare(self, scenario: ScenarioView, run: RunDir, enabled: bool, *, dry: bool = False) -> Launch:
         """Write the msprobe config (on), compose and check the overrides, and say what to run. Unless ``dry``
         (a dry run describes a runner, not this machine), the model and data must exist here: they are
         mounted from this host."""
         from harness.workloads.verl_config import check_overrides
 
-        s: VerlPpoSettings = scenario.workload  # type: ignore[assignment]
+        s: VerlPpoSettings = scenario.workload
         inputs = Inputs.of(s)
         if not dry and (missing := inputs.missing()):
             raise InfraError(
@@ -335,15 +337,14 @@ class VerlPpo:
             env={"VERL_FILE_LOGGER_PATH": str(run.metrics), "HYDRA_FULL_ERROR": "1"},
             workdir=run.root,
             inputs=[inputs.model, inputs.data_dir],
-            ranks=scenario.world_size,
         )
 
-    def describe(self, scenario: Scenario, run: RunDir) -> list[str]:
+    def describe(self, scenario: ScenarioView, run: RunDir) -> list[str]:
         """For the dry run, after ``prepare(run, dry=True)`` passed: inputs on this host, and which of verl's
         stages its trainer will run with the on run's resolved config (decided by verl's own predicates)."""
         from harness.workloads.verl_config import STAGE_NEEDS, compose, unreachable_stages
 
-        s: VerlPpoSettings = scenario.workload  # type: ignore[assignment]
+        s: VerlPpoSettings = scenario.workload
         inputs = Inputs.of(s)
         lines = [
             f"{what}: {p} ({'present' if p.exists() else 'absent'} on this host)"

@@ -13,25 +13,20 @@ with the baseline, so the gate needs nothing else.
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import statistics
 import subprocess
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.structure import Structure, structure_of
+from harness.errors import BaselineError
+from harness.figures import family
+from harness.gate.observe import Observation, observe_dir
+from harness.gate.structure import Structure
 
-FORMAT = 1
-Family = Literal["overhead", "disk", "structure"]
-FAMILIES: tuple[Family, ...] = ("overhead", "disk", "structure")
-
-_DISK = re.compile(r"^disk\.(total_bytes|step\d+_bytes|stage\..+_bytes|rank\d+_bytes|proc_bytes)$")
 # Environment keys that make two measurements incomparable: the gate reports them instead of comparing.
 BLOCKING_ENV = ("device_kind", "mindstudio-probe")
 # Environment keys shown next to the baseline (differences are reported, figures still compared).
@@ -58,17 +53,6 @@ DEFAULT_POLICY: dict[str, Policy] = {
 }
 
 
-def family(metric: str) -> Family | None:
-    """The gated family of a figure name; None for figures that are kept but not gated."""
-    if metric in ("overhead.profiled", "overhead.unprofiled") or metric.startswith("overhead.stage."):
-        return "overhead"
-    if _DISK.match(metric):
-        return "disk"
-    if metric.startswith("structure.") and metric.endswith(".entries"):
-        return "structure"
-    return None
-
-
 class StructureEntry(BaseModel):
     entries: float
     names: dict[str, int]
@@ -86,7 +70,7 @@ class ScenarioBaseline(BaseModel):
 
 
 class Baseline(BaseModel):
-    format: Literal[1] = FORMAT
+    format: Literal[1] = 1
     created: str
     commit: str | None = None
     environment: dict[str, Any]
@@ -113,85 +97,6 @@ class Baseline(BaseModel):
             raise BaselineError(f"cannot read baseline {path}: {exc.strerror}") from None
         except ValueError as exc:
             raise BaselineError(f"{path} is not a harness baseline: {exc}") from None
-
-
-class BaselineError(Exception):
-    pass
-
-
-@dataclass
-class Observation:
-    """One scenario of one results directory: what the gate and the baseline need from it."""
-
-    scenario: str
-    settings: dict[str, Any]
-    environment: dict[str, Any]
-    figures: dict[str, float | int | str]
-    structure: Structure | None
-    checks: dict[str, bool] = field(default_factory=dict)
-    problems: dict[str, list[str]] = field(default_factory=dict)  # failed checks' problems, for reports
-    errors: list[str] = field(default_factory=list)
-    source: Path | None = None
-
-    def gated(self) -> dict[str, float]:
-        return {m: float(v) for m, v in self.figures.items() if family(m) and isinstance(v, int | float)}
-
-
-def device_kind(env: dict[str, Any]) -> str:
-    """What a figure is comparable across: the device (a chip name where recorded) and the CPU architecture."""
-    dev = env.get("device_name") or env.get("device") or "?"
-    return f"{dev}/{env.get('machine') or '?'}"
-
-
-def with_kind(env: dict[str, Any]) -> dict[str, Any]:
-    return {**env, "device_kind": device_kind(env)}
-
-
-def structure_figures(structure: Structure | None) -> dict[str, float | int | str]:
-    return {f"structure.{k.replace('/', '.')}.entries": v["entries"] for k, v in (structure or {}).items()}
-
-
-def observe_results(path: Path) -> Observation:
-    """Read ``<results>/<scenario>/results.json`` and the structure of its dumps (when they are there)."""
-    sdir = path.parent
-    doc = json.loads(path.read_text())
-    figures: dict[str, float | int | str] = {}
-    checks: dict[str, bool] = {}
-    problems: dict[str, list[str]] = {}
-    for name, check in doc.get("checks", {}).items():
-        checks[name] = bool(check.get("passed"))
-        figures.update(check.get("figures", {}))
-        if check.get("problems"):
-            problems[name] = list(check["problems"])
-    errors = [
-        f"{mode} run exited with {r.get('exit_code')}{' (timed out)' if r.get('timed_out') else ''}"
-        for mode, r in doc.get("runs", {}).items()
-        if r.get("exit_code") != 0
-    ]
-    if "overhead.profiled" not in figures and not errors:
-        errors.append("no overhead figures in results.json (did the overhead check run?)")
-    dumps = sdir / "on" / "dumps"
-    structure = structure_of(dumps) if dumps.is_dir() else None
-    figures.update(structure_figures(structure))
-    return Observation(
-        scenario=doc.get("scenario", sdir.name),
-        settings=doc.get("settings", {}),
-        environment=with_kind(doc.get("environment", {})),
-        figures=figures,
-        structure=structure,
-        checks=checks,
-        problems=problems,
-        errors=errors,
-        source=sdir,
-    )
-
-
-def observe_dir(results: Path) -> dict[str, Observation]:
-    """Every scenario with a results.json under a results directory."""
-    results = Path(results)
-    if not results.is_dir():
-        raise BaselineError(f"no results directory {results}")
-    return {o.scenario: o for o in (observe_results(p) for p in sorted(results.glob("*/results.json")))}
 
 
 def git_commit(cwd: Path | None = None) -> str | None:
@@ -279,16 +184,16 @@ def build(
         samples: dict[str, list[float]] = {}
         for metric in sorted({m for o in obs for m in o.figures}):
             values = [o.figures[metric] for o in obs if metric in o.figures]
-            numbers = [float(v) for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+            numbers: list[float] = [float(v) for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
             figures[metric] = round(statistics.fmean(numbers), 6) if len(numbers) == len(values) else values[0]
             if family(metric) and len(numbers) == len(values):
                 samples[metric] = numbers
         tolerances: dict[str, float] = {}
-        for metric, values in samples.items():
+        for metric, sample in samples.items():
             fam = family(metric)
             assert fam is not None
             if calibrate:
-                tolerances[metric] = tolerance_for(values, policy[fam])
+                tolerances[metric] = tolerance_for(sample, policy[fam])
             elif previous is not None and name in previous.scenarios and metric in previous.scenarios[name].tolerances:
                 tolerances[metric] = previous.scenarios[name].tolerances[metric]
             else:

@@ -16,18 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from harness.baseline import (
-    BLOCKING_ENV,
-    INFO_ENV,
-    Baseline,
-    Observation,
-    family,
-    observe_dir,
-    structure_figures,
-    with_kind,
-)
 from harness.checks.base import CheckResult
-from harness.structure import name_diff, structure_of
+from harness.figures import family, fmt, structure_names
+from harness.gate.baseline import BLOCKING_ENV, INFO_ENV, Baseline
+from harness.gate.observe import Observation, observe_dir
+from harness.gate.structure import name_diff
 
 MetricVerdict = Literal["ok", "regressed", "improved", "new", "missing"]
 Status = Literal[
@@ -41,17 +34,6 @@ Status = Literal[
     "error",
 ]
 MAX_NAMES = 6  # a structural change lists this many names, then a count
-
-
-def fmt(metric: str, value: float | None) -> str:
-    if value is None:
-        return "-"
-    fam = family(metric)
-    if fam == "overhead":
-        return f"{value:.2f}x"
-    if fam == "disk":
-        return f"{value / 1e6:.2f} MB"
-    return f"{value:.0f}"
 
 
 def rel_change(base: float, now: float) -> float:
@@ -257,7 +239,7 @@ def compare_scenario(name: str, baseline: Baseline, obs: Observation | None, acr
         for k in sorted(set(sb.structure) & set(obs.structure)):
             base_names, now_names = sb.structure[k].names, obs.structure[k]["names"]
             diff = name_diff(base_names, now_names, ignore=sb.structure[k].unstable)
-            metric = f"structure.{k.replace('/', '.')}.names"
+            metric = structure_names(k)
             if not diff:
                 metrics.append(MetricResult(name, metric, "ok", tolerance=0.0))
                 continue
@@ -282,40 +264,3 @@ def gate_dirs(baseline: Baseline, results: list[Path], across_env: bool = False)
     for d in results:
         observations.update(observe_dir(d))
     return gate(baseline, observations, across_env)
-
-
-def settings_of(scenario: Any) -> dict[str, Any]:
-    """The settings block results.json records (harness.results.record_check), for a live scenario."""
-    return {
-        "engine": scenario.engine,
-        "world_size": scenario.world_size,
-        "steps": scenario.steps,
-        "workload": scenario.workload.kind,
-        "precision_debugger": scenario.precision_debugger.model_dump(by_alias=True),
-    }
-
-
-def observe_live(scenario: Any, sdir: Any) -> Observation:
-    """An Observation straight from a scenario's run directory (the pytest item does not wait for results.json)."""
-    from harness.checks.base import CheckContext
-    from harness.checks.disk import check_disk
-    from harness.checks.overhead import check_overhead
-    from harness.results import environment
-
-    ctx = CheckContext(scenario, sdir)
-    figures: dict[str, float | int | str] = {}
-    for check in (check_overhead, check_disk):
-        figures.update(check(ctx).figures)
-    dumps = sdir.run("on").dumps
-    structure = structure_of(dumps) if Path(dumps).is_dir() else None
-    figures.update(structure_figures(structure))
-    errors = [] if "overhead.profiled" in figures else ["no overhead figures (metrics missing? see the overhead item)"]
-    return Observation(
-        scenario=scenario.name,
-        settings=settings_of(scenario),
-        environment=with_kind(environment(scenario)),
-        figures=figures,
-        structure=structure,
-        errors=errors,
-        source=sdir.root,
-    )

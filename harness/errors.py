@@ -1,0 +1,52 @@
+"""Every problem the harness reports is a HarnessError: printed as one line (or one line per problem), exit 2,
+never a traceback. The kinds are the ones a user must tell apart, each with the label it is shown under."""
+
+from __future__ import annotations
+
+
+class HarnessError(Exception):
+    """The root. ``label`` heads the one-line report (CLI, pytest, dry run)."""
+
+    label = "ERROR"
+    note = ""  # said after the label where the kind alone could mislead
+
+
+class ScenarioError(HarnessError):
+    """An invalid scenario file; ``problems`` are complete, printable lines (``file:line: field: what``)."""
+
+    label = "INVALID SCENARIO"
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+class WorkloadError(HarnessError):
+    """A valid scenario whose runs cannot be prepared as it asks (caught before training)."""
+
+    label = "WORKLOAD ERROR"
+    note = " (caught before training)"
+
+
+class InfraError(HarnessError):
+    """The training could not run or did not finish: not a verdict on precision_debugger."""
+
+    label = "INFRASTRUCTURE ERROR"
+    note = " (not a check verdict)"
+
+
+class MetricsError(HarnessError):
+    """A run's metrics cannot be read: the input of a check is missing or malformed."""
+
+    label = "METRICS ERROR"
+
+
+class BaselineError(HarnessError):
+    """A baseline or results directory that cannot be read, merged or compared."""
+
+    label = "BASELINE ERROR"
+
+
+def one_line(exc: HarnessError) -> str:
+    """How every entry point shows a HarnessError."""
+    return f"{exc.label}{exc.note}: {exc}"

@@ -1,0 +1,104 @@
+"""Observing results directories: each scenario's results.json, plus the structure of its dumps.
+
+The one reader of results directories for the baseline, the gate and the reports. Anything unreadable is a
+BaselineError naming the file, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness import figures as fig
+from harness.errors import BaselineError
+from harness.figures import family
+from harness.gate.structure import Structure, structure_of
+
+
+@dataclass
+class Observation:
+    """One scenario of one results directory: what the gate and the baseline need from it."""
+
+    scenario: str
+    settings: dict[str, Any]
+    environment: dict[str, Any]
+    figures: dict[str, float | int | str]
+    structure: Structure | None
+    checks: dict[str, bool] = field(default_factory=dict)
+    problems: dict[str, list[str]] = field(default_factory=dict)  # failed checks' problems, for reports
+    errors: list[str] = field(default_factory=list)
+    source: Path | None = None
+
+    def gated(self) -> dict[str, float]:
+        return {m: float(v) for m, v in self.figures.items() if family(m) and isinstance(v, int | float)}
+
+    def parsed(self, kind: str) -> list[tuple[fig.Figure, float]]:
+        """The numeric figures of one kind (``figures.parse``), e.g. every ``disk.step`` with its step."""
+        out = [(fig.parse(m), v) for m, v in self.figures.items() if isinstance(v, int | float)]
+        return [(f, float(v)) for f, v in out if f.kind == kind]
+
+
+def device_kind(env: dict[str, Any]) -> str:
+    """What a figure is comparable across: the device (a chip name where recorded) and the CPU architecture."""
+    dev = env.get("device_name") or env.get("device") or "?"
+    return f"{dev}/{env.get('machine') or '?'}"
+
+
+def with_kind(env: dict[str, Any]) -> dict[str, Any]:
+    return {**env, "device_kind": device_kind(env)}
+
+
+def structure_figures(structure: Structure | None) -> dict[str, float | int | str]:
+    return {fig.structure_entries(k): v["entries"] for k, v in (structure or {}).items()}
+
+
+def observe_results(path: Path) -> Observation:
+    """Read ``<results>/<scenario>/results.json`` and the structure of its dumps (when they are there)."""
+    sdir = path.parent
+    try:
+        doc = json.loads(path.read_text())
+    except OSError as exc:
+        raise BaselineError(f"cannot read {path}: {exc.strerror}") from None
+    except ValueError as exc:
+        raise BaselineError(f"{path} is not valid JSON ({exc}): a truncated or corrupt results file") from None
+    if not isinstance(doc, dict):
+        raise BaselineError(f"{path} is not a harness results.json (top level is not a mapping)")
+    figures: dict[str, float | int | str] = {}
+    checks: dict[str, bool] = {}
+    problems: dict[str, list[str]] = {}
+    for name, check in doc.get("checks", {}).items():
+        checks[name] = bool(check.get("passed"))
+        figures.update(check.get("figures", {}))
+        if check.get("problems"):
+            problems[name] = list(check["problems"])
+    errors = [
+        f"{mode} run exited with {r.get('exit_code')}{' (timed out)' if r.get('timed_out') else ''}"
+        for mode, r in doc.get("runs", {}).items()
+        if r.get("exit_code") != 0
+    ]
+    if fig.OVERHEAD_PROFILED not in figures and not errors:
+        errors.append("no overhead figures in results.json (did the overhead check run?)")
+    dumps = sdir / "on" / "dumps"
+    structure = structure_of(dumps) if dumps.is_dir() else None
+    figures.update(structure_figures(structure))
+    return Observation(
+        scenario=doc.get("scenario", sdir.name),
+        settings=doc.get("settings", {}),
+        environment=with_kind(doc.get("environment", {})),
+        figures=figures,
+        structure=structure,
+        checks=checks,
+        problems=problems,
+        errors=errors,
+        source=sdir,
+    )
+
+
+def observe_dir(results: Path) -> dict[str, Observation]:
+    """Every scenario with a results.json under a results directory."""
+    results = Path(results)
+    if not results.is_dir():
+        raise BaselineError(f"no results directory {results}")
+    return {o.scenario: o for o in (observe_results(p) for p in sorted(results.glob("*/results.json")))}

@@ -1,0 +1,152 @@
+"""The blocks of a scenario that do not depend on which workloads and executors exist.
+
+They sit below the workloads and executors (which read them) and below the scenario model (which the
+registries complete with each workload's and executor's own settings). ``ScenarioView`` is what a workload
+sees of a scenario, so that workloads never import the model built from them.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal, Protocol
+
+from pydantic import ByteSize, ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
+
+from harness.stages import Stage
+from harness.strict import Strict
+
+
+def _unique(values: list) -> list:
+    if len(set(values)) != len(values):
+        raise ValueError(f"values must be unique, got {values}")
+    return values
+
+
+DataMode = Literal["all", "forward", "backward", "input", "output"]
+
+
+class PrecisionDebuggerSettings(Strict):
+    """msprobe's config.json plus verl's tool settings (stages, strict) and the profiled global steps."""
+
+    task: Literal["statistics", "tensor"]
+    level: Literal["L0", "L1", "mix"]
+    summary_mode: Literal["statistics", "md5"] = "statistics"
+    steps: Annotated[list[PositiveInt], Field(min_length=1, description="profiled global steps (from 1)")]
+    stages: Annotated[list[Stage], Field(min_length=1)]
+    ranks: list[Annotated[int, Field(ge=0)]] = Field(default_factory=list, description="msprobe rank filter; [] = all")
+    data_mode: list[DataMode] = Field(default_factory=lambda: list[DataMode](["all"]))
+    scope: list[str] = Field(default_factory=list)
+    list_: list[str] = Field(default_factory=list, alias="list", description="msprobe API/module name filter")
+    extra_info: bool = True
+    async_dump: bool = False
+    strict: bool = False
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @model_validator(mode="after")
+    def _check(self) -> PrecisionDebuggerSettings:
+        _unique(self.steps)
+        _unique(self.stages)
+        if self.summary_mode != "statistics" and self.task != "statistics":
+            raise ValueError("summary_mode applies to task 'statistics' only")
+        return self
+
+
+class KnownGap(Strict):
+    """Expected stages that are known to produce no dumps: reported as a strict xfail."""
+
+    stages: Annotated[list[Stage], Field(min_length=1)]
+    reason: Annotated[str, Field(min_length=1)]
+
+
+class Expectations(Strict):
+    """What the dump tree must hold. Unset lists default from precision_debugger and world_size."""
+
+    stages: list[Stage] | None = None
+    ranks: list[Annotated[int, Field(ge=0)]] | None = None
+    steps: list[PositiveInt] | None = None
+    min_entries: Annotated[int, Field(ge=0)] = 1
+    max_entries: PositiveInt | None = None
+    required_patterns: dict[Stage, list[str]] = Field(
+        default_factory=dict, description="per stage, regexes that must each match at least one entry name"
+    )
+    nonfinite_ok: list[str] = Field(
+        default_factory=list,
+        description="regexes of entry names whose statistics may be NaN/Inf (reported, not failed), e.g. FSDP2's "
+        "uninitialised all-gather buffer as seen by Tensor.narrow",
+    )
+    known_gaps: list[KnownGap] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _check(self) -> Expectations:
+        named = [(f"required_patterns.{st}", p) for st, ps in self.required_patterns.items() for p in ps]
+        for where, p in [*named, *(("nonfinite_ok", p) for p in self.nonfinite_ok)]:
+            try:
+                re.compile(p)
+            except re.error as exc:
+                raise ValueError(f"{where}: {p!r} is not a valid regex ({exc})") from exc
+        return self
+
+
+class OverheadBudget(Strict):
+    """Step time with precision_debugger on / off, at the same global step number."""
+
+    statistic: Literal["median", "mean", "max"] = "median"
+    warmup_steps: Annotated[
+        int, Field(ge=0, description="first steps reported but not judged (allocation, caches)")
+    ] = 1
+    max_profiled_ratio: PositiveFloat
+    max_unprofiled_ratio: PositiveFloat
+    max_stage_ratio: dict[Stage, PositiveFloat] = Field(default_factory=dict)
+
+    def stage_limit(self, stage: str) -> float | None:
+        return {str(k): v for k, v in self.max_stage_ratio.items()}.get(stage)
+
+
+class DiskBudget(Strict):
+    """Dump bytes; sizes accept units ("12MB", "1.5GiB"). Unset = not limited."""
+
+    max_total: ByteSize | None = None
+    max_per_step: ByteSize | None = None
+    max_per_stage: ByteSize | None = Field(None, description="one stage of one step, all ranks")
+    max_per_rank: ByteSize | None = Field(None, description="one rank over the whole run")
+
+
+class Budgets(Strict):
+    overhead: OverheadBudget
+    disk: DiskBudget = DiskBudget()
+
+
+class ExecutorSettingsBase(Strict):
+    """Where a scenario's trainings run. The model in ``harness.scenario`` adds ``kind`` (one of the registered
+    executors) and one options block per executor that has options, named after it (``docker:``)."""
+
+    kind: str = "local"
+    timeout_s: PositiveFloat = Field(900, description="per training run; the run is killed past it")
+
+    def options(self, kind: str) -> Any:
+        """The options block of executor ``kind`` (None for an executor without options)."""
+        return getattr(self, kind, None)
+
+
+class ScenarioView(Protocol):
+    """The scenario as workloads see it (``harness.scenario.Scenario`` satisfies it)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def device(self) -> str: ...
+    @property
+    def engine(self) -> str: ...
+    @property
+    def world_size(self) -> int: ...
+    @property
+    def steps(self) -> int: ...
+    @property
+    def workload(self) -> Any: ...
+    @property
+    def precision_debugger(self) -> PrecisionDebuggerSettings: ...
+    @property
+    def executor(self) -> ExecutorSettingsBase: ...
+    @property
+    def expected_stages(self) -> list[str]: ...

@@ -1,0 +1,181 @@
+"""A new workload and a new executor are one module plus one registry line each: proved on a copy of the
+package, where the scenario format, the CLI, pytest's choices and a whole run pick them up."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# A workload that needs no torch: the launched module writes msprobe-shaped dumps and verl-shaped metrics.
+ECHO = '''"""Echo: a throwaway workload that writes what a training would leave."""
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from harness.launch import Launch
+from harness.rundir import RunDir
+from harness.settings import ScenarioView
+from harness.strict import Strict
+
+
+class EchoSettings(Strict):
+    kind: Literal["echo"]
+    entries: int = 3
+
+    def check_scenario(self, scenario: ScenarioView) -> None:
+        pass
+
+
+class Echo:
+    name: ClassVar[str] = "echo"
+    settings: ClassVar[Any] = EchoSettings
+
+    def prepare(self, scenario: ScenarioView, run: RunDir, enabled: bool, *, dry: bool = False) -> Launch:
+        run.root.mkdir(parents=True, exist_ok=True)
+        pd = scenario.precision_debugger
+        spec = {"steps": scenario.steps, "ranks": scenario.world_size, "entries": scenario.workload.entries,
+                "profiled": pd.steps if enabled else [], "stages": pd.stages, "dumps": str(run.dumps),
+                "metrics": str(run.metrics)}
+        run.spec.write_text(json.dumps(spec))
+        return Launch(module="harness.workloads.echo", args=[str(run.spec)], env={}, workdir=run.root)
+
+    def describe(self, scenario: ScenarioView, run: RunDir) -> list[str]:
+        return ["echo: writes dumps, trains nothing"]
+
+
+def _tensor() -> dict:
+    return {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": 1.0, "Min": 0.0, "Mean": 0.5,
+            "Norm": 1.0}
+
+
+if __name__ == "__main__":
+    spec = json.loads(Path(sys.argv[1]).read_text())
+    for step in spec["profiled"]:
+        for stage in spec["stages"]:
+            for rank in range(spec["ranks"]):
+                leaf = Path(spec["dumps"], f"step_{step}", stage, "step0", f"rank{rank}")
+                leaf.mkdir(parents=True)
+                kinds = ("forward", "backward") if stage == "actor_update" else ("forward",)
+                data = {f"Functional.linear.{i}.{d}": {"input_args": [_tensor()], "output": [_tensor()]}
+                        for i in range(spec["entries"]) for d in kinds}
+                doc = {"task": "statistics", "level": "L1", "framework": "pytorch", "dump_data_dir": None, "data": data}
+                (leaf / "dump.json").write_text(json.dumps(doc))
+                for extra in ("stack.json", "construct.json"):
+                    (leaf / extra).write_text("{}")
+    with open(spec["metrics"], "w") as out:
+        for step in range(1, spec["steps"] + 1):
+            t = 0.2 if step in spec["profiled"] else 0.1
+            out.write(json.dumps({"step": step, "data": {"timing_s/step": t, "timing_s/update_actor": t / 2}}) + "\\n")
+'''
+
+# An executor with an options block of its own: it runs the launch as a plain child process.
+INLINE = '''"""Inline: a throwaway executor that runs the launch as a plain child process."""
+
+import subprocess
+import sys
+import time
+from typing import Any, ClassVar
+
+from harness.launch import ExecResult, Launch
+from harness.rundir import RunDir
+from harness.settings import ExecutorSettingsBase
+from harness.strict import Strict
+
+
+class InlineOptions(Strict):
+    greeting: str = "hello"
+
+
+class InlineExecutor:
+    name: ClassVar[str] = "inline"
+    settings: ClassVar[Any] = InlineOptions
+
+    def execute(self, launch: Launch, run: RunDir, settings: ExecutorSettingsBase, labels: dict) -> ExecResult:
+        started = time.monotonic()
+        with run.log.open("w") as log:
+            log.write(settings.options("inline").greeting + "\\n")
+            log.flush()
+            code = subprocess.call(launch.argv(sys.executable), cwd=launch.workdir, stdout=log, stderr=log)
+        return ExecResult(code, time.monotonic() - started, argv=launch.argv(sys.executable))
+
+    def describe(self, launch: Launch, run: RunDir, settings: ExecutorSettingsBase, labels: dict) -> list[str]:
+        return [f"inline child process, greeting {settings.options('inline').greeting!r}"]
+
+    def environment(self, settings: ExecutorSettingsBase) -> dict[str, Any]:
+        return {}
+
+    def device_ids(self, settings: ExecutorSettingsBase, device: str) -> list[int] | None:
+        return None
+'''
+
+
+def _add_line(text: str, after: str, line: str) -> str:
+    assert after in text
+    return text.replace(after, after + line)
+
+
+def test_a_new_workload_and_executor_are_one_module_and_one_registry_line_each(tmp_path):
+    pkg = tmp_path / "harness"
+    shutil.copytree(ROOT / "harness", pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    (pkg / "workloads" / "echo.py").write_text(ECHO)
+    (pkg / "executors" / "inline.py").write_text(INLINE)
+    registry = (pkg / "registry.py").read_text()
+    edited = _add_line(registry, '    "harness.workloads.verl_ppo:VerlPpo",\n', '    "harness.workloads.echo:Echo",\n')
+    edited = _add_line(
+        edited, '    "harness.executors.docker:DockerExecutor",\n', '    "harness.executors.inline:InlineExecutor",\n'
+    )
+    (pkg / "registry.py").write_text(edited)
+    diff = [ln for ln in difflib.unified_diff(registry.splitlines(), edited.splitlines(), lineterm="", n=0)]
+    assert [ln for ln in diff if ln[:1] in "+-" and ln[:3] not in ("+++", "---")] == [
+        '+    "harness.workloads.echo:Echo",',
+        '+    "harness.executors.inline:InlineExecutor",',
+    ]
+
+    scenario = {
+        "engine": "fsdp",
+        "world_size": 2,
+        "steps": 4,
+        "workload": {"kind": "echo", "entries": 4},
+        "precision_debugger": {"task": "statistics", "level": "L1", "steps": [2], "stages": ["actor_update"]},
+        "budgets": {"overhead": {"max_profiled_ratio": 3, "max_unprofiled_ratio": 1.5}},
+        "executor": {"kind": "inline", "inline": {"greeting": "from the registry"}},
+    }
+    path = tmp_path / "scenarios" / "echo_case.yaml"
+    path.parent.mkdir()
+    path.write_text(yaml.safe_dump(scenario))
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}  # the copy, not the installed package
+
+    def harness(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "harness", *argv], cwd=tmp_path, env=env, capture_output=True, text=True
+        )
+
+    schema = json.loads(harness("schema").stdout)
+    assert "EchoSettings" in schema["$defs"] and "InlineOptions" in schema["$defs"]
+    assert "inline" in schema["$defs"]["ExecutorSettings"]["properties"]["kind"]["enum"]
+    assert "{local,docker,inline}" in harness("run", "--help").stdout
+    path.with_name("typo.yaml").write_text(yaml.safe_dump({**scenario, "workload": {"kind": "echo", "entrie": 4}}))
+    typo = harness("validate", str(path.with_name("typo.yaml")))
+    assert typo.returncode == 2 and "workload.entrie: unknown field; did you mean 'entries'?" in typo.stderr
+    assert "inline child process, greeting 'from the registry'" in harness("dry-run", str(path)).stdout
+    proc = harness("run", str(path), "--results", str(tmp_path / "results"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (tmp_path / "results" / "echo_case" / "on" / "train.log").read_text().startswith("from the registry")
+    doc = json.loads((tmp_path / "results" / "echo_case" / "results.json").read_text())
+    assert all(c["passed"] for c in doc["checks"].values()), doc["checks"]
+    assert doc["environment"]["executor"] == "inline"
+    plugin = subprocess.run(
+        [sys.executable, "-m", "pytest", "--help"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert "{local,docker,inline}" in plugin.stdout
