@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import json
+import os
 import re
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 
 import orjson
 
+from harness.dumpfile import file_kind, open_regular
 from harness.errors import MetricsError
 from harness.stages import TIMER_TO_STAGE
 
@@ -25,7 +27,8 @@ class Metrics:
     def read(cls, path: Path) -> Metrics:
         steps: dict[int, dict[str, Any]] = {}
         try:
-            lines = path.read_bytes().splitlines()
+            with open_regular(path) as f:
+                lines = f.read().splitlines()
         except OSError as exc:
             raise MetricsError(f"no metrics file {path}: {exc.strerror}") from None
         for n, line in enumerate(lines, 1):
@@ -53,6 +56,7 @@ class Metrics:
 
 
 DUMP_DIR_RE = re.compile(r"^step_(?P<step>\d+)/(?P<stage>[^/]+)/step0/(?:rank(?P<rank>\d+)|proc(?P<pid>\d+))$")
+LEAF_DEPTH = 3  # step_N/<stage>/step0/rank<R>: the leaf dirs, three levels below a step dir
 
 
 @dataclass(frozen=True)
@@ -63,11 +67,14 @@ class DumpDir:
     path: Path
     files: frozenset[str]
     bytes: int
+    not_regular: dict[str, str] = field(default_factory=dict)  # file name -> kind (FIFO, symlink, ...)
 
 
 @dataclass
 class DumpTree:
-    """Every ``step_N/stage/step0/rank{R}`` directory under a save_path, and whatever else is there."""
+    """Every ``step_N/stage/step0/rank{R}`` directory under a save_path, and whatever else is there.
+
+    Symlinks are never followed: a step dir linked to ``/`` is a stray path, not a walk of the whole disk."""
 
     root: Path
     dirs: list[DumpDir] = field(default_factory=list)
@@ -79,49 +86,82 @@ class DumpTree:
         if not root.is_dir():
             return tree
         for step_dir in sorted(root.iterdir()):
-            if not step_dir.is_dir():
+            if not _real_dir(step_dir):
                 tree.strays.append(step_dir.name)
                 continue
-            leaves = [p for p in step_dir.glob("*/*/*") if p.is_dir()]
+            leaves = _leaf_dirs(step_dir, root, tree.strays)
             if not leaves:
                 tree.strays.append(step_dir.name + "/")
             for leaf in sorted(leaves):
                 rel = leaf.relative_to(root).as_posix()
-                m = DUMP_DIR_RE.match(rel)
-                if not m:
+                if m := DUMP_DIR_RE.match(rel):
+                    tree.dirs.append(_dump_dir(m, leaf))
+                else:
                     tree.strays.append(rel)
-                    continue
-                size = sum(f.stat().st_size for f in leaf.rglob("*") if f.is_file())
-                tree.dirs.append(
-                    DumpDir(
-                        step=int(m["step"]),
-                        stage=m["stage"],
-                        rank=int(m["rank"]) if m["rank"] is not None else None,
-                        path=leaf,
-                        files=frozenset(p.name for p in leaf.iterdir()),
-                        bytes=size,
-                    )
-                )
         return tree
 
 
-def load_dump_json(path: Path) -> dict[str, Any]:
-    """Parse dump.json; orjson first (dumps are big), the stdlib for NaN/Infinity literals orjson rejects."""
-    raw = path.read_bytes()
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return json.loads(raw)
+def _real_dir(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink()
+
+
+def _leaf_dirs(step_dir: Path, root: Path, strays: list[str]) -> list[Path]:
+    """The dirs ``LEAF_DEPTH`` levels below a step dir; symlinks on the way are strays, not followed."""
+    level = [step_dir]
+    for _ in range(LEAF_DEPTH):
+        below = [p for d in level for p in d.iterdir()]
+        strays += sorted(p.relative_to(root).as_posix() for p in below if p.is_symlink())
+        level = [p for p in below if _real_dir(p)]
+    return level
+
+
+def _dump_dir(m: re.Match[str], leaf: Path) -> DumpDir:
+    kinds = {p.name: file_kind(p.lstat().st_mode) for p in leaf.iterdir()}
+    return DumpDir(
+        step=int(m["step"]),
+        stage=m["stage"],
+        rank=int(m["rank"]) if m["rank"] is not None else None,
+        path=leaf,
+        files=frozenset(kinds),
+        bytes=_regular_bytes(leaf),
+        not_regular={name: kind for name, kind in kinds.items() if kind not in ("regular file", "directory")},
+    )
+
+
+def _regular_bytes(top: Path) -> int:
+    """Bytes of the regular files under ``top``, symlinks not followed (a link to a big file is not a dump)."""
+    total = 0
+    for dirpath, _, names in os.walk(top):
+        for name in names:
+            st = os.lstat(os.path.join(dirpath, name))
+            total += st.st_size if stat.S_ISREG(st.st_mode) else 0
+    return total
 
 
 def iter_tensors(value: Any, where: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
     """Every tensor-statistics record (a dict with ``type`` ending in Tensor) inside a dump entry."""
-    if isinstance(value, dict):
-        if str(value.get("type", "")).endswith("Tensor"):
-            yield where, value
-            return
-        for k, v in value.items():
-            yield from iter_tensors(v, f"{where}.{k}" if where else str(k))
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            yield from iter_tensors(v, f"{where}[{i}]")
+    if _is_tensor(value):
+        return iter([(where, value)])
+    found: list[tuple[str, dict[str, Any]]] = []
+    if isinstance(value, dict | list):
+        _collect_tensors(value, where, found)
+    return iter(found)
+
+
+def _is_tensor(value: Any) -> bool:
+    return isinstance(value, dict) and str(value.get("type", "")).endswith("Tensor")
+
+
+def _collect_tensors(container: dict | list, where: str, found: list[tuple[str, dict[str, Any]]]) -> None:
+    """Plain recursion into a list, one call per container that is not a tensor: nested generators and a call
+    per tensor or leaf cost more than the checks of what they find (the contents check's hot loop)."""
+    is_dict = isinstance(container, dict)
+    items = container.items() if isinstance(container, dict) else enumerate(container)
+    for k, v in items:
+        if not isinstance(v, dict | list):
+            continue
+        path = (f"{where}.{k}" if where else str(k)) if is_dict else f"{where}[{k}]"
+        if isinstance(v, dict) and str(v.get("type", "")).endswith("Tensor"):  # _is_tensor inlined: hot
+            found.append((path, v))
+        else:
+            _collect_tensors(v, path, found)

@@ -6,12 +6,14 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness import figures as fig
-from harness.artifacts import DumpDir, iter_tensors, load_dump_json
+from harness.artifacts import DumpDir, iter_tensors
 from harness.checks.base import CheckContext, CheckResult
+from harness.dumpfile import DumpFile, NotRegularFile
 from harness.stages import NO_GRAD_STAGES
 
 API_PREFIXES = ("Functional.", "Tensor.", "Torch.", "Distributed.", "NPU.", "Aten.", "VF.")
@@ -31,55 +33,121 @@ def _nonfinite(v: Any) -> bool:
 
 
 class _Problems:
-    """Collects problems by kind so that a thousand bad tensors read as three examples and a count."""
+    """Problems by kind, in the order kinds first appear, as a few example lines and a count: a thousand bad
+    tensors read as three examples and a count, and memory does not grow with the dump."""
 
     def __init__(self) -> None:
-        self.by_kind: dict[str, list[str]] = {}
+        self.examples: dict[str, list[str]] = {}
+        self.counts: Counter[str] = Counter()
 
     def add(self, kind: str, line: str) -> None:
-        self.by_kind.setdefault(kind, []).append(line)
+        lines = self.examples.setdefault(kind, [])
+        if len(lines) < MAX_LINES_PER_KIND:
+            lines.append(line)
+        self.counts[kind] += 1
+
+    def merge(self, other: _Problems) -> None:
+        for kind, lines in other.examples.items():
+            mine = self.examples.setdefault(kind, [])
+            mine += lines[: MAX_LINES_PER_KIND - len(mine)]
+            self.counts[kind] += other.counts[kind]
 
     def lines(self) -> list[str]:
         out = []
-        for lines in self.by_kind.values():
-            out += lines[:MAX_LINES_PER_KIND]
-            if len(lines) > MAX_LINES_PER_KIND:
-                out.append(f"  ... and {len(lines) - MAX_LINES_PER_KIND} more like the above")
+        for kind, lines in self.examples.items():
+            out += lines
+            if self.counts[kind] > MAX_LINES_PER_KIND:
+                out.append(f"  ... and {self.counts[kind] - MAX_LINES_PER_KIND} more like the above")
         return out
 
 
-def _check_names(rel: str, names: list[str], level: str, stage: str, data_mode: Iterable[str], out: _Problems) -> None:
-    modules = [n for n in names if n.startswith(MODULE_PREFIX)]
-    apis = [n for n in names if n.startswith(API_PREFIXES)]
-    others = [n for n in names if n not in set(modules) | set(apis)]
-    if others:
-        out.add("name", f"{rel}: entries of unknown kind, e.g. {others[0]!r}")
-    if level == "L0" and apis:
-        out.add("name", f"{rel}: level L0 holds API entries (e.g. {apis[0]!r}); expected Module.* only")
-    if level == "L1" and modules:
-        out.add("name", f"{rel}: level L1 holds module entries (e.g. {modules[0]!r}); expected API entries only")
-    if level == "mix" and not (modules and apis):
-        out.add("name", f"{rel}: level mix needs both Module.* and API entries ({len(modules)} / {len(apis)})")
-    backward = [n for n in names if _is_backward(n)]
-    if stage in NO_GRAD_STAGES and backward:
-        out.add("grad", f"{rel}: no-grad stage {stage} holds backward entries (e.g. {backward[0]!r})")
+@dataclass
+class _Names:
+    """What the name checks need of a dump, gathered one entry at a time: counts and first examples per kind,
+    and the required patterns no entry has matched yet."""
+
+    unmatched: list[str]
+    entries: int = 0
+    modules: int = 0
+    apis: int = 0
+    first: dict[str, str] = field(default_factory=dict)  # kind -> first name of that kind
+
+    def add(self, name: str) -> None:
+        self.entries += 1
+        if name.startswith(API_PREFIXES):
+            self.apis += 1
+            kind = "api"
+        elif name.startswith(MODULE_PREFIX):
+            self.modules += 1
+            kind = "module"
+        else:
+            kind = "other"
+        if kind not in self.first:
+            self.first[kind] = name
+        if "backward" not in self.first and _is_backward(name):
+            self.first["backward"] = name
+        if self.unmatched:
+            self.unmatched = [p for p in self.unmatched if not re.search(p, name)]
+
+
+def _check_names(rel: str, names: _Names, level: str, stage: str, data_mode: Iterable[str], out: _Problems) -> None:
+    first = names.first
+    if "other" in first:
+        out.add("name", f"{rel}: entries of unknown kind, e.g. {first['other']!r}")
+    if level == "L0" and names.apis:
+        out.add("name", f"{rel}: level L0 holds API entries (e.g. {first['api']!r}); expected Module.* only")
+    if level == "L1" and names.modules:
+        out.add("name", f"{rel}: level L1 holds module entries (e.g. {first['module']!r}); expected API entries only")
+    if level == "mix" and not (names.modules and names.apis):
+        out.add("name", f"{rel}: level mix needs both Module.* and API entries ({names.modules} / {names.apis})")
+    if stage in NO_GRAD_STAGES and "backward" in first:
+        out.add("grad", f"{rel}: no-grad stage {stage} holds backward entries (e.g. {first['backward']!r})")
     wants_backward = bool({"all", "backward"} & set(data_mode))
-    if stage not in NO_GRAD_STAGES and wants_backward and names and not backward:
+    if stage not in NO_GRAD_STAGES and wants_backward and names.entries and "backward" not in first:
         out.add("grad", f"{rel}: update stage {stage} holds no backward entries")
 
 
-def _check_tensor(rel: str, name: str, where: str, t: dict[str, Any], ctx: dict[str, Any], out: _Problems) -> None:
+@dataclass(frozen=True)
+class _TensorRules:
+    summary_mode: str
+    task: str
+    tensor_dir: Path
+    nonfinite_ok: list[str]
+
+    @property
+    def statistics_only(self) -> bool:
+        """Nothing but the statistics to check: the plain case can skip the full check."""
+        return self.summary_mode != "md5" and self.task != "tensor"
+
+
+def _plain(t: dict[str, Any]) -> bool:
+    """The common tensor, settled in a few comparisons: dtype and shape, finite statistics in order. Anything
+    else (NaN, strings, missing keys: the comparisons fail or raise) takes the full check, which words it."""
+    try:
+        return (
+            -math.inf < t["Min"] <= t["Mean"] <= t["Max"] < math.inf
+            and 0.0 <= t["Norm"] < math.inf
+            and "dtype" in t
+            and "shape" in t
+        )
+    except (KeyError, TypeError):
+        return False
+
+
+def _check_tensor(
+    rel: str, name: str, where: str, t: dict[str, Any], rules: _TensorRules, out: _Problems, found: _Problems
+) -> None:
     label = f"{rel}: {name} {where}"
     if "dtype" not in t or "shape" not in t:
         out.add("meta", f"{label}: tensor without dtype/shape")
-    if ctx["summary_mode"] == "md5":
+    if rules.summary_mode == "md5":
         if "md5" not in t:
             out.add("md5", f"{label}: summary_mode md5 but no md5")
         return
     stats = {k: t.get(k) for k in STATS}
     if any(_nonfinite(v) for v in stats.values()):
-        tolerated = any(re.search(p, name) for p in ctx["nonfinite_ok"])
-        ctx["tolerated" if tolerated else "nonfinite"].append(f"{label}: non-finite statistics {stats}")
+        tolerated = any(re.search(p, name) for p in rules.nonfinite_ok)
+        found.add("tolerated" if tolerated else "nonfinite", f"{label}: non-finite statistics {stats}")
         return
     mx, mn, mean, norm = (stats[k] for k in STATS)
     if isinstance(mx, int | float) and isinstance(mn, int | float) and mn > mx:
@@ -92,70 +160,123 @@ def _check_tensor(rel: str, name: str, where: str, t: dict[str, Any], ctx: dict[
     if isinstance(norm, int | float) and norm < 0 and not single:  # msprobe reports a scalar's value as its Norm
         out.add("stats", f"{label}: Norm {norm} < 0")
     data_name = t.get("data_name")
-    if ctx["task"] == "tensor" and data_name and not (ctx["tensor_dir"] / data_name).is_file():
+    if rules.task == "tensor" and data_name and not (rules.tensor_dir / data_name).is_file():
         out.add("tensor", f"{label}: tensor file dump_tensor_data/{data_name} is missing")
 
 
-def _check_dump(ctx: CheckContext, d: DumpDir, out: _Problems, counts: Counter, found: dict[str, list[str]]) -> None:
+@dataclass
+class _Findings:
+    """One dump's findings, kept apart until it has parsed to the end: a file that turns out not to be JSON
+    is one parse problem, whatever its first entries held."""
+
+    names: _Names
+    head: _Problems = field(default_factory=_Problems)  # header, counts, names: reported before the tensors
+    tensors: _Problems = field(default_factory=_Problems)
+    nonfinite: _Problems = field(default_factory=_Problems)  # kinds "nonfinite" and "tolerated"
+    tensor_count: int = 0
+    has_data: bool = False
+
+
+def _read_dump(ctx: CheckContext, d: DumpDir, rel: str) -> _Findings:
+    """Stream one dump.json through every check; raises what DumpFile.entries raises."""
     s, pd = ctx.scenario, ctx.scenario.precision_debugger
+    rules = _TensorRules(pd.summary_mode, pd.task, Path(d.path) / "dump_tensor_data", s.expect.nonfinite_ok)
+    dump = DumpFile(d.path / "dump.json")
+    f = _Findings(_Names(list(s.expect.required_patterns.get(d.stage, []))))  # type: ignore[call-overload]
+    f.tensor_count = _check_entries(rel, dump, rules, f)
+    for key, want in (("task", pd.task), ("level", pd.level), ("framework", "pytorch")):
+        if dump.header.get(key) != want:
+            f.head.add("header", f"{rel}: {key} is {dump.header.get(key)!r}, expected {want!r}")
+    f.has_data = dump.has_data
+    if not dump.has_data:
+        f.head.add("parse", f"{rel}: no 'data' mapping")
+        return f
+    n = f.names.entries
+    if n < s.expect.min_entries:
+        f.head.add("count", f"{rel}: {n} entries, expected at least {s.expect.min_entries}")
+    if s.expect.max_entries is not None and n > s.expect.max_entries:
+        f.head.add("count", f"{rel}: {n} entries, expected at most {s.expect.max_entries}")
+    _check_names(rel, f.names, pd.level, d.stage, pd.data_mode, f.head)
+    for pattern in f.names.unmatched:
+        f.head.add("pattern", f"{rel}: no entry matches required pattern {pattern!r}")
+    return f
+
+
+def _check_entries(rel: str, dump: DumpFile, rules: _TensorRules, f: _Findings) -> int:
+    """The per-entry part, the hot loop: names noted, every tensor checked; returns the tensor count."""
+    fast, tensors = rules.statistics_only, 0
+    for name, entry in dump.entries():
+        f.names.add(name)
+        if fast and (n := _plain_tensors(entry)) >= 0:
+            tensors += n
+            continue
+        for where, t in iter_tensors(entry):
+            tensors += 1
+            if not (fast and _plain(t)):
+                _check_tensor(rel, name, where, t, rules, f.tensors, f.nonfinite)
+    return tensors
+
+
+def _plain_tensors(entry: Any) -> int:
+    """How many tensors an entry of msprobe's usual shape holds (``{"input_args": [tensor, ...], "input_kwargs":
+    {"k": tensor}, "output": [...]}``) when all are plain; -1 for any other shape or tensor, which the general
+    walk and the full check then take. Skips the walk's paths, calls and lists: they are most of the time."""
+    if not isinstance(entry, dict) or "type" in entry:
+        return -1
+    n = 0
+    for group in entry.values():
+        is_group = isinstance(group, list) or (isinstance(group, dict) and "type" not in group)
+        for v in (group.values() if isinstance(group, dict) else group) if is_group else (group,):
+            if (k := _plain_leaf(v)) < 0:
+                return -1
+            n += k
+    return n
+
+
+def _plain_leaf(v: Any) -> int:
+    """1: a plain tensor; 0: no tensor in it (a scalar, a record like ``{"type": "int", "value": 3}``); -1: else."""
+    if not isinstance(v, dict):
+        return -1 if isinstance(v, list) else 0
+    if str(v.get("type", "")).endswith("Tensor"):
+        return 1 if _plain(v) else -1
+    return -1 if any(isinstance(x, dict | list) for x in v.values()) else 0
+
+
+def _check_dump(ctx: CheckContext, d: DumpDir, out: _Problems, counts: Counter, found: _Problems) -> None:
     rel = d.path.relative_to(ctx.tree.root).as_posix() + "/dump.json"
     try:
-        dump = load_dump_json(d.path / "dump.json")
-    except FileNotFoundError:
-        return  # the layout check reports missing files
+        f = _read_dump(ctx, d, rel)
+    except (FileNotFoundError, NotRegularFile):
+        return  # the layout check reports missing files and FIFOs, devices or links in their place
     except ValueError as exc:
         out.add("parse", f"{rel}: not valid JSON (truncated? the run may have crashed before stop()): {exc}")
         return
-    for key, want in (("task", pd.task), ("level", pd.level), ("framework", "pytorch")):
-        if dump.get(key) != want:
-            out.add("header", f"{rel}: {key} is {dump.get(key)!r}, expected {want!r}")
-    data = dump.get("data")
-    if not isinstance(data, dict):
-        out.add("parse", f"{rel}: no 'data' mapping")
-        return
-    names = list(data)
-    counts[d.stage] += len(names)
-    if len(names) < s.expect.min_entries:
-        out.add("count", f"{rel}: {len(names)} entries, expected at least {s.expect.min_entries}")
-    if s.expect.max_entries is not None and len(names) > s.expect.max_entries:
-        out.add("count", f"{rel}: {len(names)} entries, expected at most {s.expect.max_entries}")
-    _check_names(rel, names, pd.level, d.stage, pd.data_mode, out)
-    for pattern in s.expect.required_patterns.get(d.stage, []):  # type: ignore[call-overload]
-        if not any(re.search(pattern, n) for n in names):
-            out.add("pattern", f"{rel}: no entry matches required pattern {pattern!r}")
-    tctx = {
-        "summary_mode": pd.summary_mode,
-        "task": pd.task,
-        "tensor_dir": Path(d.path) / "dump_tensor_data",
-        "nonfinite_ok": s.expect.nonfinite_ok,
-        **found,
-    }
-    for name, entry in data.items():
-        for where, t in iter_tensors(entry):
-            counts["tensors"] += 1
-            _check_tensor(rel, name, where, t, tctx, out)
+    out.merge(f.head)
+    out.merge(f.tensors)
+    found.merge(f.nonfinite)
+    if f.has_data:
+        counts[d.stage] += f.names.entries
+    counts["tensors"] += f.tensor_count
 
 
 def check_contents(ctx: CheckContext) -> CheckResult:
     res = CheckResult("contents")
-    out, counts = _Problems(), Counter[str]()
-    found: dict[str, list[str]] = {"nonfinite": [], "tolerated": []}
+    out, counts, found = _Problems(), Counter[str](), _Problems()
     dumps = ctx.dumps_of(set(ctx.scenario.expected_stages) - ctx.scenario.gap_stages)
     for d in dumps:
         _check_dump(ctx, d, out, counts, found)
     res.problems = out.lines()
     for kind, target in (("nonfinite", res.problems), ("tolerated", res.notes)):
-        lines = found[kind]
-        target += lines[:MAX_LINES_PER_KIND]
-        if len(lines) > MAX_LINES_PER_KIND:
-            target.append(f"  ... {len(lines)} tensors with NaN/Inf statistics in all ({kind})")
+        target += found.examples.get(kind, [])
+        if found.counts[kind] > MAX_LINES_PER_KIND:
+            target.append(f"  ... {found.counts[kind]} tensors with NaN/Inf statistics in all ({kind})")
     if not dumps:
         res.problems.append("no dump.json to check (see the layout check)")
     res.figures["contents.dumps"] = len(dumps)
     res.figures["contents.tensors"] = counts.pop("tensors", 0)
-    res.figures["contents.nonfinite_tensors"] = len(found["nonfinite"])
-    res.figures["contents.nonfinite_tolerated"] = len(found["tolerated"])
-    res.summary = f"{len(dumps)} dumps, {sum(counts.values())} entries, {len(found['nonfinite'])} non-finite"
+    res.figures["contents.nonfinite_tensors"] = found.counts["nonfinite"]
+    res.figures["contents.nonfinite_tolerated"] = found.counts["tolerated"]
+    res.summary = f"{len(dumps)} dumps, {sum(counts.values())} entries, {found.counts['nonfinite']} non-finite"
     for stage, n in sorted(counts.items()):
         res.figures[fig.contents_entries(stage)] = n
     return res

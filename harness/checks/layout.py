@@ -37,8 +37,11 @@ def check_layout(ctx: CheckContext) -> CheckResult:
     want = {"dump.json"} | ({"stack.json", "construct.json"} if s.precision_debugger.extra_info else set())
     for key in sorted(expected & found.keys()):
         d = found[key]
+        where = d.path.relative_to(ctx.tree.root).as_posix()
         if missing := sorted(want - d.files):
-            res.problems.append(f"{d.path.relative_to(ctx.tree.root)}: missing {', '.join(missing)}")
+            res.problems.append(f"{where}: missing {', '.join(missing)}")
+        for name in sorted(want & d.not_regular.keys()):  # a reader would hang on a FIFO or never end on a device
+            res.problems.append(f"{where}/{name}: not a regular file ({d.not_regular[name]})")
     if ctx.off_tree.dirs or ctx.off_tree.strays:
         res.problems.append(f"the off run (precision_debugger disabled) wrote dumps under {ctx.off_tree.root}")
 

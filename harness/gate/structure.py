@@ -14,7 +14,8 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-from harness.artifacts import DumpTree, load_dump_json
+from harness.artifacts import DumpTree
+from harness.dumpfile import DumpFile
 
 # Module.<path>.<Class>.forward.0, Module.<path>.<Class>.parameters_grad.0 (L0 and mix)
 _MODULE = re.compile(r"^(?P<head>(?:Module|Cell)\..+\.(?:forward|backward|parameters_grad))\.\d+$")
@@ -43,18 +44,22 @@ def structure_of(dumps: Path) -> Structure:
     Unreadable dump.json files are skipped: the contents check reports them; here they show up as
     missing entries against the baseline."""
     out: dict[str, Counter[str]] = {}
-    entries: Counter[str] = Counter()
     for d in DumpTree.scan(dumps).dirs:
-        try:
-            data = load_dump_json(d.path / "dump.json").get("data")
-        except (OSError, ValueError):
-            continue
-        if not isinstance(data, dict):
-            continue
-        k = key(d.stage, d.rank)
-        out.setdefault(k, Counter()).update(normalise(n) for n in data)
-        entries[k] += len(data)
-    return {k: {"entries": entries[k], "names": dict(sorted(out[k].items()))} for k in sorted(out)}
+        if (names := _folded_names(d.path / "dump.json")) is not None:
+            out.setdefault(key(d.stage, d.rank), Counter()).update(names)
+    return {
+        k: {"entries": sum(names.values()), "names": dict(sorted(names.items()))} for k, names in sorted(out.items())
+    }
+
+
+def _folded_names(path: Path) -> Counter[str] | None:
+    """Normalised entry names of one dump with their counts; None unless it reads to the end with a data mapping."""
+    dump = DumpFile(path)
+    try:
+        names = Counter(normalise(name) for name, _ in dump.entries())
+    except (OSError, ValueError):
+        return None
+    return names if dump.has_data else None
 
 
 def name_diff(base: dict[str, int], now: dict[str, int], ignore: Collection[str] = ()) -> list[str]:

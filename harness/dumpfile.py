@@ -1,0 +1,223 @@
+"""Reading msprobe's dump.json entry by entry: linear time, memory bounded by a window, not by the file.
+
+Real L1 dumps are hundreds of MB per rank and stage, and a whole one parsed takes about ten times its size.
+msprobe writes ``json.dump(..., indent=1)``, so each entry of ``data`` ends at a line ``\n  }``: runs of
+whole entries are cut there and parsed by orjson, the entry holding a ``NaN``/``Infinity`` literal (msprobe
+writes them, orjson rejects them) by the stdlib. A cut is used only if it parses as whole members, so any
+other layout still reads correctly, through the stdlib's decoder value by value. Every reader of dump.json
+goes through here."""
+
+from __future__ import annotations
+
+import codecs
+import errno
+import json
+import os
+import re
+import stat
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import orjson
+
+HEADER_KEYS = ("task", "level", "framework")
+CHUNK = 1 << 20
+MAX_VALUE = 64 << 20  # one entry or header value; more than this is a broken file, not a big dump
+LONGEST_TOKEN = 1 << 20  # names, dtypes, md5s: no string in a dump comes near this
+_ENTRY_START = '\n  "'  # data's first member, as json.dump(indent=1) lays it out
+_ENTRY_END = "\n  }"  # where such a member that is an object ends
+BATCH = 1 << 16  # characters of entries per orjson call: amortises the call, stays in cache
+_SPACE = re.compile(r"[ \t\n\r]*")
+_DECODER = json.JSONDecoder()  # accepts NaN, Infinity and -Infinity
+_KINDS = (
+    (stat.S_ISLNK, "symlink"),
+    (stat.S_ISFIFO, "FIFO"),
+    (stat.S_ISCHR, "character device"),
+    (stat.S_ISBLK, "block device"),
+    (stat.S_ISSOCK, "socket"),
+    (stat.S_ISDIR, "directory"),
+    (stat.S_ISREG, "regular file"),
+)
+
+
+class NotRegularFile(OSError):
+    """A FIFO blocks a reader forever and a device never ends: neither is read, and the layout check says why."""
+
+    def __init__(self, path: Path, kind: str) -> None:
+        super().__init__(errno.EINVAL, f"not a regular file ({kind})", str(path))
+        self.kind = kind
+
+
+def file_kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "unknown")
+
+
+def open_regular(path: Path) -> BinaryIO:
+    """Open ``path`` for reading if it is a regular file itself: no symlink, FIFO or device (checked on the
+    open descriptor, so nothing can swap the file in between; O_NONBLOCK keeps the open of a FIFO from
+    waiting for a writer)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise NotRegularFile(path, "symlink") from None
+        raise
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise NotRegularFile(path, file_kind(mode))
+    return os.fdopen(fd, "rb")
+
+
+@dataclass
+class DumpFile:
+    """One dump.json, read front to back once by iterating :meth:`entries`. ``header`` (task, level,
+    framework) and ``has_data`` are complete when the iteration ends: JSON does not fix the key order."""
+
+    path: Path
+    header: dict[str, Any] = field(default_factory=dict)
+    has_data: bool = False  # "data" is present and a mapping
+
+    def entries(self) -> Iterator[tuple[str, Any]]:
+        """``(name, value)`` of each entry of ``data``. Raises OSError (NotRegularFile included) and
+        ValueError (not JSON, possibly after some entries: a truncated dump)."""
+        with open_regular(self.path) as f:
+            yield from _document(_Window(f), self)
+
+
+class _Window:
+    """The unread text of a file: ``buf[pos:]``, refilled as the parse moves on."""
+
+    def __init__(self, f: BinaryIO) -> None:
+        self.f = f
+        self.decode = codecs.getincrementaldecoder("utf-8")().decode
+        self.buf, self.pos, self.base, self.eof = "", 0, 0, False
+
+    def more(self) -> bool:
+        """Read on; at least as much as is held, so that retrying one long value stays linear."""
+        if self.eof:
+            return False
+        keep = self.buf[self.pos :]
+        if len(keep) > MAX_VALUE:
+            raise self.error(f"a value longer than {MAX_VALUE >> 20} MB")
+        raw = self.f.read(max(CHUNK, len(keep)))
+        self.eof = not raw
+        self.base += self.pos
+        self.buf, self.pos = keep + self.decode(raw, final=self.eof), 0
+        return True
+
+    def error(self, what: str, at: int | None = None) -> ValueError:
+        return ValueError(f"{what} at char {self.base + (self.pos if at is None else at)}")
+
+    def peek(self) -> str:
+        """The next character that is not white space ('' at the end of the file)."""
+        while True:
+            self.pos = _SPACE.match(self.buf, self.pos).end()  # type: ignore[union-attr]
+            if self.pos < len(self.buf):
+                return self.buf[self.pos]
+            if not self.more():
+                return ""
+
+    def take(self, allowed: str) -> str:
+        if (c := self.peek()) == "" or c not in allowed:
+            raise self.error(f"expected one of {allowed!r}, got {c or 'the end of the file'!r}")
+        self.pos += 1
+        return c
+
+    def holds(self, text: str) -> bool:
+        while len(self.buf) - self.pos < len(text) and self.more():
+            pass
+        return self.buf.startswith(text, self.pos)
+
+    def value(self) -> Any:
+        """One JSON value, by the stdlib's decoder; read on while it is cut off by the end of the window."""
+        self.peek()
+        while True:
+            try:
+                value, end = _DECODER.raw_decode(self.buf, self.pos)
+            except json.JSONDecodeError as exc:
+                if exc.pos + LONGEST_TOKEN > len(self.buf) and self.more():  # else a real error, not a cut
+                    continue
+                raise self.error(exc.msg, exc.pos) from None
+            if end < len(self.buf) or not self.more():  # a number at the window's end may go on
+                self.pos = end
+                return value
+
+    def key(self) -> str:
+        if not isinstance(key := self.value(), str):
+            raise self.error("expected a string key")
+        self.take(":")
+        return key
+
+    def members(self) -> Iterable[tuple[str, Any]]:
+        """The next members of an object: in msprobe's layout the whole entries of the next BATCH characters
+        (at least one entry), in one orjson call; else one member by the decoder."""
+        end = self.buf.rfind(_ENTRY_END, self.pos, self.pos + BATCH)
+        if end < 0:
+            end = self.buf.find(_ENTRY_END, self.pos)
+        while end < 0 and self.more():
+            end = self.buf.find(_ENTRY_END, self.pos)
+        if end >= 0 and (cut := _leading_members(self.buf[self.pos : end + len(_ENTRY_END)])) is not None:
+            items, length = cut
+            self.pos += length
+            return items
+        return [(self.key(), self.value())]
+
+
+def _leading_members(text: str) -> tuple[Iterable[tuple[str, Any]], int] | None:
+    """Items of the leading entries of ``text`` (``"k": {...}, ...``, ending at an entry's end) and their length;
+    None when they are not whole members. orjson rejects NaN and Infinity: on its error, the entries before
+    the error go in one orjson call and the entry holding it through the stdlib."""
+    try:
+        return orjson.loads("{" + text + "}").items(), len(text)
+    except orjson.JSONDecodeError as exc:
+        before = text.rfind(_ENTRY_END, 0, max(exc.pos - 1, 0))  # exc.pos counts the "{" in front
+    if before >= 0:
+        try:
+            return orjson.loads("{" + text[: before + len(_ENTRY_END)] + "}").items(), before + len(_ENTRY_END)
+        except orjson.JSONDecodeError:
+            pass
+    first = text.find(_ENTRY_END) + len(_ENTRY_END)
+    try:
+        return _DECODER.decode("{" + text[:first] + "}").items(), first
+    except ValueError:
+        return None
+
+
+def _document(w: _Window, dump: DumpFile) -> Iterator[tuple[str, Any]]:
+    """The top-level object: header values kept, ``data`` streamed, anything else parsed and dropped."""
+    w.take("{")
+    if w.peek() != "}":
+        while True:
+            key = w.key()
+            if key == "data" and w.peek() == "{":
+                w.pos += 1
+                dump.has_data = True
+                yield from _data(w, cut=w.holds(_ENTRY_START))
+            elif key == "data":
+                w.value()
+                dump.has_data = False
+            elif key in HEADER_KEYS:
+                dump.header[key] = w.value()
+            else:
+                w.value()
+            if w.take(",}") == "}":
+                break
+    else:
+        w.pos += 1
+    if w.peek():
+        raise w.error("extra data after the document")
+
+
+def _data(w: _Window, cut: bool) -> Iterator[tuple[str, Any]]:
+    """The members of ``data``, from after its ``{`` to after its ``}``; cut at entry ends in msprobe's layout."""
+    if w.peek() == "}":
+        w.pos += 1
+        return
+    while True:
+        w.peek()
+        yield from w.members() if cut else [(w.key(), w.value())]
+        if w.take(",}") == "}":
+            return

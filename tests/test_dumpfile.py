@@ -1,0 +1,238 @@
+"""The streaming dump.json reader: same results as a whole-file parse, NaN literals, files that are no files."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from builders import dump_doc, tensor, write_dump
+from msprobe.core.common.file_utils import save_json
+
+from harness import dumpfile
+from harness.artifacts import DumpTree, Metrics, iter_tensors
+from harness.checks import CHECKS, CheckContext
+from harness.checks.contents import _plain, _plain_tensors
+from harness.dumpfile import DumpFile, NotRegularFile
+from harness.errors import MetricsError
+from harness.gate.structure import key, normalise, structure_of
+
+FIFO_REL = "step_2/actor_update/step0/rank0/dump.json"
+
+
+def _doc(n: int) -> dict[str, Any]:
+    """A dump with non-finite statistics, an empty entry, nesting and non-ASCII text, as the stdlib writes it."""
+    doc = dump_doc("mix", "actor_update", n)
+    doc["data"]["Functional.linear.0.forward"]["output"][0].update(Max=math.nan, Min=-math.inf, Mean=math.inf)
+    doc["data"]["Tensor.add.7.forward"] = {}
+    doc["data"]["Torch.cat.3.forward"] = {"input_args": [[{"type": "int", "value": 3}], "é"], "output": []}
+    doc["dump_data_dir"] = {"nested": [1, 2.5, None]}
+    return doc
+
+
+def _streamed(path: Path) -> tuple[dict[str, Any], list[tuple[str, Any]]]:
+    dump = DumpFile(path)
+    entries = list(dump.entries())
+    return dump.header, entries
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equality with NaN equal to itself (the repr compares floats exactly, NaN included)."""
+    return repr(a) == repr(b)
+
+
+@pytest.mark.parametrize("indent", [None, 1, 2])
+@pytest.mark.parametrize("chunk", [7, 1 << 20])
+def test_streaming_equals_a_whole_file_parse(tmp_path, monkeypatch, indent, chunk):
+    monkeypatch.setattr(dumpfile, "CHUNK", chunk)  # tiny windows: every value is cut off somewhere
+    path = tmp_path / "dump.json"
+    path.write_text(json.dumps(_doc(6), indent=indent, ensure_ascii=False))
+    whole = json.loads(path.read_text())
+    header, entries = _streamed(path)
+    assert header == {k: whole[k] for k in ("task", "level", "framework")}
+    assert _same(entries, list(whole["data"].items()))
+
+
+def test_msprobe_written_nan_and_infinity_literals(tmp_path):
+    path = tmp_path / "dump.json"
+    save_json(str(path), _doc(3), indent=1)  # msprobe's own writer
+    text = path.read_text()
+    assert all(f": {lit}," in text for lit in ("NaN", "-Infinity", "Infinity"))
+    entry = dict(_streamed(path)[1])["Functional.linear.0.forward"]
+    stats = entry["output"][0]
+    assert math.isnan(stats["Max"]) and stats["Min"] == -math.inf and stats["Mean"] == math.inf
+
+
+def test_structure_equals_the_whole_file_reading(tmp_path):
+    for rank, indent in ((0, 1), (1, None)):
+        d = tmp_path / f"step_2/actor_update/step0/rank{rank}"
+        d.mkdir(parents=True)
+        (d / "dump.json").write_text(json.dumps(_doc(5 + rank), indent=indent))
+    want = {}
+    for rank in (0, 1):
+        data = json.loads((tmp_path / f"step_2/actor_update/step0/rank{rank}/dump.json").read_text())["data"]
+        names = Counter(normalise(n) for n in data)
+        want[key("actor_update", rank)] = {"entries": len(data), "names": dict(sorted(names.items()))}
+    assert structure_of(tmp_path) == want
+
+
+@pytest.mark.parametrize("indent", [None, 1])
+def test_every_truncation_is_an_error(tmp_path, indent):
+    text = json.dumps(_doc(2), indent=indent)
+    path = tmp_path / "dump.json"
+    for cut in range(0, len(text), 13):
+        path.write_text(text[:cut])
+        with pytest.raises(ValueError):
+            _streamed(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "has_data", "header"),
+    [
+        ('{"data": [1], "task": "tensor"}', False, {"task": "tensor"}),
+        ('{"level": "L0", "data": {}}', True, {"level": "L0"}),
+        ("{}", False, {}),
+    ],
+)
+def test_header_and_data_in_any_order(tmp_path, text, has_data, header):
+    path = tmp_path / "dump.json"
+    path.write_text(text)
+    dump = DumpFile(path)
+    assert list(dump.entries()) == []
+    assert (dump.has_data, dump.header) == (has_data, header)
+
+
+@pytest.mark.parametrize("text", ["[]", '{"data": {"a": 1,}}', '{"data": {}} x', '{"data": {"a": 1} "b": 2}'])
+def test_malformed_documents_are_errors(tmp_path, text):
+    path = tmp_path / "dump.json"
+    path.write_text(text)
+    with pytest.raises(ValueError):
+        _streamed(path)
+
+
+def _within(seconds: float, fn: Callable[[], Any]) -> tuple[Any, float]:
+    """fn's result (or exception) and its time; fails, instead of hanging the suite, past ``seconds``."""
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append(fn())
+        except Exception as exc:
+            outcome.append(exc)
+
+    start = time.monotonic()
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert not worker.is_alive(), f"still running after {seconds} s"
+    if isinstance(outcome[0], Exception):
+        raise outcome[0]
+    return outcome[0], time.monotonic() - start
+
+
+def _make_fifo(path: Path) -> None:
+    os.mkfifo(path)
+
+
+def _link_dev_zero(path: Path) -> None:
+    path.symlink_to("/dev/zero")
+
+
+@pytest.mark.parametrize(("make", "kind"), [(_make_fifo, "FIFO"), (_link_dev_zero, "symlink")])
+def test_fifo_or_device_link_is_one_layout_line_and_no_hang(good_case, make, kind):
+    _, ctx = good_case
+    path = ctx.tree.root / FIFO_REL
+    path.unlink()
+    make(path)
+    fresh = CheckContext(ctx.scenario, ctx.dir)
+    layout, _ = _within(10, lambda: CHECKS["layout"](fresh))
+    assert layout.problems == [f"{FIFO_REL}: not a regular file ({kind})"]
+    contents, seconds = _within(10, lambda: CHECKS["contents"](fresh))
+    assert contents.passed and seconds < 10
+    structure, _ = _within(10, lambda: structure_of(ctx.tree.root))
+    assert structure["actor_update/rank0"]["entries"] == 8  # the other step's dump only
+    with pytest.raises(NotRegularFile, match=kind):
+        _streamed(path)
+
+
+def test_metrics_fifo_is_a_readable_problem(tmp_path):
+    os.mkfifo(tmp_path / "metrics.jsonl")
+    with pytest.raises(MetricsError, match=r"not a regular file \(FIFO\)"):
+        _within(10, lambda: Metrics.read(tmp_path / "metrics.jsonl"))
+
+
+def test_symlinked_step_dir_is_a_stray_and_not_walked(good_case, monkeypatch):
+    _, ctx = good_case
+    root = ctx.tree.root
+    (root / "step_9").symlink_to("/")
+    (root / "step_2" / "actor_update" / "step0" / "rank5").symlink_to(root / "step_4" / "actor_update" / "step0")
+    listed: list[Path] = []
+    iterdir = Path.iterdir
+    monkeypatch.setattr(Path, "iterdir", lambda self: listed.append(self) or iterdir(self))
+    tree = DumpTree.scan(root)
+    assert not [p for p in listed if p.name == "step_9" or p.is_relative_to("/proc")]
+    assert {"step_9", "step_2/actor_update/step0/rank5"} <= set(tree.strays)
+    layout = CHECKS["layout"](CheckContext(ctx.scenario, ctx.dir)).problems
+    assert "unexpected path step_9 under the dump root (not step_N/stage/step0/rankR)" in layout
+
+
+def test_every_tensor_is_counted(good_case):
+    _, ctx = good_case
+    write_dump(ctx.tree.root, 3, "actor_update", 0)  # an unexpected dir: not read by the contents check
+    result = CHECKS["contents"](CheckContext(ctx.scenario, ctx.dir))
+    assert result.figures["contents.tensors"] == 2 * 2 * (4 * 2 + 4 * 2 * 2)
+
+
+def _random_value(r: random.Random, depth: int) -> Any:
+    leaves = [
+        None,
+        3,
+        "x",
+        tensor(),
+        tensor(mx=math.nan),
+        tensor(mn=2.0),
+        {k: v for k, v in tensor().items() if k != "shape"},
+        {"type": "int", "value": 3},
+        {"type": "torch.Size", "value": [2, 3]},
+    ]
+    if depth == 0 or r.random() < 0.4:
+        return r.choice(leaves)
+    if r.random() < 0.5:
+        return [_random_value(r, depth - 1) for _ in range(r.randrange(4))]
+    return {f"k{i}": _random_value(r, depth - 1) for i in range(r.randrange(4))}
+
+
+def test_the_contents_fast_path_agrees_with_the_full_walk():
+    """The fast path counts an entry only when the full walk would find exactly those tensors, all plain."""
+    r, counted = random.Random(0), 0
+    for _ in range(3000):
+        entry = {g: _random_value(r, 3) for g in r.sample(["input_args", "input_kwargs", "output", "type"], 3)}
+        found = [t for _, t in iter_tensors(entry)]
+        if (n := _plain_tensors(entry)) >= 0:
+            assert n == len(found) and all(_plain(t) for t in found)
+            counted += 1
+    assert counted > 30  # the fast path is taken, not just always declined
+
+
+def test_contents_figures_equal_a_whole_file_count(good_case):
+    """Dumps in msprobe's layout (indent=1) with NaN literals: the streamed check counts what a full parse finds."""
+    _, ctx = good_case
+    tensors = nonfinite = 0
+    for i, path in enumerate(sorted(ctx.tree.root.rglob("dump.json"))):
+        doc = json.loads(path.read_text())
+        doc["data"][f"Functional.linear.{i % 4}.forward"]["output"][0]["Max"] = math.nan
+        save_json(str(path), doc, indent=1)
+        found = [t for e in doc["data"].values() for _, t in iter_tensors(e)]
+        tensors += len(found)
+        nonfinite += sum(not all(math.isfinite(t[k]) for k in ("Max", "Min", "Mean", "Norm")) for t in found)
+    result = CHECKS["contents"](CheckContext(ctx.scenario, ctx.dir))
+    assert (result.figures["contents.tensors"], result.figures["contents.nonfinite_tensors"]) == (tensors, nonfinite)
+    assert nonfinite == 8 and len(result.problems) == 4  # three examples and the count line
