@@ -1,0 +1,217 @@
+"""Base against head: the same scenarios, run for two targets on one machine, compared figure by figure.
+
+A pull request's numbers compared with a baseline from another night and another runner mix the change
+with the runner's drift; run side by side, interleaved (base, head, head, base, ...), they do not. This
+module judges what such runs left on disk (results directories, one per side and repeat):
+
+- every gated figure (overhead ratios, disk bytes, structure entry counts) as head/base, with its spread
+  over the repeats, decided by ``decide`` (the one function the statistics issue replaces);
+- dump structure names per stage and rank, and every check's verdict (layout, contents, ...), decided now:
+  any change in the entry names, or a check that passes on base and fails on head, is a regression.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Literal
+
+from harness.checks.known_gap import is_gap
+from harness.figures import family, fmt, ratio, structure_names
+from harness.gate.baseline import DEFAULT_POLICY
+from harness.gate.observe import Observation
+from harness.gate.structure import name_diff
+
+Verdict = Literal["ok", "regressed", "improved", "missing", "new"]
+MAX_NAMES = 6
+
+
+@dataclass(frozen=True)
+class Decision:
+    verdict: Verdict
+    tolerance: float  # relative, multiplicative: regressed above base x (1 + t), improved below base / (1 + t)
+
+
+def decide(metric: str, base: list[float], head: list[float]) -> Decision:
+    """Head against base for one figure. PROVISIONAL (until the statistics issue replaces it with a
+    statistical decision): the gate's tolerance policy, the family's floor, on the medians of the repeats;
+    structure counts exactly. Overhead and disk regress upwards; a structure count in either direction."""
+    fam = family(metric) or "structure"
+    tol = DEFAULT_POLICY[fam].floor
+    b, h = statistics.median(base), statistics.median(head)
+    eps = 1e-9 * max(abs(b), 1.0)
+    grew, shrank = h > b * (1 + tol) + eps, h < b / (1 + tol) - eps
+    if fam == "structure":
+        return Decision("regressed" if grew or shrank else "ok", tol)
+    return Decision("regressed" if grew else "improved" if shrank else "ok", tol)
+
+
+@dataclass
+class FigureComparison:
+    scenario: str
+    metric: str
+    verdict: Verdict
+    base: list[float] = field(default_factory=list)  # one value per repeat
+    head: list[float] = field(default_factory=list)
+    tolerance: float = 0.0
+
+    @property
+    def ratios(self) -> list[float]:
+        """head/base per repeat pair (the repeats are interleaved, so pair i ran close together)."""
+        return [h / b for b, h in zip(self.base, self.head, strict=False) if b]
+
+    def ratio_text(self) -> str:
+        if not self.base or not self.head or not statistics.median(self.base):
+            return "head/base -"
+        r = statistics.median(self.head) / statistics.median(self.base)
+        spread = self.ratios
+        text = f"head/base {ratio(r)}"
+        return text + (f" (spread {ratio(min(spread))}-{ratio(max(spread))})" if len(spread) > 1 else "")
+
+    def line(self) -> str:
+        head = f"{self.verdict.upper()} {self.scenario}: {self.metric}"
+        if self.verdict == "missing":
+            return f"{head} base {fmt(self.metric, statistics.median(self.base))}, not measured on head"
+        if self.verdict == "new":
+            return f"{head} head {fmt(self.metric, statistics.median(self.head))}, not measured on base"
+        tol = "tolerance exact" if not self.tolerance else f"tolerance {100 * self.tolerance:.0f}%"
+        return (
+            f"{head} base {fmt(self.metric, statistics.median(self.base))} head "
+            f"{fmt(self.metric, statistics.median(self.head))} ({self.ratio_text()}), {tol}"
+        )
+
+
+@dataclass
+class ScenarioComparison:
+    scenario: str
+    figures: list[FigureComparison] = field(default_factory=list)
+    findings: list[str] = field(default_factory=list)  # structure names and check verdicts: regressions
+    notes: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def status(self) -> Literal["ok", "regressed", "error"]:
+        if self.errors:
+            return "error"
+        regressed = self.findings or any(f.verdict in ("regressed", "missing") for f in self.figures)
+        return "regressed" if regressed else "ok"
+
+    def lines(self) -> list[str]:
+        if self.errors:
+            return [f"ERROR {self.scenario}: {e}" for e in self.errors]
+        within = sum(f.verdict == "ok" for f in self.figures)
+        out = [f"{self.status} {self.scenario}: {within} of {len(self.figures)} figures within tolerance"]
+        out += [f.line() for f in self.figures if f.verdict != "ok"]
+        out += self.findings
+        out += [f"  note {self.scenario}: {n}" for n in self.notes]
+        return out
+
+    def figure_table(self) -> list[str]:
+        """Every overhead and disk figure as head/base with its spread (structure counts when they moved)."""
+        rows = [f for f in self.figures if family(f.metric) != "structure" or f.verdict != "ok"]
+        return [
+            f"  {f.metric:<40} base {fmt(f.metric, statistics.median(f.base)) if f.base else '-':>10}  "
+            f"head {fmt(f.metric, statistics.median(f.head)) if f.head else '-':>10}  {f.ratio_text()}  {f.verdict}"
+            for f in rows
+        ]
+
+
+def _numbers(observations: list[Observation], metric: str) -> list[float]:
+    return [float(v) for o in observations if isinstance(v := o.figures.get(metric), int | float)]
+
+
+def _names(observations: list[Observation]) -> tuple[dict[str, dict[str, int]], set[str]]:
+    """Structure names per stage/rank of the first repeat, and the names whose count varies between repeats."""
+    structs = [o.structure or {} for o in observations]
+    first = {k: v["names"] for k, v in structs[0].items()} if structs else {}
+    unstable = {
+        n
+        for k in {k for s in structs for k in s}
+        for n in {n for s in structs for n in s.get(k, {}).get("names", {})}
+        if len({s.get(k, {}).get("names", {}).get(n, 0) for s in structs}) > 1
+    }
+    return first, unstable
+
+
+def _checks(name: str, base: list[Observation], head: list[Observation], out: ScenarioComparison) -> None:
+    """A check that passes on every base repeat and fails on a head repeat is a regression; a known gap
+    that closes on head is news, not a regression."""
+    for check in sorted({c for o in base + head for c in o.checks}):
+        base_ok = all(o.checks.get(check, False) for o in base)
+        failed_on = [o for o in head if not o.checks.get(check, False)]
+        if is_gap(check):
+            if base_ok and failed_on:
+                out.notes.append(f"{check}: the gap is closed on head (the stages dump now): remove the known gap")
+            continue
+        if base_ok and failed_on:
+            problems = failed_on[0].problems.get(check, [])
+            shown = "; ".join(problems[:3]) + (f" (+{len(problems) - 3} more)" if len(problems) > 3 else "")
+            out.findings.append(f"REGRESSED {name}: {check} check passes on base, fails on head: {shown}")
+        elif not base_ok and not failed_on:
+            out.notes.append(f"{check} check fails on base, passes on head")
+        elif not base_ok:
+            out.notes.append(f"{check} check fails on base and on head: not judged")
+
+
+def compare_scenario(name: str, base: list[Observation], head: list[Observation]) -> ScenarioComparison:
+    """One scenario: the observations of each side's repeats (results directories), head against base."""
+    out = ScenarioComparison(name)
+    out.errors = [f"base: {e}" for o in base for e in o.errors] + [f"head: {e}" for o in head for e in o.errors]
+    if not base or not head:
+        out.errors.append(f"not run on {'base' if not base else 'head'}")
+    if out.errors:
+        return out
+    gated = sorted({m for o in base + head for m in o.gated()})
+    for metric in gated:
+        b, h = _numbers(base, metric), _numbers(head, metric)
+        if not h or not b:
+            out.figures.append(FigureComparison(name, metric, "missing" if b else "new", b, h))
+            continue
+        d = decide(metric, b, h)
+        out.figures.append(FigureComparison(name, metric, d.verdict, b, h, d.tolerance))
+    base_names, base_unstable = _names(base)
+    head_names, head_unstable = _names(head)
+    for key in sorted(set(base_names) | set(head_names)):
+        diff = name_diff(base_names.get(key, {}), head_names.get(key, {}), ignore=base_unstable | head_unstable)
+        if diff:
+            shown = ", ".join(diff[:MAX_NAMES]) + (f" (+{len(diff) - MAX_NAMES} more)" if len(diff) > MAX_NAMES else "")
+            out.findings.append(f"REGRESSED {name}: {structure_names(key)} {shown}")
+    _checks(name, base, head, out)
+    return out
+
+
+@dataclass
+class Comparison:
+    base: str  # the targets, described
+    head: str
+    order: list[str]  # the run order of one scenario: base, head, head, base, ...
+    scenarios: list[ScenarioComparison]
+
+    @property
+    def exit_code(self) -> int:
+        """As the gate: 0 pass, 1 a regression, 2 an error."""
+        if any(s.status == "error" for s in self.scenarios):
+            return 2
+        return 1 if any(s.status == "regressed" for s in self.scenarios) else 0
+
+    def lines(self, figures: bool = True) -> list[str]:
+        out = [
+            f"compare: base {self.base}",
+            f"         head {self.head}",
+            f"order per scenario: {', '.join(self.order)}",
+        ]
+        for s in self.scenarios:
+            out += s.lines()
+            out += s.figure_table() if figures and s.status != "error" else []
+        counts = {st: sum(s.status == st for s in self.scenarios) for st in ("regressed", "error", "ok")}
+        summary = ", ".join(f"{n} {st}" for st, n in counts.items() if n)
+        out.append(f"compare: {summary} -> {'FAIL' if self.exit_code else 'PASS'}")
+        return out
+
+
+def interleaved(repeats: int) -> list[tuple[str, int]]:
+    """ABBA: (base 0, head 0), (head 1, base 1), ...: drift over time cancels between the sides."""
+    order: list[tuple[str, int]] = []
+    for i in range(repeats):
+        order += [("base", i), ("head", i)] if i % 2 == 0 else [("head", i), ("base", i)]
+    return order
