@@ -1,0 +1,107 @@
+"""Reports for a base-against-head comparison: the markdown summary and one PNG per scenario, side by side."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # CI has no display; must precede pyplot
+import matplotlib.pyplot as plt
+
+from harness.figures import family, fmt
+from harness.gate.compare import Comparison, ScenarioComparison
+from harness.gate.observe import Observation
+from harness.report.plots import stage_bytes, step_times
+
+ICON = {"ok": "✅ ok", "regressed": "❌ regressed", "error": "❌ error"}
+COLORS = {"base": "tab:blue", "head": "tab:red"}
+
+
+def _figure_rows(s: ScenarioComparison) -> list[str]:
+    rows = ["| figure | base | head | head/base | verdict |", "|---|---:|---:|---|---|"]
+    for f in s.figures:
+        if family(f.metric) == "structure" and f.verdict == "ok":
+            continue  # hundreds of unchanged entry counts say nothing; a changed one is listed
+        base = fmt(f.metric, statistics.median(f.base)) if f.base else "-"
+        head = fmt(f.metric, statistics.median(f.head)) if f.head else "-"
+        rows.append(f"| `{f.metric}` | {base} | {head} | {f.ratio_text().removeprefix('head/base ')} | {f.verdict} |")
+    return rows
+
+
+def compare_markdown(c: Comparison, png_dir: Path | None = None) -> str:
+    out = [
+        "## precision_debugger: base against head",
+        "",
+        f"- base: {c.base}",
+        f"- head: {c.head}",
+        f"- run order per scenario, on one machine: {', '.join(c.order)}",
+        "",
+        "| scenario | verdict | figures within tolerance | findings |",
+        "|---|---|---:|---|",
+    ]
+    for s in c.scenarios:
+        within = f"{sum(f.verdict == 'ok' for f in s.figures)}/{len(s.figures)}"
+        out.append(f"| {s.scenario} | {ICON[s.status]} | {within} | {len(s.findings) + len(s.errors)} |")
+    for s in c.scenarios:
+        out += ["", f"### {s.scenario}: {ICON[s.status]}", ""]
+        out += [f"- `{line}`" for line in [*s.errors, *s.findings, *(f.line() for f in s.figures if f.verdict != "ok")]]
+        out += [f"- {n}" for n in s.notes]
+        if not s.errors:
+            out += ["", *_figure_rows(s)]
+    if png_dir is not None:
+        out += ["", f"Plots (step time and disk per stage, base and head): `{png_dir}/*.png` in the run's artifacts."]
+    return "\n".join(out) + "\n"
+
+
+def _median_steps(observations: list[Observation]) -> dict[str, dict[int, float]]:
+    """Per run mode and step, the median over the repeats of the step time."""
+    runs = [step_times(o) for o in observations]
+    return {
+        mode: {
+            n: statistics.median(r[mode][n] for r in runs if n in r[mode]) for n in {n for r in runs for n in r[mode]}
+        }
+        for mode in ("off", "on")
+    }
+
+
+def plot_compare(name: str, base: list[Observation], head: list[Observation], path: Path) -> Path:
+    """Left: step time per global step, off and on, base and head (median over repeats). Right: the largest
+    dump of each stage in one step (all ranks), base and head."""
+    fig, (ax_t, ax_d) = plt.subplots(1, 2, figsize=(12, 5.2), gridspec_kw={"width_ratios": [3, 2]})
+    for side, observations in (("base", base), ("head", head)):
+        times = _median_steps(observations)
+        for mode, style in (("off", "o--"), ("on", "s-")):
+            steps = sorted(times[mode])
+            ax_t.plot(steps, [times[mode][n] for n in steps], style, color=COLORS[side], label=f"{side}, {mode}")
+    ax_t.set_yscale("log")
+    ax_t.set_xlabel("global training step")
+    ax_t.set_ylabel("step time (s, log scale)")
+    ax_t.set_title("step time, precision_debugger off and on")
+    ax_t.grid(True, which="both", axis="y", alpha=0.3)
+    ax_t.legend(fontsize=8)
+
+    per_side = {side: stage_bytes(obs[0]) if obs else {} for side, obs in (("base", base), ("head", head))}
+    stages = sorted(set(per_side["base"]) | set(per_side["head"]))
+    if stages:
+        height = 0.4
+        for i, side in enumerate(("base", "head")):
+            values = [per_side[side].get(s, 0.0) / 1e6 for s in stages]
+            ys = [k + (i - 0.5) * height for k in range(len(stages))]
+            ax_d.barh(ys, values, height=height, color=COLORS[side], label=side)
+        ax_d.set_yticks(range(len(stages)))
+        ax_d.set_yticklabels(stages, fontsize=8)
+        ax_d.invert_yaxis()
+        ax_d.legend(fontsize=8)
+    else:
+        ax_d.text(0.5, 0.5, "no dumps", ha="center", va="center", transform=ax_d.transAxes)
+    ax_d.set_xlabel("dump size per step, all ranks (MB)")
+    ax_d.set_title("disk per stage")
+    ax_d.grid(True, axis="x", alpha=0.3)
+    fig.suptitle(f"{name}: base (blue) against head (red)", fontsize=12, fontweight="bold")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

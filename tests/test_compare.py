@@ -1,0 +1,67 @@
+"""Base against head, as pure logic: the decision, the findings and their lines (the real runs: test_target)."""
+
+from __future__ import annotations
+
+from harness.gate.compare import Comparison, compare_scenario, decide, interleaved
+from harness.gate.observe import Observation
+
+NAMES = {"Functional.linear.forward": 4, "Functional.linear.backward": 4}
+
+
+def obs(overhead: float = 4.0, disk: float = 1e6, names: dict | None = None, checks: dict | None = None) -> Observation:
+    names = NAMES if names is None else names
+    structure = {"actor_update/rank0": {"entries": sum(names.values()), "names": names}} if names else {}
+    figures = {"overhead.profiled": overhead, "disk.total_bytes": disk, "time_on.step2_s": 1.0}
+    figures |= {f"structure.{k.replace('/', '.')}.entries": v["entries"] for k, v in structure.items()}
+    checks = checks or {"layout": True, "contents": True}
+    problems = {c: ["missing dump dir step_2/actor_update/step0/rank0"] for c, ok in checks.items() if not ok}
+    return Observation("tiny", {}, {}, figures, structure, checks=checks, problems=problems)
+
+
+def test_the_provisional_decision_is_the_gate_policy_on_medians():
+    assert decide("overhead.profiled", [4.0, 4.0], [5.2, 5.0]).verdict == "regressed"  # +28% > 25%
+    assert decide("overhead.profiled", [4.0, 4.0], [4.8, 4.4]).verdict == "ok"
+    assert decide("overhead.profiled", [4.0, 4.0], [3.0, 3.0]).verdict == "improved"
+    assert decide("disk.total_bytes", [100.0], [106.0]).verdict == "regressed"  # disk floor 5%
+    assert decide("structure.actor_update.rank0.entries", [8.0], [7.0]).verdict == "regressed"  # exact, both ways
+    assert decide("structure.actor_update.rank0.entries", [8.0], [9.0]).verdict == "regressed"
+
+
+def test_runs_are_interleaved_abba():
+    assert interleaved(2) == [("base", 0), ("head", 0), ("head", 1), ("base", 1)]
+    assert interleaved(1) == [("base", 0), ("head", 0)]
+
+
+def test_same_numbers_compare_clean_with_ratios_and_spread():
+    s = compare_scenario("tiny", [obs(4.0), obs(4.2)], [obs(4.1), obs(4.0)])
+    assert s.status == "ok" and not s.findings
+    (overhead,) = [f for f in s.figures if f.metric == "overhead.profiled"]
+    assert overhead.ratio_text() == "head/base 0.99x (spread 0.95x-1.02x)"
+    assert any("overhead.profiled" in row and "head/base" in row for row in s.figure_table())
+
+
+def test_a_stage_that_stops_dumping_is_named():
+    head = obs(names={}, checks={"layout": False, "contents": True})
+    s = compare_scenario("tiny", [obs()], [head])
+    assert s.status == "regressed"
+    lines = "\n".join(s.lines())
+    assert "MISSING tiny: structure.actor_update.rank0.entries base 8, not measured on head" in lines
+    assert "REGRESSED tiny: structure.actor_update.rank0.names -Functional.linear.backward x4" in lines
+    assert "REGRESSED tiny: layout check passes on base, fails on head: missing dump dir step_2/actor_update" in lines
+    c = Comparison("verl 0.9.1", "verl @bad", ["base", "head"], [s])
+    assert c.exit_code == 1 and c.lines()[-1] == "compare: 1 regressed -> FAIL"
+
+
+def test_a_failed_run_is_an_error_not_a_verdict():
+    broken = obs()
+    broken.errors = ["on run exited with 1"]
+    s = compare_scenario("tiny", [obs()], [broken])
+    assert s.status == "error" and s.lines() == ["ERROR tiny: head: on run exited with 1"]
+    assert Comparison("a", "b", [], [s]).exit_code == 2
+
+
+def test_a_known_gap_closing_on_head_is_news_not_a_regression():
+    base = obs(checks={"layout": True, "known_gap[critic_update]": True})
+    head = obs(checks={"layout": True, "known_gap[critic_update]": False})
+    s = compare_scenario("tiny", [base], [head])
+    assert s.status == "ok" and any("gap is closed on head" in n for n in s.notes)
