@@ -21,6 +21,7 @@ from harness.loader import ScenarioError, load_scenario, scenario_files
 from harness.rundir import MODES, ScenarioDir
 from harness.runs import LABEL_PREFIX
 from harness.scenario import Scenario
+from harness.target_env import TargetEnv
 from harness.workloads.base import Launch, WorkloadError
 from harness.workloads.settings import WORKLOADS
 from harness.workloads.verl_ppo import Inputs, VerlPpoSettings
@@ -74,12 +75,14 @@ def _local_lines(launch: Launch) -> list[str]:
         "env:",
         *(f"  {k}={v}" for k, v in sorted(env.items())),
         "argv:",
-        *_argv_lines(launch.argv(sys.executable)),
+        *_argv_lines(launch.argv(launch.python or sys.executable)),
     ]
 
 
-def describe(scenario: Scenario, path: Path, results: Path) -> list[str]:
-    """The dry-run text of one scenario; raises WorkloadError when its runs cannot be prepared."""
+def describe(scenario: Scenario, path: Path, results: Path, env: TargetEnv | None = None) -> list[str]:
+    """The dry-run text of one scenario with the target's environment ``env`` (None: the pinned releases); raises
+    WorkloadError when its runs cannot be prepared."""
+    python = env.python if env else None
     ex = scenario.executor
     lines = [
         f"=== {scenario.name} ({path})",
@@ -100,7 +103,7 @@ def describe(scenario: Scenario, path: Path, results: Path) -> list[str]:
         sdir = ScenarioDir(Path(tmp) / scenario.name)
         for mode in MODES:
             run = sdir.run(mode)
-            launch = build(scenario, run, enabled=mode == "on")
+            launch = build(scenario, run, enabled=mode == "on", python=python)
             labels = {
                 f"{LABEL_PREFIX}.session": "<session>",
                 f"{LABEL_PREFIX}.scenario": scenario.name,
@@ -108,7 +111,8 @@ def describe(scenario: Scenario, path: Path, results: Path) -> list[str]:
             }
             lines.append(f"--- {mode} run (precision_debugger {'enabled' if mode == 'on' else 'disabled'})")
             if isinstance(w, VerlPpoSettings):
-                lines.append(f"overrides checked offline against verl {w.verl_version}'s hydra config: ok")
+                verl = env.target.verl.identity if env else w.verl_version
+                lines.append(f"overrides checked offline against verl {verl}'s hydra config: ok")
             lines += _docker_lines(launch, scenario, labels, run) if ex.kind == "docker" else _local_lines(launch)
             if mode == "on" and run.msprobe_config.is_file():
                 lines.append(f"msprobe config ({run.msprobe_config}):")
@@ -119,13 +123,13 @@ def describe(scenario: Scenario, path: Path, results: Path) -> list[str]:
         return [ln.replace(str(sdir.root), real) for ln in lines]
 
 
-def dry_run(args: list[str], results: Path) -> int:
+def dry_run(args: list[str], results: Path, env: TargetEnv | None = None) -> int:
     """Print every scenario's dry run; 2 when a file is invalid or a run cannot be prepared, else 0."""
     status = 0
     for path in scenario_files(args):
         try:
             scenario = load_scenario(path)
-            print("\n".join(describe(scenario, path, results)))
+            print("\n".join(describe(scenario, path, results, env)))
         except ScenarioError as exc:
             print(f"=== {path}\nINVALID SCENARIO:\n{exc}")
             status = 2

@@ -155,7 +155,7 @@ class GateReport:
         b = self.baseline
         env = ", ".join(
             f"{k} {b.environment[k]}"
-            for k in ("device_kind", "mindstudio-probe", "verl", "torch")
+            for k in ("device_kind", "mindstudio-probe", "verl", "target", "series", "torch")
             if k in b.environment
         )
         out = [f"baseline: {len(b.scenarios)} scenarios, commit {(b.commit or '?')[:12]}, created {b.created}; {env}"]
@@ -218,7 +218,7 @@ def compare_scenario(name: str, baseline: Baseline, obs: Observation | None, acr
     blocking = [
         f"{k} baseline {sb.environment.get(k)!r}, now {obs.environment.get(k)!r}"
         for k in BLOCKING_ENV
-        if sb.environment.get(k) != obs.environment.get(k)
+        if k in sb.environment and sb.environment.get(k) != obs.environment.get(k)  # absent: an older baseline
     ]
     info = [
         f"{k} {sb.environment.get(k)} -> {obs.environment.get(k)}"
@@ -226,7 +226,11 @@ def compare_scenario(name: str, baseline: Baseline, obs: Observation | None, acr
         if k in sb.environment and sb.environment.get(k) != obs.environment.get(k)
     ]
     if blocking and not across_env:
-        return ScenarioGate(name, "environment differs", notes=[f"not compared: {'; '.join(blocking)}"])
+        return ScenarioGate(
+            name,
+            "environment differs",
+            notes=[f"not compared: {'; '.join(blocking)} (--compare-across-env compares anyway)"],
+        )
     if blocking:
         notes.append(f"compared across environments (--compare-across-env): {'; '.join(blocking)}")
     if info:
@@ -295,8 +299,9 @@ def settings_of(scenario: Any) -> dict[str, Any]:
     }
 
 
-def observe_live(scenario: Any, sdir: Any) -> Observation:
-    """An Observation straight from a scenario's run directory (the pytest item does not wait for results.json)."""
+def observe_live(scenario: Any, sdir: Any, target: dict[str, Any] | None = None) -> Observation:
+    """An Observation straight from a scenario's run directory (the pytest item does not wait for results.json).
+    ``target``: ``ScenarioRuns.target``, the verl and msprobe the runs trained with."""
     from harness.checks.base import CheckContext
     from harness.checks.disk import check_disk
     from harness.checks.overhead import check_overhead
@@ -313,7 +318,7 @@ def observe_live(scenario: Any, sdir: Any) -> Observation:
     return Observation(
         scenario=scenario.name,
         settings=settings_of(scenario),
-        environment=with_kind(environment(scenario)),
+        environment=with_kind(environment(scenario, target)),
         figures=figures,
         structure=structure,
         errors=errors,

@@ -26,6 +26,7 @@ from harness.loader import ScenarioError, load_scenario
 from harness.results import record_check
 from harness.runs import ensure_runs
 from harness.scenario import KnownGap, Scenario
+from harness.target import SERIES_HELP, TARGET_HELP, Target, TargetError, parse_target
 from harness.workloads.base import WorkloadError
 
 TRAINED = "harness.trained_s"
@@ -46,6 +47,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="reuse successful trainings of an earlier session when the scenario's run settings are unchanged",
     )
+    g.addoption("--verl", metavar="SPEC", default=None, help=f"the verl under test: {TARGET_HELP} (env HARNESS_VERL)")
+    g.addoption(
+        "--msprobe", metavar="SPEC", default=None, help="the msprobe under test: a version or a .whl (HARNESS_MSPROBE)"
+    )
+    g.addoption("--series", default=None, help=f"{SERIES_HELP} (env HARNESS_SERIES)")
     g.addoption(
         "--harness-baseline",
         default=None,
@@ -61,6 +67,12 @@ def pytest_configure(config: pytest.Config) -> None:
     if workerinput and workerinput.get("harness_loadgroup"):
         config.option.loadgroup = True  # xdist set this from the worker's own args, before our change above
     config.stash[_SESSION] = workerinput["testrunuid"] if workerinput else uuid.uuid4().hex
+    try:
+        config.stash[_TARGET] = parse_target(
+            config.getoption("verl", None), config.getoption("msprobe", None), config.getoption("series", None)
+        )
+    except TargetError as exc:
+        raise pytest.UsageError(str(exc)) from None
     if path := config.getoption("harness_baseline", None):
         try:
             config.stash[_BASELINE] = Baseline.read(Path(path))
@@ -70,6 +82,10 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(PlainNodeIds(), "harness-plain-nodeids")
         workers = config.getoption("numprocesses", None) or 1
         config.pluginmanager.register(TimeBreakdown(int(workers) if str(workers).isdigit() else 2), "harness-times")
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"harness target: {config.stash[_TARGET].describe()}"
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -121,7 +137,9 @@ class ScenarioItem(pytest.Item):
             config.stash[_SESSION],
             config.getoption("executor"),
             reuse=config.getoption("harness_reuse"),
+            target=config.stash[_TARGET],
         )
+        self.user_properties += target_properties(self.runs.target)
         if self.runs.trained_s:
             self.user_properties.append((TRAINED, round(self.runs.trained_s, 3)))
         for mode, rec in self.runs.records.items():
@@ -180,11 +198,22 @@ class RegressionItem(ScenarioItem):
     """Against ``--harness-baseline`` (harness.gate): the absolute budgets stay with the other items."""
 
     def evaluate(self) -> CheckResult:
-        observed = observe_live(self.scenario, self.runs.dir)
+        observed = observe_live(self.scenario, self.runs.dir, self.runs.target)
         return compare_scenario(self.scenario.name, self.config.stash[_BASELINE], observed).as_check_result()
 
 
+def target_properties(target: dict[str, Any]) -> list[tuple[str, Any]]:
+    """JUnit properties naming the verl and msprobe the runs trained with."""
+    env = target.get("environment") or {}
+    names = {"target": "target.verl", "verl": "target.verl_version", "series": "target.series"}
+    return [(prop, env[k]) for k, prop in names.items() if env.get(k) is not None] + [
+        ("target.verl_dirty", bool(env.get("verl_dirty"))),
+        ("target.msprobe", env.get("mindstudio-probe")),
+    ]
+
+
 _SESSION = pytest.StashKey[str]()
+_TARGET = pytest.StashKey[Target]()
 _BASELINE = pytest.StashKey[Baseline]()
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import platform
-from importlib import metadata
 from typing import Any
 
 from filelock import FileLock
@@ -12,24 +11,24 @@ from filelock import FileLock
 from harness.checks.base import CheckResult
 from harness.runs import ScenarioRuns
 from harness.scenario import Scenario
+from harness.target import pinned_target
+from harness.target_env import ensure_env
+from harness.target_env import environment as target_environment
 
-PACKAGES = ("verl", "mindstudio-probe", "torch", "torch_npu", "transformers")
 
-
-def environment(scenario: Scenario) -> dict[str, Any]:
+def environment(scenario: Scenario, target: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Where the figures were measured. ``target``: ``ScenarioRuns.target`` (versions as installed in the target's
+    environment, its identity and series); without it, the pinned releases of the project venv."""
     env: dict[str, Any] = {"python": platform.python_version(), "machine": platform.machine()}
-    for pkg in PACKAGES:
-        try:
-            env[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            env[pkg] = None
+    env.update((target or {}).get("environment") or target_environment(ensure_env(pinned_target())))
+    packages_dir = env.pop("packages_dir", None)
     env["device"] = scenario.device
     env["executor"] = scenario.executor.kind
     if scenario.executor.kind == "docker":
         env["image"] = scenario.executor.docker.image
-    elif env["verl"] is not None:
+    elif packages_dir is not None:
         # msprobe's stack.json records every frame's source path, so dump bytes grow with this path's length
-        env["packages_dir"] = str(metadata.distribution("verl").locate_file(""))
+        env["packages_dir"] = packages_dir
     return env
 
 
@@ -51,7 +50,8 @@ def record_check(scenario: Scenario, runs: ScenarioRuns, result: CheckResult, xf
                     "workload": scenario.workload.kind,
                     "precision_debugger": scenario.precision_debugger.model_dump(by_alias=True),
                 },
-                "environment": environment(scenario),
+                "target": runs.target.get("block"),
+                "environment": environment(scenario, runs.target),
                 "runs": {
                     m: {"argv": r.argv, "executor": r.executor, **r.result.to_dict()} for m, r in runs.records.items()
                 },

@@ -18,6 +18,7 @@ from harness.loader import load_scenario
 from harness.rundir import RunDir, ScenarioDir
 from harness.runs import RunRecord, fingerprint
 from harness.structure import name_diff, normalise, structure_of
+from harness.target import pinned_target
 from harness.workloads import fault_injection
 from harness.workloads.cpu_ppo import CpuPpo
 
@@ -102,7 +103,7 @@ def test_observe_live_matches_what_results_json_would_hold(good_case):
 def _reusable_runs(scenario, sdir: ScenarioDir) -> None:
     """runs.json as a successful earlier session leaves it, so --harness-reuse checks without training."""
     records = {m: asdict(RunRecord(m, "local", ["python"], ExecResult(exit_code=0, wall_s=1.0))) for m in ("off", "on")}
-    doc = {"session": "earlier", "fingerprint": fingerprint(scenario), "records": records}
+    doc = {"session": "earlier", "fingerprint": fingerprint(scenario, pinned_target()), "records": records}
     sdir.runs_record.write_text(json.dumps(doc))
 
 

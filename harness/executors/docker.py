@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from docker.models.containers import Container
 
 IMAGE_KIND_LABEL = "io.harness.image.kind"  # "host-python" on images made by `python -m harness image build-cpu`
+TARGET_LABEL = "io.harness.target.verl"  # the verl a self-contained image holds (docker/Dockerfile.ascend)
 HOST_PYTHON = "host-python"
 CONTAINER_HOME = "/tmp"  # writable whatever the uid; the host's HOME means nothing inside
 # Host variables that describe the host's filesystem (PATH, HOME, TMPDIR) would break the image's own.
@@ -102,9 +103,11 @@ def container_spec(
 
     if rt.image_kind == "host_python":
         host = host_python()
-        python = host.executable
+        python = launch.python or host.executable
         for p in host.paths:
             bind(p)
+        if launch.python:  # a target environment (harness.target_env): layered over the mounted project venv
+            bind(Path(launch.python).parent.parent)
     for p in launch.inputs:
         bind(p)
     for m in rt.mounts:
@@ -172,8 +175,9 @@ def connect() -> DockerClient:
     return client
 
 
-def resolve_settings(client: DockerClient, settings: ExecutorSettings) -> ExecutorSettings:
-    """Check that the image exists locally and resolve ``image_kind: auto`` from its label."""
+def resolve_settings(client: DockerClient, settings: ExecutorSettings, target: str | None = None) -> ExecutorSettings:
+    """Check that the image exists locally and resolve ``image_kind: auto`` from its label. ``target``: the verl
+    identity a self-contained image must hold (its ``io.harness.target.verl`` label); None: whatever it holds."""
     rt = settings.docker
     try:
         image = client.images.get(rt.image)
@@ -185,9 +189,16 @@ def resolve_settings(client: DockerClient, settings: ExecutorSettings) -> Execut
         ) from exc
     except (docker.errors.DockerException, requests.RequestException) as exc:
         raise InfraError(f"cannot inspect image {rt.image!r}: {_short(exc)}") from exc
-    if rt.image_kind != "auto":
-        return settings
-    kind = "host_python" if (image.labels or {}).get(IMAGE_KIND_LABEL) == HOST_PYTHON else "self_contained"
+    labels = image.labels or {}
+    kind = rt.image_kind
+    if kind == "auto":
+        kind = "host_python" if labels.get(IMAGE_KIND_LABEL) == HOST_PYTHON else "self_contained"
+    if kind == "self_contained" and target and labels.get(TARGET_LABEL) != target:
+        holds = labels.get(TARGET_LABEL) or f"its base image's verl (no {TARGET_LABEL} label)"
+        raise InfraError(
+            f"image {rt.image!r} holds {holds}, the run asks for {target}: build the image for this target "
+            "(python -m harness image ascend-context --verl SPEC, see docker/README.md)"
+        )
     return settings.model_copy(update={"docker": rt.model_copy(update={"image_kind": kind})})
 
 
@@ -204,7 +215,7 @@ class DockerExecutor:
 
     def execute(self, launch: Launch, run: RunDir, settings: ExecutorSettings, labels: dict[str, str]) -> ExecResult:
         client = self._client or connect()
-        settings = resolve_settings(client, settings)
+        settings = resolve_settings(client, settings, launch.target)
         spec = container_spec(launch, run, settings, labels)
         # unique, so that a container left by a killed harness never blocks a new run
         spec["name"] = "-".join(

@@ -20,7 +20,7 @@ class LocalExecutor:
     def execute(self, launch: Launch, run: RunDir, settings: ExecutorSettings, labels: dict[str, str]) -> ExecResult:
         env = {k: os.environ[k] for k in ENV_ALLOWLIST if k in os.environ}
         env.update(PYTHONUNBUFFERED="1", **launch.env)
-        argv = launch.argv(sys.executable)
+        argv = launch.argv(launch.python or sys.executable)  # the target's environment, else the harness's own
         started = time.monotonic()
         with run.log.open("wb") as log:
             try:

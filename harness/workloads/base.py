@@ -26,12 +26,19 @@ class Launch:
     workdir: Path
     inputs: list[Path] = field(default_factory=list)
     ranks: int = 1
+    python: str | None = None  # the target environment's interpreter; None: the executor's default
+    target: str | None = None  # the verl identity a self-contained image must hold; None: the pinned release
 
     def argv(self, python: str) -> list[str]:
         return [python, "-m", self.module, *self.args]
 
 
 class Workload(Protocol):
-    def prepare(self, scenario: Scenario, run: RunDir, enabled: bool) -> Launch:
-        """Write the run's inputs into ``run`` and say how to start it (precision_debugger on or off)."""
+    # what the workload drives in the target's verl (dotted paths): probed before launching, so API drift is
+    # an infrastructure error naming the symbol, not a traceback in a training log
+    symbols: tuple[str, ...]
+
+    def prepare(self, scenario: Scenario, run: RunDir, enabled: bool, python: str | None = None) -> Launch:
+        """Write the run's inputs into ``run`` and say how to start it (precision_debugger on or off) with
+        ``python``, the target environment's interpreter."""
         ...

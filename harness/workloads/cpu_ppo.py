@@ -61,7 +61,19 @@ class CpuPpoSettings(Strict):
 
 
 class CpuPpo:
-    def prepare(self, scenario: Scenario, run: RunDir, enabled: bool) -> Launch:
+    symbols = (  # what cpu_ppo_train imports and calls from verl
+        "verl.utils.profiler.DistProfiler",
+        "verl.utils.profiler.DistProfiler.annotate",
+        "verl.utils.profiler.DistProfiler.start",
+        "verl.utils.profiler.DistProfiler.stop",
+        "verl.utils.profiler.ProfilerConfig",
+        "verl.utils.profiler.config.PrecisionDebuggerToolConfig",
+        "verl.utils.profiler.performance.simple_timer",
+        "verl.utils.tracking.FileLogger",
+        "verl.trainer.ppo.core_algos.compute_gae_advantage_return",
+    )
+
+    def prepare(self, scenario: Scenario, run: RunDir, enabled: bool, python: str | None = None) -> Launch:
         s: CpuPpoSettings = scenario.workload  # type: ignore[assignment]
         run.root.mkdir(parents=True, exist_ok=True)
         profiler = None
@@ -100,4 +112,5 @@ class CpuPpo:
             env={"VERL_FILE_LOGGER_PATH": str(run.metrics), **(fault_injection.passthrough() if enabled else {})},
             workdir=run.root,
             ranks=scenario.world_size,
+            python=python,
         )

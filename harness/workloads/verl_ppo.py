@@ -300,7 +300,13 @@ def build_overrides(scenario: Scenario, run: RunDir, enabled: bool) -> tuple[str
 
 
 class VerlPpo:
-    def build(self, scenario: Scenario, run: RunDir, enabled: bool) -> Launch:
+    symbols = (  # on the host: the target's main_ppo and the precision_debugger integration it configures
+        "verl.trainer.main_ppo.main",
+        "verl.utils.profiler.precision_debugger_profile.PrecisionDebuggerProfiler",
+        "verl.utils.profiler.config.PrecisionDebuggerToolConfig",
+    )
+
+    def build(self, scenario: Scenario, run: RunDir, enabled: bool, python: str | None = None) -> Launch:
         """Write the msprobe config (on), compose and check the overrides, and say what to run. Does not look
         for the model and data on this host (dry runs describe a runner, not this machine)."""
         from harness.workloads.verl_config import check_overrides
@@ -311,7 +317,9 @@ class VerlPpo:
             cfg = msprobe_config(scenario.precision_debugger, dump_path=str(run.dumps))
             run.msprobe_config.write_text(json.dumps(cfg, indent=2))
         config_name, overrides, expected = build_overrides(scenario, run, enabled)
-        check_overrides(config_name, overrides, expected, enabled=enabled, verl_version=s.verl_version)
+        # a target's verl (python given) is whatever it is: the image must hold it too (its label is checked)
+        pinned = s.verl_version if python is None else None
+        check_overrides(config_name, overrides, expected, enabled=enabled, verl_version=pinned, python=python)
         inputs = Inputs.of(s)
         return Launch(
             module=MODULE,
@@ -320,9 +328,10 @@ class VerlPpo:
             workdir=run.root,
             inputs=[inputs.model, inputs.data_dir],
             ranks=scenario.world_size,
+            python=python,
         )
 
-    def prepare(self, scenario: Scenario, run: RunDir, enabled: bool) -> Launch:
+    def prepare(self, scenario: Scenario, run: RunDir, enabled: bool, python: str | None = None) -> Launch:
         """``build`` after making sure the model and the data exist here (they are mounted from this host)."""
         inputs = Inputs.of(scenario.workload)  # type: ignore[arg-type]
         if missing := inputs.missing():
@@ -331,4 +340,4 @@ class VerlPpo:
                 f"(QWEN2_0_5B_PATH, GSM8K_DATA_DIR); make the gsm8k parquet files with: "
                 f"{' '.join(inputs.prepare_data_argv())}"
             )
-        return self.build(scenario, run, enabled)
+        return self.build(scenario, run, enabled, python)
