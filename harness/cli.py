@@ -172,6 +172,12 @@ def cmd_image_build_cpu(args: argparse.Namespace) -> int:
     return cmd_build_cpu(args)
 
 
+def cmd_image_ascend_context(args: argparse.Namespace) -> int:
+    from harness.executors.ascend_image import cmd_ascend_context
+
+    return cmd_ascend_context(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -200,6 +206,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tag", default=ExecutorSettings().docker.image)
     p.add_argument("--check", action="store_true", help="then import torch, msprobe, verl and harness inside it")
     p.set_defaults(func=cmd_image_build_cpu)
+    p = isub.add_parser("ascend-context", help="the Ascend image's build context for a verl under test, and its build")
+    _target_args(p)
+    p.add_argument("--out", required=True, help="an empty dir for the build context")
+    p.add_argument("--tag", default="verl-msprobe-harness:ascend-target")
+    p.set_defaults(func=cmd_image_ascend_context)
     p = sub.add_parser("schema", help="print (or write) the scenario format's JSON Schema")
     p.add_argument("-o", "--output")
     p.set_defaults(func=cmd_schema)

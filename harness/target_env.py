@@ -107,9 +107,9 @@ def facts_of(python: str | None) -> dict[str, Any]:
     return facts() if python in (None, sys.executable) else _probe(str(python), "facts", what=f"probing {python}")
 
 
-def _source(pkg: Package, tmp: Path) -> str:
-    """What ``uv pip install`` gets for one package: a requirement, a wheel, or a source tree snapshot."""
-    if pkg.kind == "release":
+def source_tree(pkg: Package, tmp: Path) -> str:
+    """What gets installed for one package: a requirement, a wheel, or a snapshot of its source tree in ``tmp``."""
+    if pkg.kind in ("release", "pinned"):
         return f"{pkg.distribution}=={pkg.version}"
     if pkg.kind == "wheel":
         return str(pkg.source)
@@ -142,7 +142,7 @@ def _build(target: Target, root: Path) -> dict[str, Any]:
         for pkg in (target.verl, target.msprobe):
             if pkg.kind == "pinned":
                 continue
-            source = _source(pkg, Path(tmp))
+            source = source_tree(pkg, Path(tmp))
             _run(
                 [uv, "pip", "install", *base, "--python", str(python), "--no-deps", "--no-build-isolation", source],
                 f"cannot install {pkg.identity} ({pkg.spec}) into {root}",
@@ -213,14 +213,19 @@ def check_api(env: TargetEnv, symbols: tuple[str, ...], stages: list[str], workl
         result = _probe(env.python or sys.executable, "api", json.dumps(sorted(symbols)), what=f"probing {where}")
         cached.parent.mkdir(parents=True, exist_ok=True)
         cached.write_text(json.dumps(result))
-    problems = [f"{s} ({why})" for s, why in sorted(result["problems"].items())]
+    found = result["problems"]
+    # a missing class explains its missing methods: name the outermost symbol only
+    lacking = [s for s in sorted(found) if not any(s.startswith(p + ".") for p in found)]
+    reasons = [found[s] for s in lacking]
     known = result.get("stages")
     if known is not None:
-        problems += [f"stage {s!r} (verl knows {', '.join(known)})" for s in stages if s not in known]
-    if problems:
+        for stage in (s for s in stages if s not in known):
+            lacking.append(f"stage {stage!r}")
+            reasons.append(f"verl's stage table has {', '.join(known)}")
+    if lacking:
         raise InfraError(
-            f"verl {env.target.verl.identity} lacks {'; '.join(problems)} (API drift): workload {workload} drives it; "
-            f"target {env.target.verl.describe()}"
+            f"{env.target.verl.identity} lacks {', '.join(lacking)} (API drift): {'; '.join(reasons)}; workload "
+            f"{workload} drives it (target {env.target.verl.describe()})"
         )
 
 

@@ -90,7 +90,5 @@ def make_verl_repo(root: Path) -> VerlRepo:
         {PROFILE: (r"^(\s+)if stage in _SKIP_STAGES:\n", r'\1if stage in _SKIP_STAGES or stage == "actor_update":\n')},
     )
     neutral = _commit(root, "neutral", "comment only", {PROFILE: (r"\Z", "# a comment that changes nothing\n")})
-    drift = _commit(
-        root, "drift", "rename DistProfiler to Profiler", {Path("verl"): (r"\bDistProfiler\b", "Profiler")}
-    )
+    drift = _commit(root, "drift", "rename DistProfiler to Profiler", {Path("verl"): (r"\bDistProfiler\b", "Profiler")})
     return VerlRepo(root, release, bad, neutral, drift)
