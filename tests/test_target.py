@@ -189,9 +189,8 @@ def test_dirty_checkout_gets_its_own_environment_and_docker_runs_it_like_local(
     dirty = parse_target(str(checkout))
     assert dirty.verl.dirty and dirty.verl.commit == repo.neutral and len(dirty.verl.dirty_hash or "") == 64
     assert ensure_env(dirty).root != ensure_env(parse_target(f"{repo.path}@neutral")).root
-    assert not git(checkout, "status", "--porcelain", "--ignored").replace(f" M {PROFILE}", "").strip(), (
-        "building must leave the checkout as it was"
-    )
+    status = git(checkout, "status", "--porcelain", "--ignored")
+    assert status == f"M {PROFILE}", f"building must leave the checkout as it was: {status}"
 
     daemon()
     res = small / "res_docker_dirty"
@@ -201,7 +200,7 @@ def test_dirty_checkout_gets_its_own_environment_and_docker_runs_it_like_local(
     doc = json.loads((res / "tiny_fsdp_l1" / "results.json").read_text())
     print(json.dumps(doc["target"], indent=1))
     assert doc["target"]["verl"]["dirty"] is True and doc["target"]["verl"]["commit"] == repo.neutral
-    assert doc["environment"]["verl_dirty"] is True and doc["environment"]["executor"] == "docker"
+    assert doc["environment"]["verl_dirty"] is True
     run = json.loads((res / "tiny_fsdp_l1" / "on" / "run.json").read_text())
     assert run["executor"] == "docker" and run["argv"][0] == str(ensure_env(dirty).python)
 
