@@ -111,8 +111,9 @@ def describe(scenario: Scenario, path: Path, results: Path, env: TargetEnv | Non
             }
             lines.append(f"--- {mode} run (precision_debugger {'enabled' if mode == 'on' else 'disabled'})")
             if isinstance(w, VerlPpoSettings):
-                verl = env.target.verl.identity if env else w.verl_version
-                lines.append(f"overrides checked offline against verl {verl}'s hydra config: ok")
+                pinned = env is None or env.target.verl.kind == "pinned"
+                verl = f"verl {w.verl_version}" if pinned else env.target.verl.identity  # type: ignore[union-attr]
+                lines.append(f"overrides checked offline against {verl}'s hydra config: ok")
             lines += _docker_lines(launch, scenario, labels, run) if ex.kind == "docker" else _local_lines(launch)
             if mode == "on" and run.msprobe_config.is_file():
                 lines.append(f"msprobe config ({run.msprobe_config}):")

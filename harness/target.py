@@ -107,7 +107,7 @@ class Package(BaseModel):
 
     def describe(self) -> str:
         """One line for people: version, commit, dirty or not, where it came from."""
-        parts = [f"{self.name} {self.version or '?'}"]
+        parts = [f"{self.name} {self.version}" if self.version else self.name]  # a checkout's: known once installed
         if self.commit:
             dirty = f" (dirty, changes {self.dirty_hash[:12]})" if self.dirty_hash else ""
             parts.append(f"@ {self.commit[:12]}{dirty}")
