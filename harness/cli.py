@@ -1,4 +1,4 @@
-"""Command line: ``python -m harness {validate,run,dry-run,image,schema} ...``.
+"""Command line: ``python -m harness {validate,run,dry-run,target,image,schema} ...``.
 
 Exit codes: 0 all good; 1 a check failed; 2 invalid input or an infrastructure error.
 """
@@ -26,6 +26,8 @@ from harness.registry import EXECUTORS
 from harness.results import record_check
 from harness.runs import ensure_runs
 from harness.scenario import ExecutorSettings, Scenario
+from harness.target import SERIES_HELP, TARGET_HELP, Target, parse_target
+from harness.target_env import ensure_env
 
 console = Console(highlight=False)
 
@@ -62,10 +64,10 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def evaluate(
-    scenario: Scenario, results: Path, session: str, executor: str | None, reuse: bool
+    scenario: Scenario, results: Path, session: str, executor: str | None, reuse: bool, target: Target
 ) -> tuple[float, list[CheckResult]]:
     """The same runs and checks as the pytest items, outside pytest; returns the training time too."""
-    runs = ensure_runs(scenario, results, session, executor, reuse=reuse)
+    runs = ensure_runs(scenario, results, session, executor, reuse=reuse, target=target)
     ctx = CheckContext(scenario, runs.dir)
     out = []
     for check in CHECKS.values():
@@ -85,6 +87,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
     session, results, status = uuid.uuid4().hex, Path(args.results).resolve(), 0
     started, trained = time.monotonic(), 0.0
+    target = parse_target(args.verl, args.msprobe, args.series)
+    console.print(f"target: {escape(ensure_env(target).label())}", soft_wrap=True)
     table = Table("scenario", "check", "verdict", "key figures", title=f"results in {results}")
     for s in scenarios:
         if reason := skip_reason(s):
@@ -95,7 +99,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"[bold]{s.name}[/]: training off and on ({s.executor.kind if not args.executor else args.executor})"
         )
         try:
-            seconds, checks = evaluate(s, results, session, args.executor, args.reuse)
+            seconds, checks = evaluate(s, results, session, args.executor, args.reuse, target)
             trained += seconds
         except HarnessError as exc:
             console.print(f"[red]{exc.label}[/] {escape(str(exc))}")
@@ -125,13 +129,39 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_dry_run(args: argparse.Namespace) -> int:
     from harness.dry_run import dry_run
 
-    return dry_run(args.paths, Path(args.results).resolve())
+    env = ensure_env(parse_target(args.verl, args.msprobe, args.series))
+    print(f"target: {env.label()}\n")
+    return dry_run(args.paths, Path(args.results).resolve(), env)
+
+
+def cmd_target(args: argparse.Namespace) -> int:
+    """Make (or reuse) the target's environment and say what it holds: CI runs it once before the scenarios."""
+    env = ensure_env(parse_target(args.verl, args.msprobe, args.series))
+    print(f"target: {env.target.describe()}")
+    print(f"python: {env.python or sys.executable}")
+    how = "project venv (no environment of its own)" if env.root is None else f"{env.root}"
+    print(f"environment: {how}; {'reused' if env.reused else 'made'} in {env.setup_s:.2f}s")
+    if args.json:
+        print(json.dumps(env.target.block(), indent=1))
+    return 0
+
+
+def _target_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--verl", metavar="SPEC", help=f"the verl under test: {TARGET_HELP} (env HARNESS_VERL)")
+    p.add_argument("--msprobe", metavar="SPEC", help="the msprobe under test: a version or a .whl (HARNESS_MSPROBE)")
+    p.add_argument("--series", help=f"{SERIES_HELP} (env HARNESS_SERIES)")
 
 
 def cmd_image_build_cpu(args: argparse.Namespace) -> int:
     from harness.executors.docker_image import cmd_build_cpu  # imports the docker SDK only when used
 
     return cmd_build_cpu(args)
+
+
+def cmd_image_ascend_context(args: argparse.Namespace) -> int:
+    from harness.executors.ascend_image import cmd_ascend_context
+
+    return cmd_ascend_context(args)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -145,17 +175,28 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--results", default="results")
     p.add_argument("--executor", choices=list(EXECUTORS))
     p.add_argument("--reuse", action="store_true", help="reuse earlier successful trainings of unchanged scenarios")
+    _target_args(p)
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("dry-run", help="print what each training would run (image, devices, mounts, env, argv)")
     p.add_argument("paths", nargs="+")
     p.add_argument("--results", default="results", help="the results dir the real run would use (nothing written)")
+    _target_args(p)
     p.set_defaults(func=cmd_dry_run)
+    p = sub.add_parser("target", help="make (or reuse) the environment of a verl/msprobe under test and describe it")
+    _target_args(p)
+    p.add_argument("--json", action="store_true", help="also print the target block results.json records")
+    p.set_defaults(func=cmd_target)
     p = sub.add_parser("image", help="make container images for the docker executor")
     isub = p.add_subparsers(dest="image_command", required=True)
     p = isub.add_parser("build-cpu", help="import a bare rootfs image that runs this venv (no registry; CI uses it)")
     p.add_argument("--tag", default=ExecutorSettings().options("docker").image)
     p.add_argument("--check", action="store_true", help="then import torch, msprobe, verl and harness inside it")
     p.set_defaults(func=cmd_image_build_cpu)
+    p = isub.add_parser("ascend-context", help="the Ascend image's build context for a verl under test, and its build")
+    _target_args(p)
+    p.add_argument("--out", required=True, help="an empty dir for the build context")
+    p.add_argument("--tag", default="verl-msprobe-harness:ascend-target")
+    p.set_defaults(func=cmd_image_ascend_context)
     p = sub.add_parser("schema", help="print (or write) the scenario format's JSON Schema")
     p.add_argument("-o", "--output")
     p.set_defaults(func=cmd_schema)

@@ -19,10 +19,13 @@ from harness.registry import EXECUTORS, WORKLOADS
 from harness.rundir import MODES, ScenarioDir
 from harness.runs import LABEL_PREFIX
 from harness.scenario import Scenario
+from harness.target_env import TargetEnv
 
 
-def describe(scenario: Scenario, path: Path, results: Path) -> list[str]:
-    """The dry-run text of one scenario; raises WorkloadError when its runs cannot be prepared."""
+def describe(scenario: Scenario, path: Path, results: Path, env: TargetEnv | None = None) -> list[str]:
+    """The dry-run text of one scenario with the target's environment ``env`` (None: the pinned releases); raises
+    WorkloadError when its runs cannot be prepared."""
+    python = env.python if env else None
     ex = scenario.executor
     lines = [
         f"=== {scenario.name} ({path})",
@@ -36,7 +39,7 @@ def describe(scenario: Scenario, path: Path, results: Path) -> list[str]:
         sdir = ScenarioDir(Path(tmp) / scenario.name)
         for mode in MODES:
             run = sdir.run(mode)
-            launch = workload.prepare(scenario, run, enabled=mode == "on", dry=True)
+            launch = workload.prepare(scenario, run, enabled=mode == "on", dry=True, python=python)
             labels = {
                 f"{LABEL_PREFIX}.session": "<session>",
                 f"{LABEL_PREFIX}.scenario": scenario.name,
@@ -49,18 +52,18 @@ def describe(scenario: Scenario, path: Path, results: Path) -> list[str]:
                 lines += [
                     f"  {ln}" for ln in json.dumps(json.loads(run.msprobe_config.read_text()), indent=2).splitlines()
                 ]
-        lines[at:at] = workload.describe(scenario, sdir.run("on"))
+        lines[at:at] = workload.describe(scenario, sdir.run("on"), python)
         real = str(results / scenario.name)
         return [ln.replace(str(sdir.root), real) for ln in lines]
 
 
-def dry_run(args: list[str], results: Path) -> int:
+def dry_run(args: list[str], results: Path, env: TargetEnv | None = None) -> int:
     """Print every scenario's dry run; 2 when a file is invalid or a run cannot be prepared, else 0."""
     status = 0
     for path in scenario_files(args):
         try:
             scenario = load_scenario(path)
-            print("\n".join(describe(scenario, path, results)))
+            print("\n".join(describe(scenario, path, results, env)))
         except ScenarioError as exc:
             print(f"=== {path}\nINVALID SCENARIO:\n{exc}")
             status = 2

@@ -21,6 +21,12 @@ class ScenarioError(HarnessError):
         self.problems = problems
 
 
+class TargetError(HarnessError):
+    """A verl or msprobe SPEC that names nothing installable (a missing path, an unknown ref): said before any run."""
+
+    label = "TARGET ERROR"
+
+
 class WorkloadError(HarnessError):
     """A valid scenario whose runs cannot be prepared as it asks (caught before training)."""
 

@@ -19,6 +19,8 @@ class Launch:
     env: dict[str, str]
     workdir: Path
     inputs: list[Path] = field(default_factory=list)
+    python: str | None = None  # the target environment's interpreter; None: the executor's default
+    target: str | None = None  # the verl identity a self-contained image must hold; None: the pinned release
 
     def argv(self, python: str) -> list[str]:
         return [python, "-m", self.module, *self.args]

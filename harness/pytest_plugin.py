@@ -29,6 +29,7 @@ from harness.results import record_check
 from harness.runs import ensure_runs
 from harness.scenario import Scenario
 from harness.settings import KnownGap
+from harness.target import SERIES_HELP, TARGET_HELP, Target, parse_target
 
 TRAINED = "harness.trained_s"
 
@@ -55,6 +56,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="reuse successful trainings of an earlier session when the scenario's run settings are unchanged",
     )
+    g.addoption("--verl", metavar="SPEC", default=None, help=f"the verl under test: {TARGET_HELP} (env HARNESS_VERL)")
+    g.addoption(
+        "--msprobe", metavar="SPEC", default=None, help="the msprobe under test: a version or a .whl (HARNESS_MSPROBE)"
+    )
+    g.addoption("--series", default=None, help=f"{SERIES_HELP} (env HARNESS_SERIES)")
     g.addoption(
         "--harness-baseline",
         default=None,
@@ -70,6 +76,12 @@ def pytest_configure(config: pytest.Config) -> None:
     if workerinput and workerinput.get("harness_loadgroup"):
         config.option.loadgroup = True  # xdist set this from the worker's own args, before our change above
     config.stash[_SESSION] = workerinput["testrunuid"] if workerinput else uuid.uuid4().hex
+    try:
+        config.stash[_TARGET] = parse_target(
+            config.getoption("verl", None), config.getoption("msprobe", None), config.getoption("series", None)
+        )
+    except HarnessError as exc:
+        raise pytest.UsageError(one_line(exc)) from None
     if path := config.getoption("harness_baseline", None):
         try:
             config.stash[_BASELINE] = Baseline.read(Path(path))
@@ -79,6 +91,10 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(PlainNodeIds(), "harness-plain-nodeids")
         workers = config.getoption("numprocesses", None) or 1
         config.pluginmanager.register(TimeBreakdown(int(workers) if str(workers).isdigit() else 2), "harness-times")
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"harness target: {config.stash[_TARGET].describe()}"
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -129,9 +145,11 @@ class ScenarioItem(pytest.Item):
                 config.stash[_SESSION],
                 config.getoption("executor"),
                 reuse=config.getoption("harness_reuse"),
+                target=config.stash[_TARGET],
             )
         except HarnessError as exc:
             _fail(exc)
+        self.user_properties += target_properties(self.runs.target)
         if self.runs.trained_s:
             self.user_properties.append((TRAINED, round(self.runs.trained_s, 3)))
         for mode, rec in self.runs.records.items():
@@ -187,7 +205,18 @@ class RegressionItem(ScenarioItem):
         return compare_scenario(self.scenario.name, self.config.stash[_BASELINE], observed).as_check_result()
 
 
+def target_properties(target: dict[str, Any]) -> list[tuple[str, Any]]:
+    """JUnit properties naming the verl and msprobe the runs trained with."""
+    env = target.get("environment") or {}
+    names = {"target": "target.verl", "verl": "target.verl_version", "series": "target.series"}
+    return [(prop, env[k]) for k, prop in names.items() if env.get(k) is not None] + [
+        ("target.verl_dirty", bool(env.get("verl_dirty"))),
+        ("target.msprobe", env.get("mindstudio-probe")),
+    ]
+
+
 _SESSION = pytest.StashKey[str]()
+_TARGET = pytest.StashKey[Target]()
 _BASELINE = pytest.StashKey[Baseline]()
 
 

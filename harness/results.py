@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import platform
-from importlib import metadata
 from typing import Any
 
 from filelock import FileLock
@@ -13,20 +12,20 @@ from harness.checks.base import CheckResult
 from harness.registry import EXECUTORS
 from harness.runs import ScenarioRuns
 from harness.scenario import Scenario
+from harness.target import pinned_target
+from harness.target_env import ensure_env
+from harness.target_env import environment as target_environment
 
-PACKAGES = ("verl", "mindstudio-probe", "torch", "torch_npu", "transformers")
 
-
-def environment(scenario: Scenario) -> dict[str, Any]:
+def environment(scenario: Scenario, target: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Where the figures were measured. ``target``: ``ScenarioRuns.target`` (versions as installed in the target's
+    environment, its identity and series); without it, the pinned releases of the project venv."""
     env: dict[str, Any] = {"python": platform.python_version(), "machine": platform.machine()}
-    for pkg in PACKAGES:
-        try:
-            env[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            env[pkg] = None
+    env.update((target or {}).get("environment") or target_environment(ensure_env(pinned_target())))
+    packages_dir = env.pop("packages_dir", None)
     env["device"] = scenario.device
     env["executor"] = kind = scenario.executor.kind
-    return env | EXECUTORS[kind].environment(scenario.executor)
+    return env | EXECUTORS[kind].environment(scenario.executor, packages_dir)
 
 
 def settings_of(scenario: Scenario) -> dict[str, Any]:
@@ -52,7 +51,8 @@ def record_check(scenario: Scenario, runs: ScenarioRuns, result: CheckResult, xf
                 "scenario": scenario.name,
                 "session": runs.session,
                 "settings": settings_of(scenario),
-                "environment": environment(scenario),
+                "target": runs.target.get("block"),
+                "environment": environment(scenario, runs.target),
                 "runs": {
                     m: {"argv": r.argv, "executor": r.executor, **r.result.to_dict()} for m, r in runs.records.items()
                 },

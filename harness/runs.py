@@ -10,8 +10,9 @@ import hashlib
 import json
 import shutil
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from filelock import FileLock
 
@@ -20,6 +21,8 @@ from harness.launch import ExecResult
 from harness.registry import EXECUTORS, WORKLOADS
 from harness.rundir import MODES, Mode, ScenarioDir
 from harness.scenario import Scenario
+from harness.target import Target, parse_target
+from harness.target_env import TargetEnv, check_api, ensure_env, environment
 from harness.workloads import fault_injection
 
 LABEL_PREFIX = "io.harness"
@@ -32,6 +35,7 @@ class RunRecord:
     argv: list[str]
     result: ExecResult
     error: str | None = None
+    target: dict[str, Any] | None = None  # the verl and msprobe under test (Target.block)
 
 
 @dataclass
@@ -40,11 +44,18 @@ class ScenarioRuns:
     session: str
     records: dict[Mode, RunRecord]
     trained_s: float  # wall time of the trainings this call ran (0 when reused)
+    # the target as results.json records it: {"block": Target.block(), "environment": versions, identity, series}
+    target: dict[str, Any] = field(default_factory=dict)
 
     @property
     def error(self) -> str | None:
         errors = [f"{r.mode} run: {r.error}" for r in self.records.values() if r.error]
         return "\n".join(errors) or None
+
+
+def target_labels(target: Target) -> dict[str, str]:
+    """Container labels naming the target; a self-contained image must carry the same verl label."""
+    return {f"{LABEL_PREFIX}.target.verl": target.verl.identity, f"{LABEL_PREFIX}.target.series": target.series}
 
 
 def _tail(path: Path, lines: int = 15) -> str:
@@ -64,77 +75,103 @@ def _verdict(res: ExecResult, settings_timeout: float, log: Path) -> str | None:
     return None
 
 
-def fingerprint(scenario: Scenario) -> str:
-    """What the trainings depend on: everything but the checks' expectations and budgets (plus test knobs)."""
+def fingerprint(scenario: Scenario, target: Target) -> str:
+    """What the trainings depend on: everything but the checks' expectations and budgets (plus test knobs), and
+    the verl and msprobe under test."""
     data = scenario.model_dump(mode="json", exclude={"expect", "budgets", "description"})
     data["test_knobs"] = fault_injection.passthrough()
+    data["target"] = {"verl": target.verl.key(), "msprobe": target.msprobe.key()}
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _load(sdir: ScenarioDir, session: str, scenario: Scenario, reuse: bool) -> ScenarioRuns | None:
+def _load(sdir: ScenarioDir, session: str, scenario: Scenario, target: Target, reuse: bool) -> ScenarioRuns | None:
     try:
         raw = json.loads(sdir.runs_record.read_text())
     except (OSError, ValueError):
         return None
     same_session = raw.get("session") == session
-    if not same_session and not (reuse and raw.get("fingerprint") == fingerprint(scenario) and not _failed(raw)):
+    if raw.get("fingerprint") != fingerprint(scenario, target):
+        return None  # another target (or other settings) in the same session: train again
+    if not same_session and not (reuse and not _failed(raw)):
         return None
     records = {m: RunRecord(**{**r, "result": ExecResult(**r["result"])}) for m, r in raw["records"].items()}
-    return ScenarioRuns(sdir, raw["session"], records, trained_s=0.0)
+    return ScenarioRuns(sdir, raw["session"], records, trained_s=0.0, target=raw.get("target", {}))
 
 
 def _failed(raw: dict) -> bool:
     return len(raw.get("records", {})) < len(MODES) or any(r.get("error") for r in raw["records"].values())
 
 
-def ensure_runs(
-    scenario: Scenario, results: Path, session: str, executor: str | None = None, reuse: bool = False
-) -> ScenarioRuns:
-    """Run (or reuse this session's) off and on trainings; raise InfraError if either failed.
+def target_env(scenario: Scenario, target: Target) -> TargetEnv:
+    """The target's environment, checked for what the scenario's workload drives (API drift: InfraError)."""
+    env = ensure_env(target)
+    workload = WORKLOADS[scenario.workload.kind]
+    check_api(env, workload.symbols, list(scenario.precision_debugger.stages), scenario.workload.kind)
+    return env
 
-    ``reuse`` also accepts successful runs of an earlier session made from the same scenario settings
-    (re-checking without retraining)."""
+
+def ensure_runs(
+    scenario: Scenario,
+    results: Path,
+    session: str,
+    executor: str | None = None,
+    reuse: bool = False,
+    target: Target | None = None,
+) -> ScenarioRuns:
+    """Run (or reuse this session's) off and on trainings of ``target`` (default: from HARNESS_VERL and
+    HARNESS_MSPROBE, else the pinned releases); raise InfraError if either failed.
+
+    ``reuse`` also accepts successful runs of an earlier session made from the same scenario settings and
+    target (re-checking without retraining)."""
+    target = target or parse_target()
     sdir = ScenarioDir(Path(results) / scenario.name)
     sdir.root.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(sdir.lock)):
-        runs = _load(sdir, session, scenario, reuse)
+        runs = _load(sdir, session, scenario, target, reuse)
         if runs is None:
-            runs = _run_both(scenario, sdir, session, executor or scenario.executor.kind)
+            env = target_env(scenario, target)
+            runs = _run_both(scenario, sdir, session, executor or scenario.executor.kind, env)
     if runs.error:
         raise InfraError(f"scenario {scenario.name}: {runs.error}")
     return runs
 
 
-def _run_both(scenario: Scenario, sdir: ScenarioDir, session: str, executor_kind: str) -> ScenarioRuns:
+def _run_both(scenario: Scenario, sdir: ScenarioDir, session: str, executor_kind: str, env: TargetEnv) -> ScenarioRuns:
     shutil.rmtree(sdir.root, ignore_errors=True)
     sdir.root.mkdir(parents=True)
     executor = EXECUTORS[executor_kind]
     workload = WORKLOADS[scenario.workload.kind]
     records: dict[Mode, RunRecord] = {}
+    block = env.target.block()
     started = time.monotonic()
     for mode in MODES:
         run = sdir.run(mode)
-        launch = workload.prepare(scenario, run, enabled=mode == "on")
+        launch = workload.prepare(scenario, run, enabled=mode == "on", python=env.python)
+        if env.target.verl.kind != "pinned":  # a self-contained image must hold this very verl
+            launch = replace(launch, target=env.target.verl.identity)
         labels = {
             f"{LABEL_PREFIX}.session": session,
             f"{LABEL_PREFIX}.scenario": scenario.name,
             f"{LABEL_PREFIX}.run": mode,
+            **target_labels(env.target),
         }
         try:
             res = executor.execute(launch, run, scenario.executor, labels)
             error = _verdict(res, scenario.executor.timeout_s, run.log)
         except InfraError as exc:
             res, error = ExecResult(exit_code=None, wall_s=0.0, detail=str(exc)), str(exc)
-        records[mode] = RunRecord(mode, executor.name, res.argv or launch.argv("python"), res, error)
+        records[mode] = RunRecord(mode, executor.name, res.argv or launch.argv("python"), res, error, block)
         run.record.write_text(json.dumps(asdict(records[mode]), indent=2))
         if error:
             break  # the on run is pointless without a baseline
-    runs = ScenarioRuns(sdir, session, records, trained_s=time.monotonic() - started)
+    recorded = {"block": block, "environment": environment(env)}
+    runs = ScenarioRuns(sdir, session, records, trained_s=time.monotonic() - started, target=recorded)
     sdir.runs_record.write_text(
         json.dumps(
             {
                 "session": session,
-                "fingerprint": fingerprint(scenario),
+                "fingerprint": fingerprint(scenario, env.target),
+                "target": recorded,
                 "records": {m: asdict(r) for m, r in records.items()},
             },
             indent=2,

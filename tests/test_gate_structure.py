@@ -19,6 +19,7 @@ from harness.gate.verdicts import compare_scenario
 from harness.launch import ExecResult
 from harness.rundir import ScenarioDir
 from harness.runs import RunRecord, fingerprint
+from harness.target import pinned_target
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -91,7 +92,7 @@ def test_names_that_vary_between_calibration_runs_are_not_gated(tmp_path):
 def _observed(scenario, sdir: ScenarioDir):
     """Every check run and recorded in results.json (as ``harness run`` does), then observed as the gate does."""
     _reusable_runs(scenario, sdir)
-    evaluate(scenario, sdir.root.parent, "now", None, reuse=True)
+    evaluate(scenario, sdir.root.parent, "now", None, reuse=True, target=pinned_target())
     return observe_results(sdir.results)
 
 
@@ -108,7 +109,7 @@ def test_observation_of_a_results_dir_holds_every_gated_figure(good_case):
 def _reusable_runs(scenario, sdir: ScenarioDir) -> None:
     """runs.json as a successful earlier session leaves it, so --harness-reuse checks without training."""
     records = {m: asdict(RunRecord(m, "local", ["python"], ExecResult(exit_code=0, wall_s=1.0))) for m in ("off", "on")}
-    doc = {"session": "earlier", "fingerprint": fingerprint(scenario), "records": records}
+    doc = {"session": "earlier", "fingerprint": fingerprint(scenario, pinned_target()), "records": records}
     sdir.runs_record.write_text(json.dumps(doc))
 
 

@@ -40,17 +40,18 @@ class EchoSettings(Strict):
 class Echo:
     name: ClassVar[str] = "echo"
     settings: ClassVar[Any] = EchoSettings
+    symbols: ClassVar[tuple[str, ...]] = ()  # drives nothing of verl
 
-    def prepare(self, scenario: ScenarioView, run: RunDir, enabled: bool, *, dry: bool = False) -> Launch:
+    def prepare(self, scenario: ScenarioView, run: RunDir, enabled: bool, *, dry=False, python=None) -> Launch:
         run.root.mkdir(parents=True, exist_ok=True)
         pd = scenario.precision_debugger
         spec = {"steps": scenario.steps, "ranks": scenario.world_size, "entries": scenario.workload.entries,
                 "profiled": pd.steps if enabled else [], "stages": pd.stages, "dumps": str(run.dumps),
                 "metrics": str(run.metrics)}
         run.spec.write_text(json.dumps(spec))
-        return Launch(module="harness.workloads.echo", args=[str(run.spec)], env={}, workdir=run.root)
+        return Launch(module="harness.workloads.echo", args=[str(run.spec)], env={}, workdir=run.root, python=python)
 
-    def describe(self, scenario: ScenarioView, run: RunDir) -> list[str]:
+    def describe(self, scenario: ScenarioView, run: RunDir, python=None) -> list[str]:
         return ["echo: writes dumps, trains nothing"]
 
 
@@ -112,7 +113,7 @@ class InlineExecutor:
     def describe(self, launch: Launch, run: RunDir, settings: ExecutorSettingsBase, labels: dict) -> list[str]:
         return [f"inline child process, greeting {settings.options('inline').greeting!r}"]
 
-    def environment(self, settings: ExecutorSettingsBase) -> dict[str, Any]:
+    def environment(self, settings: ExecutorSettingsBase, packages_dir: str | None) -> dict[str, Any]:
         return {}
 
     def device_ids(self, settings: ExecutorSettingsBase, device: str) -> list[int] | None:

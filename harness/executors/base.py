@@ -28,8 +28,9 @@ class Executor(Protocol):
         """The dry-run lines: exactly what ``execute`` would start (process or container), starting nothing."""
         ...
 
-    def environment(self, settings: ExecutorSettingsBase) -> dict[str, Any]:
-        """What results.json records of where the trainings ran (an image, an install path)."""
+    def environment(self, settings: ExecutorSettingsBase, packages_dir: str | None) -> dict[str, Any]:
+        """What results.json records of where the trainings ran (an image; the target's install path, where the
+        trainings see it: msprobe's stack.json records source paths, so dump bytes grow with its length)."""
         ...
 
     def device_ids(self, settings: ExecutorSettingsBase, device: str) -> list[int] | None:

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from docker.models.containers import Container
 
 IMAGE_KIND_LABEL = "io.harness.image.kind"  # "host-python" on images made by `python -m harness image build-cpu`
+TARGET_LABEL = "io.harness.target.verl"  # the verl a self-contained image holds (docker/Dockerfile.ascend)
 HOST_PYTHON = "host-python"
 CONTAINER_HOME = "/tmp"  # writable whatever the uid; the host's HOME means nothing inside
 # Host variables that describe the host's filesystem (PATH, HOME, TMPDIR) would break the image's own.
@@ -140,9 +141,11 @@ def container_spec(
 
     if rt.image_kind == "host_python":
         host = host_python()
-        python = host.executable
+        python = launch.python or host.executable
         for p in host.paths:
             bind(p)
+        if launch.python:  # a target environment (harness.target_env): layered over the mounted project venv
+            bind(Path(launch.python).parent.parent)
     for inp in launch.inputs:
         bind(inp)
     for m in rt.mounts:
@@ -210,8 +213,11 @@ def connect() -> DockerClient:
     return client
 
 
-def resolve_settings(client: DockerClient, settings: ExecutorSettingsBase) -> ExecutorSettingsBase:
-    """Check that the image exists locally and resolve ``image_kind: auto`` from its label."""
+def resolve_settings(
+    client: DockerClient, settings: ExecutorSettingsBase, target: str | None = None
+) -> ExecutorSettingsBase:
+    """Check that the image exists locally and resolve ``image_kind: auto`` from its label. ``target``: the verl
+    identity a self-contained image must hold (its ``io.harness.target.verl`` label); None: whatever it holds."""
     rt: DockerRuntime = settings.options("docker")
     try:
         image = client.images.get(rt.image)
@@ -223,9 +229,16 @@ def resolve_settings(client: DockerClient, settings: ExecutorSettingsBase) -> Ex
         ) from exc
     except (docker.errors.DockerException, requests.RequestException) as exc:
         raise InfraError(f"cannot inspect image {rt.image!r}: {_short(exc)}") from exc
-    if rt.image_kind != "auto":
-        return settings
-    kind = "host_python" if (image.labels or {}).get(IMAGE_KIND_LABEL) == HOST_PYTHON else "self_contained"
+    labels = image.labels or {}
+    kind = rt.image_kind
+    if kind == "auto":
+        kind = "host_python" if labels.get(IMAGE_KIND_LABEL) == HOST_PYTHON else "self_contained"
+    if kind == "self_contained" and target and labels.get(TARGET_LABEL) != target:
+        holds = labels.get(TARGET_LABEL) or f"its base image's verl (no {TARGET_LABEL} label)"
+        raise InfraError(
+            f"image {rt.image!r} holds {holds}, the run asks for {target}: build the image for this target "
+            "(python -m harness image ascend-context --verl SPEC, see docker/README.md)"
+        )
     return settings.model_copy(update={"docker": rt.model_copy(update={"image_kind": kind})})
 
 
@@ -245,7 +258,7 @@ class DockerExecutor:
         self, launch: Launch, run: RunDir, settings: ExecutorSettingsBase, labels: dict[str, str]
     ) -> ExecResult:
         client = self._client or connect()
-        settings = resolve_settings(client, settings)
+        settings = resolve_settings(client, settings, launch.target)
         spec = container_spec(launch, run, settings, labels)
         # unique, so that a container left by a killed harness never blocks a new run
         spec["name"] = "-".join(
@@ -285,7 +298,7 @@ class DockerExecutor:
         out += argv_lines(spec["command"])
         return out
 
-    def environment(self, settings: ExecutorSettingsBase) -> dict[str, Any]:
+    def environment(self, settings: ExecutorSettingsBase, packages_dir: str | None) -> dict[str, Any]:
         return {"image": settings.options("docker").image}
 
     def device_ids(self, settings: ExecutorSettingsBase, device: str) -> list[int] | None:

@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import time
-from importlib import metadata
 from typing import Any, ClassVar
 
 from harness.errors import InfraError
@@ -29,7 +28,7 @@ class LocalExecutor:
     def execute(
         self, launch: Launch, run: RunDir, settings: ExecutorSettingsBase, labels: dict[str, str]
     ) -> ExecResult:
-        argv = launch.argv(sys.executable)
+        argv = launch.argv(launch.python or sys.executable)  # the target's environment, else the harness's own
         started = time.monotonic()
         with run.log.open("wb") as log:
             try:
@@ -61,14 +60,11 @@ class LocalExecutor:
             "env:",
             *(f"  {k}={v}" for k, v in sorted(_env(launch).items())),
             "argv:",
-            *argv_lines(launch.argv(sys.executable)),
+            *argv_lines(launch.argv(launch.python or sys.executable)),
         ]
 
-    def environment(self, settings: ExecutorSettingsBase) -> dict[str, Any]:
-        try:  # msprobe's stack.json records every frame's source path: dump bytes grow with this path's length
-            return {"packages_dir": str(metadata.distribution("verl").locate_file(""))}
-        except metadata.PackageNotFoundError:
-            return {}
+    def environment(self, settings: ExecutorSettingsBase, packages_dir: str | None) -> dict[str, Any]:
+        return {"packages_dir": packages_dir} if packages_dir else {}
 
     def device_ids(self, settings: ExecutorSettingsBase, device: str) -> list[int] | None:
         return None

@@ -27,10 +27,23 @@ from harness.figures import family
 from harness.gate.observe import Observation, observe_dir
 from harness.gate.structure import Structure
 
-# Environment keys that make two measurements incomparable: the gate reports them instead of comparing.
-BLOCKING_ENV = ("device_kind", "mindstudio-probe")
-# Environment keys shown next to the baseline (differences are reported, figures still compared).
-INFO_ENV = ("verl", "torch", "torch_npu", "transformers", "python", "image", "executor", "packages_dir")
+# Environment keys that make two measurements incomparable: the gate reports them instead of comparing. The
+# series is the verl ref a baseline follows (main, a release): a release baseline says nothing about main.
+BLOCKING_ENV = ("device_kind", "mindstudio-probe", "series")
+# Environment keys shown next to the baseline (differences are reported, figures still compared); ``target`` is
+# the verl identity (commit, dirty hash), which moves every night within a series.
+INFO_ENV = (
+    "verl",
+    "target",
+    "verl_dirty",
+    "torch",
+    "torch_npu",
+    "transformers",
+    "python",
+    "image",
+    "executor",
+    "packages_dir",
+)
 
 
 class Policy(BaseModel):
@@ -146,7 +159,7 @@ def _check_consistent(name: str, obs: list[Observation]) -> None:
     first = obs[0]
     for o in obs[1:]:
         for key in BLOCKING_ENV:
-            if o.environment.get(key) != first.environment.get(key):
+            if key in first.environment and o.environment.get(key) != first.environment.get(key):
                 raise BaselineError(
                     f"{name}: runs from different environments cannot be merged: {key} "
                     f"{first.environment.get(key)!r} ({first.source}) vs {o.environment.get(key)!r} ({o.source})"

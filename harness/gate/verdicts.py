@@ -137,7 +137,7 @@ class GateReport:
         b = self.baseline
         env = ", ".join(
             f"{k} {b.environment[k]}"
-            for k in ("device_kind", "mindstudio-probe", "verl", "torch")
+            for k in ("device_kind", "mindstudio-probe", "verl", "target", "series", "torch")
             if k in b.environment
         )
         out = [f"baseline: {len(b.scenarios)} scenarios, commit {(b.commit or '?')[:12]}, created {b.created}; {env}"]
@@ -200,7 +200,7 @@ def compare_scenario(name: str, baseline: Baseline, obs: Observation | None, acr
     blocking = [
         f"{k} baseline {sb.environment.get(k)!r}, now {obs.environment.get(k)!r}"
         for k in BLOCKING_ENV
-        if sb.environment.get(k) != obs.environment.get(k)
+        if k in sb.environment and sb.environment.get(k) != obs.environment.get(k)  # absent: an older baseline
     ]
     info = [
         f"{k} {sb.environment.get(k)} -> {obs.environment.get(k)}"
@@ -208,7 +208,11 @@ def compare_scenario(name: str, baseline: Baseline, obs: Observation | None, acr
         if k in sb.environment and sb.environment.get(k) != obs.environment.get(k)
     ]
     if blocking and not across_env:
-        return ScenarioGate(name, "environment differs", notes=[f"not compared: {'; '.join(blocking)}"])
+        return ScenarioGate(
+            name,
+            "environment differs",
+            notes=[f"not compared: {'; '.join(blocking)} (--compare-across-env compares anyway)"],
+        )
     if blocking:
         notes.append(f"compared across environments (--compare-across-env): {'; '.join(blocking)}")
     if info:

@@ -74,12 +74,27 @@ def _checks(obs: Observation) -> str:
     return text + (" · gap fixed?" if gaps else "")
 
 
+def _target(env: dict) -> str:
+    dirty = " (uncommitted changes)" if env.get("verl_dirty") else ""
+    return (
+        f"verl {env.get('verl', '?')} `{env['target']}`{dirty} from `{env.get('verl_source', '?')}`, "
+        f"series `{env.get('series', '?')}`, msprobe {env.get('mindstudio-probe', '?')}"
+    )
+
+
+def target_line(observations: dict[str, Observation]) -> list[str]:
+    """What was tested: verl (version, commit, dirty or not, where from), its series and msprobe."""
+    targets = sorted({_target(o.environment) for o in observations.values() if o.environment.get("target")})
+    return [f"Target: {'; '.join(targets)}.", ""] if targets else []
+
+
 def run_table(label: str, observations: dict[str, Observation], report: GateReport | None) -> list[str]:
     gates = {g.scenario: g for g in report.scenarios} if report else {}
     baseline = report.baseline if report else None
     lines = [
         f"### {label}",
         "",
+        *target_line(observations),
         "| scenario | level | profiled-step overhead | unprofiled ratio | disk per step | checks | verdict "
         "| change against baseline |",
         "|---|---|---:|---:|---:|---|---|---|",
@@ -130,7 +145,8 @@ def summary_markdown(
         env = baseline.environment
         out.append(
             f"Baseline: commit `{(baseline.commit or '?')[:12]}` from {baseline.created}, "
-            f"{env.get('device_kind', '?')}, msprobe {env.get('mindstudio-probe', '?')}, verl {env.get('verl', '?')}. "
+            f"{env.get('device_kind', '?')}, msprobe {env.get('mindstudio-probe', '?')}, verl {env.get('verl', '?')} "
+            f"({env.get('target', '?')}, series {env.get('series', '?')}). "
             "Overhead = step time on / off at the same step; tolerances come with the baseline."
         )
     else:

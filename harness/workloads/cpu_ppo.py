@@ -61,11 +61,24 @@ class CpuPpoSettings(Strict):
 class CpuPpo:
     name: ClassVar[str] = "cpu_ppo"
     settings: ClassVar[Any] = CpuPpoSettings
+    symbols: ClassVar[tuple[str, ...]] = (  # what cpu_ppo_train imports and calls from verl
+        "verl.utils.profiler.DistProfiler",
+        "verl.utils.profiler.DistProfiler.annotate",
+        "verl.utils.profiler.DistProfiler.start",
+        "verl.utils.profiler.DistProfiler.stop",
+        "verl.utils.profiler.ProfilerConfig",
+        "verl.utils.profiler.config.PrecisionDebuggerToolConfig",
+        "verl.utils.profiler.performance.simple_timer",
+        "verl.utils.tracking.FileLogger",
+        "verl.trainer.ppo.core_algos.compute_gae_advantage_return",
+    )
 
-    def describe(self, scenario: ScenarioView, run: RunDir) -> list[str]:
+    def describe(self, scenario: ScenarioView, run: RunDir, python: str | None = None) -> list[str]:
         return []  # nothing beyond the launch itself: no host inputs, no trainer config
 
-    def prepare(self, scenario: ScenarioView, run: RunDir, enabled: bool, *, dry: bool = False) -> Launch:
+    def prepare(
+        self, scenario: ScenarioView, run: RunDir, enabled: bool, *, dry: bool = False, python: str | None = None
+    ) -> Launch:
         s: CpuPpoSettings = scenario.workload
         run.root.mkdir(parents=True, exist_ok=True)
         profiler = None
@@ -103,4 +116,5 @@ class CpuPpo:
             # the test-only fault knobs (harness.workloads.fault_injection) reach the "on" run only when set
             env={"VERL_FILE_LOGGER_PATH": str(run.metrics), **(fault_injection.passthrough() if enabled else {})},
             workdir=run.root,
+            python=python,
         )

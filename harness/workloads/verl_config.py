@@ -10,10 +10,9 @@ settings verl will read are compared with what the scenario asked for. Every pro
 from __future__ import annotations
 
 import difflib
-import importlib.metadata
-import importlib.util
+import sys
+import tempfile
 from collections.abc import Iterable
-from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,19 +44,21 @@ def parse_overrides(overrides: Iterable[str]) -> list[Override]:
     return out
 
 
-@cache
-def verl_config_dir() -> Path:
-    """verl/trainer/config of the installed verl, found without importing verl (which imports torch)."""
-    spec = importlib.util.find_spec("verl")
-    if spec is None or not spec.submodule_search_locations:
+def verl_config_dir(python: str | None = None) -> Path:
+    """verl/trainer/config of the target's verl (``python``: its interpreter; None: the harness's own), found
+    without importing verl (which imports torch)."""
+    from harness.target_env import facts_of
+
+    found = facts_of(python)["verl_config_dir"]
+    if found is None:
         raise VerlConfigError(
-            "verl is not installed on this host, so main_ppo's overrides cannot be checked offline: "
+            f"verl is not installed for {python or 'this host'}, so main_ppo's overrides cannot be checked offline: "
             "pip install -e '.[cpu]' (installs verl==0.9.1)"
         )
-    return Path(next(iter(spec.submodule_search_locations))) / "trainer" / "config"
+    return Path(found)
 
 
-def compose(config_name: str, overrides: list[str]) -> DictConfig:
+def compose(config_name: str, overrides: list[str], python: str | None = None) -> DictConfig:
     """verl's config as main_ppo gets it from ``@hydra.main`` (then resolved, as main_ppo does)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
@@ -66,7 +67,7 @@ def compose(config_name: str, overrides: list[str]) -> DictConfig:
     from omegaconf.errors import OmegaConfBaseException
 
     try:
-        with initialize_config_dir(config_dir=str(verl_config_dir()), version_base=None):
+        with initialize_config_dir(config_dir=str(verl_config_dir(python)), version_base=None):
             cfg = hydra_compose(config_name=config_name, overrides=overrides)
         OmegaConf.resolve(cfg)
     except (HydraException, OmegaConfBaseException) as exc:
@@ -116,14 +117,16 @@ def _disabled(cfg: DictConfig, key: str) -> bool:
     return any(_select(cfg, ".".join([*parts[:i], "enable"])) is False for i in range(1, len(parts)))
 
 
-def _added_unknown_keys(config_name: str, overrides: list[str], parsed: list[Override]) -> list[str]:
+def _added_unknown_keys(
+    config_name: str, overrides: list[str], parsed: list[Override], python: str | None = None
+) -> list[str]:
     """``+``/``++`` overrides in a profiler block that add a key verl's config does not define: verl never
     reads it. Compared with the config composed from the other overrides (group choices included)."""
     adds = [o for o in parsed if (o.is_add() or o.is_force_add()) and _is_profiler_key(o.key_or_group)]
     if not adds:
         return []
     lines = {o.input_line for o in adds}
-    base = compose(config_name, [t for t in overrides if t not in lines])
+    base = compose(config_name, [t for t in overrides if t not in lines], python)
     problems = []
     for o in adds:
         key = o.key_or_group
@@ -149,15 +152,18 @@ def check_overrides(
     enabled: bool,
     verl_version: str | None = None,
     stages: Iterable[str] = (),
+    python: str | None = None,
 ) -> DictConfig:
     """Compose and resolve; raise VerlConfigError listing every problem, else return the resolved config.
 
     ``expected`` maps dotted keys to the values verl must resolve them to. With ``enabled`` False, no
     profiler block may resolve to an enabled precision_debugger (the "off" baseline must not dump). Every
-    stage in ``stages`` must be one verl runs with this config (both runs: their step times are compared)."""
+    stage in ``stages`` must be one verl runs with this config (both runs: their step times are compared).
+    ``python``: the target environment's interpreter, whose verl's config and predicates decide (None: the
+    harness's own verl)."""
     from omegaconf import OmegaConf
 
-    installed = _installed_verl()
+    installed = installed_verl(python)
     if verl_version and installed != verl_version:
         raise VerlConfigError(
             f"the host has verl {installed}, the image verl {verl_version}: the offline check would validate "
@@ -167,8 +173,8 @@ def check_overrides(
         parsed = parse_overrides(overrides)
     except ValueError as exc:
         raise VerlConfigError(str(exc)) from None
-    cfg = compose(config_name, overrides)
-    problems = _added_unknown_keys(config_name, overrides, parsed)
+    cfg = compose(config_name, overrides, python)
+    problems = _added_unknown_keys(config_name, overrides, parsed, python)
     for key in sorted(OmegaConf.missing_keys(cfg)):
         if not _disabled(cfg, key):
             problems.append(f"{key} is required (??? in verl's config) and no override sets it")
@@ -186,7 +192,7 @@ def check_overrides(
                     f"{block} resolves to an active precision_debugger in the off run "
                     f"({_blame(f'{block}.tool', parsed)})"
                 )
-    problems += unreachable_stages(cfg, stages).values()
+    problems += unreachable_stages(cfg, stages, python).values()
     if problems:
         head = f"main_ppo overrides fail the offline check against verl {installed}'s {config_name} config:"
         raise VerlConfigError("\n".join([head, *(f"  - {p}" for p in problems)]))
@@ -211,30 +217,20 @@ def _shown(value: Any) -> str:
     return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def unreachable_stages(cfg: DictConfig, stages: Iterable[str]) -> dict[str, str]:
+def unreachable_stages(cfg: DictConfig, stages: Iterable[str], python: str | None = None) -> dict[str, str]:
     """Expected stages that verl will not run with this resolved config -> why, in one line.
 
-    Decided by the installed verl's own predicates, not copies of them: a verl that changes when it builds a
-    reference policy or a critic changes the answer. A predicate verl no longer has is an error (API drift)."""
-    import warnings
-
-    try:
-        from verl.trainer.ppo import utils
-    except ImportError as exc:
-        raise VerlConfigError(f"cannot import verl.trainer.ppo.utils to decide which stages run: {exc}") from None
+    Decided by the target's verl's own predicates (run with ``python``, the target's interpreter), not copies
+    of them: a verl that changes when it builds a reference policy or a critic changes the answer. A predicate
+    verl no longer has is an error (API drift)."""
+    wanted = [s for s in stages if s in STAGE_NEEDS]  # the actor's stages run in every PPO step
+    answers = _predicates(cfg, sorted({STAGE_NEEDS[s][0] for s in wanted}), python)
     out: dict[str, str] = {}
-    for stage in stages:
-        if stage not in STAGE_NEEDS:
-            continue  # the actor's stages run in every PPO step
+    for stage in wanted:
         name, missing, keys = STAGE_NEEDS[stage]
-        predicate = getattr(utils, name, None)
-        if predicate is None:
-            raise VerlConfigError(
-                f"verl {_installed_verl()} has no verl.trainer.ppo.utils.{name}: cannot tell whether {stage} runs"
-            )
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # need_critic warns when it decides there is no critic
-            runs = bool(predicate(cfg))
+        runs = answers.get(name)
+        if isinstance(runs, str):
+            raise VerlConfigError(f"verl {installed_verl(python)}: {runs}: cannot tell whether {stage} runs")
         if not runs:
             values = ", ".join(f"{k}={_shown(_select(cfg, k))}" for k in keys if _select(cfg, k) is not _ABSENT)
             out[stage] = (
@@ -244,9 +240,25 @@ def unreachable_stages(cfg: DictConfig, stages: Iterable[str]) -> dict[str, str]
     return out
 
 
-def _installed_verl() -> str:
-    verl_config_dir()  # a clear error when verl is absent
-    try:
-        return importlib.metadata.version("verl")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
+def _predicates(cfg: DictConfig, names: list[str], python: str | None) -> dict[str, bool | str]:
+    """verl.trainer.ppo.utils.<name>(cfg) for each name, in the target's interpreter (a probe subprocess given
+    the resolved config as YAML) or, for the harness's own verl, here."""
+    from omegaconf import OmegaConf
+
+    from harness.target_env import probe_predicates
+    from harness.target_probe import predicates
+
+    if not names:
+        return {}
+    if python in (None, sys.executable):
+        return predicates(cfg, names)
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", prefix="harness-config-") as f:
+        OmegaConf.save(cfg, f.name)
+        return probe_predicates(str(python), f.name, names)
+
+
+def installed_verl(python: str | None = None) -> str:
+    from harness.target_env import facts_of
+
+    verl_config_dir(python)  # a clear error when verl is absent
+    return facts_of(python)["versions"]["verl"] or "unknown"

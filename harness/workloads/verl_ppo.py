@@ -303,11 +303,18 @@ def build_overrides(scenario: ScenarioView, run: RunDir, enabled: bool) -> tuple
 class VerlPpo:
     name: ClassVar[str] = "verl_ppo"
     settings: ClassVar[Any] = VerlPpoSettings
+    symbols: ClassVar[tuple[str, ...]] = (  # the target's main_ppo and the precision_debugger integration it sets up
+        "verl.trainer.main_ppo.main",
+        "verl.utils.profiler.precision_debugger_profile.PrecisionDebuggerProfiler",
+        "verl.utils.profiler.config.PrecisionDebuggerToolConfig",
+    )
 
-    def prepare(self, scenario: ScenarioView, run: RunDir, enabled: bool, *, dry: bool = False) -> Launch:
-        """Write the msprobe config (on), compose and check the overrides, and say what to run. Unless ``dry``
-        (a dry run describes a runner, not this machine), the model and data must exist here: they are
-        mounted from this host."""
+    def prepare(
+        self, scenario: ScenarioView, run: RunDir, enabled: bool, *, dry: bool = False, python: str | None = None
+    ) -> Launch:
+        """Write the msprobe config (on), compose and check the overrides against the target's verl (``python``,
+        its interpreter), and say what to run. Unless ``dry`` (a dry run describes a runner, not this machine),
+        the model and data must exist here: they are mounted from this host."""
         from harness.workloads.verl_config import check_overrides
 
         s: VerlPpoSettings = scenario.workload
@@ -328,8 +335,10 @@ class VerlPpo:
             overrides,
             expected,
             enabled=enabled,
-            verl_version=s.verl_version,
+            # a target's verl (python given) is whatever it is: the image must hold it too (its label is checked)
+            verl_version=s.verl_version if python is None else None,
             stages=scenario.expected_stages,
+            python=python,
         )
         return Launch(
             module=MODULE,
@@ -337,12 +346,13 @@ class VerlPpo:
             env={"VERL_FILE_LOGGER_PATH": str(run.metrics), "HYDRA_FULL_ERROR": "1"},
             workdir=run.root,
             inputs=[inputs.model, inputs.data_dir],
+            python=python,
         )
 
-    def describe(self, scenario: ScenarioView, run: RunDir) -> list[str]:
+    def describe(self, scenario: ScenarioView, run: RunDir, python: str | None = None) -> list[str]:
         """For the dry run, after ``prepare(run, dry=True)`` passed: inputs on this host, and which of verl's
         stages its trainer will run with the on run's resolved config (decided by verl's own predicates)."""
-        from harness.workloads.verl_config import STAGE_NEEDS, compose, unreachable_stages
+        from harness.workloads.verl_config import STAGE_NEEDS, compose, installed_verl, unreachable_stages
 
         s: VerlPpoSettings = scenario.workload
         inputs = Inputs.of(s)
@@ -351,9 +361,9 @@ class VerlPpo:
             for what, p in (("model", inputs.model), ("train data", inputs.train), ("val data", inputs.val))
         ]
         lines.append(f"data preparation (when the parquet files are absent): {shlex.join(inputs.prepare_data_argv())}")
-        lines.append(f"overrides of both runs checked offline against verl {s.verl_version}'s hydra config: ok")
+        lines.append(f"overrides of both runs checked offline against verl {installed_verl(python)}'s hydra config: ok")
         config_name, overrides, _ = build_overrides(scenario, run, enabled=True)
-        skipped = unreachable_stages(compose(config_name, overrides), STAGE_NEEDS)
+        skipped = unreachable_stages(compose(config_name, overrides, python), STAGE_NEEDS, python)
         runs = [st for st in scenario.expected_stages if st not in skipped]
         others = [st for st in STAGES if st not in skipped and st not in runs]
         lines.append(f"stages verl will run (its own predicates, resolved config): {', '.join(runs)}")

@@ -1,0 +1,87 @@
+"""The build context and ``docker build`` arguments of the Ascend image for a verl under test.
+
+docker/Dockerfile.ascend installs the verl found in the context dir named by ``VERL_SRC`` over the base image's
+verl (without dependencies: the base image's CANN, torch and torch_npu stay) and labels the image with the
+target's identity (``io.harness.target.verl``), which the docker executor reads back before every run: a
+self-contained image that holds another verl is an infrastructure error, not a silent test of the wrong code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.executors.docker import TARGET_LABEL
+from harness.target import Target, TargetError, parse_target
+from harness.target_env import source_tree
+
+ROOT = Path(__file__).resolve().parents[2]
+CONTEXT_FILES = ("pyproject.toml", "README.md", "harness", "docker/ascend-entrypoint.sh", "docker/Dockerfile.ascend")
+VERL_SRC = "verl-src"
+
+
+@dataclass(frozen=True)
+class AscendBuild:
+    context: Path
+    build_args: dict[str, str]
+    tag: str
+
+    def argv(self) -> list[str]:
+        args = [a for k, v in self.build_args.items() for a in ("--build-arg", f"{k}={v}")]
+        dockerfile = str(self.context / "docker" / "Dockerfile.ascend")
+        return ["docker", "build", "-f", dockerfile, *args, "-t", self.tag, str(self.context)]
+
+
+def build_args(target: Target) -> dict[str, str]:
+    """What the harness passes: where the verl source is in the context, the identity to label the image with."""
+    if target.msprobe.kind not in ("pinned", "release"):
+        raise TargetError("the Ascend image takes an msprobe version (--msprobe X.Y.Z), not a wheel")
+    args = {
+        "VERL_SRC": VERL_SRC,
+        "HARNESS_TARGET_VERL": target.verl.identity,
+        "HARNESS_TARGET_SERIES": target.series,
+    }
+    if target.msprobe.kind == "release":
+        args["MSPROBE_VERSION"] = str(target.msprobe.version)
+    return args
+
+
+def make_context(target: Target, out: Path, tag: str) -> AscendBuild:
+    """The build context: the harness's files plus the target's verl (a source tree or its wheel) in verl-src/."""
+    if target.verl.kind in ("pinned", "release"):
+        raise TargetError(
+            "a released verl is the base image's own: pick its VERL_ASCEND_TAG instead (docker/README.md)"
+        )
+    args = build_args(target)
+    if out.exists() and any(out.iterdir()):
+        raise TargetError(f"{out} is not empty")
+    out.mkdir(parents=True, exist_ok=True)
+    for name in CONTEXT_FILES:
+        src, dst = ROOT / name, out / name
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_dir():
+            shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(src, dst)
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(source_tree(target.verl, Path(tmp)))
+        if src.is_file():  # a wheel
+            (out / VERL_SRC).mkdir()
+            shutil.copy2(src, out / VERL_SRC / src.name)
+        else:
+            shutil.copytree(src, out / VERL_SRC)
+    return AscendBuild(out, args, tag)
+
+
+def cmd_ascend_context(args: argparse.Namespace) -> int:
+    """``python -m harness image ascend-context --verl SPEC --out DIR``: the context, then the build command."""
+    target = parse_target(args.verl, args.msprobe, args.series)
+    build = make_context(target, Path(args.out).resolve(), args.tag)
+    print(f"context {build.context}: the harness and {target.verl.describe()} in {VERL_SRC}/")
+    print(f"the image will carry {TARGET_LABEL}={target.verl.identity}; build it on the runner with:")
+    print(shlex.join(build.argv()))
+    return 0

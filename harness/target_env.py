@@ -1,0 +1,253 @@
+"""One Python environment per target, made once with uv and cached by the target's identity.
+
+Layering (measured in /work/shared/notes/per-target-environments.md): ``uv venv`` with the project venv's
+interpreter, a ``.pth`` that runs ``site.addsitedir(<project venv site-packages>)`` (so torch, msprobe, the
+harness and the rest come from there, ``.pth`` files and the harness's editable install included, while the
+environment's own site-packages comes first), then ``uv pip install --no-deps`` of the target alone. The CPU
+torch is shared and never moved: nothing is resolved, so no requirement can pull another torch.
+
+Environments live in ``<cache>/envs/<16 hex>``: a fixed-width name, so every target's verl sits at a path of
+the same length (msprobe's stack.json records each frame's source path: dump bytes grow with it). A file lock
+guards creation; the marker file is written last, so a half-made environment is rebuilt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tarfile
+import tempfile
+import time
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+from harness.errors import InfraError
+from harness.target import Package, Target, cache_dir, git, repository, worktree_files
+from harness.target_probe import PACKAGES, facts
+
+FORMAT = 1  # bump when the layout of an environment changes: every cached one is rebuilt
+MARKER = "harness-target.json"
+PROBE_TIMEOUT_S = 600
+
+
+@dataclass(frozen=True)
+class TargetEnv:
+    """A ready environment: the python trainings run with, and what is installed there."""
+
+    target: Target  # versions filled in from the environment
+    python: str | None  # None: the project venv (the executors' default interpreter)
+    root: Path | None
+    facts: dict[str, Any]
+    setup_s: float
+    reused: bool
+
+    @property
+    def versions(self) -> dict[str, str | None]:
+        return self.facts["versions"]
+
+    def label(self) -> str:
+        how = "project venv" if self.root is None else f"{'reused' if self.reused else 'made'} {self.root}"
+        return f"{self.target.describe()} ({how}, {self.setup_s:.1f}s)"
+
+
+def env_key(target: Target) -> str:
+    """16 hex digits of everything the environment depends on."""
+    doc = {
+        "format": FORMAT,
+        "python": sys.version,
+        "base": project_site_packages(),
+        "verl": target.verl.key(),
+        "msprobe": target.msprobe.key(),
+    }
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def project_site_packages() -> str:
+    return sysconfig.get_paths()["purelib"]
+
+
+def _uv() -> str:
+    from uv import find_uv_bin
+
+    return find_uv_bin()
+
+
+def _run(argv: list[str], what: str, cwd: Path | None = None) -> str:
+    try:
+        out = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, check=False, timeout=PROBE_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise InfraError(f"{what}: {exc}") from None
+    if out.returncode != 0:
+        lines = [ln.strip() for ln in (out.stderr or out.stdout).splitlines() if ln.strip()]
+        detail = " | ".join(ln for ln in lines if not ln.startswith(("Traceback", 'File "')))[-600:]
+        raise InfraError(f"{what}: exit {out.returncode}: {detail or 'no output'}")
+    return out.stdout
+
+
+def _probe(python: str, *args: str, what: str) -> dict[str, Any]:
+    out = _run([python, "-m", "harness.target_probe", *args], what)
+    line = next((ln for ln in reversed(out.splitlines()) if ln.startswith("HARNESS-PROBE ")), None)
+    if line is None:
+        raise InfraError(f"{what}: the probe printed no result")
+    return json.loads(line.removeprefix("HARNESS-PROBE "))
+
+
+def probe_predicates(python: str, config_yaml: str, names: list[str]) -> dict[str, bool | str]:
+    """verl's own stage predicates, asked in the target's interpreter (``target_probe.predicates``)."""
+    return _probe(python, "predicates", config_yaml, json.dumps(names), what=f"asking {python}'s verl which stages run")
+
+
+@cache
+def facts_of(python: str | None) -> dict[str, Any]:
+    """What an interpreter has installed (versions, verl's dirs); the harness's own when ``python`` is None."""
+    return facts() if python in (None, sys.executable) else _probe(str(python), "facts", what=f"probing {python}")
+
+
+def source_tree(pkg: Package, tmp: Path) -> str:
+    """What gets installed for one package: a requirement, a wheel, or a snapshot of its source tree in ``tmp``."""
+    if pkg.kind in ("release", "pinned"):
+        return f"{pkg.distribution}=={pkg.version}"
+    if pkg.kind == "wheel":
+        return str(pkg.source)
+    src = tmp / f"{pkg.name}-src"
+    src.mkdir()
+    if pkg.kind == "checkout":  # the working tree as it is (what the dirty hash covers), never the ignored files
+        repo = Path(str(pkg.source))
+        for f in worktree_files(repo):
+            (src / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(repo / f, src / f)
+    else:  # a commit of a repository
+        archive = tmp / f"{pkg.name}.tar"
+        git("archive", "--format=tar", "-o", str(archive), str(pkg.commit), cwd=repository(str(pkg.source)))
+        with tarfile.open(archive) as tar:
+            tar.extractall(src, filter="data")
+    return str(src)
+
+
+def _build(target: Target, root: Path) -> dict[str, Any]:
+    shutil.rmtree(root, ignore_errors=True)
+    uv = _uv()
+    base = ["--no-config", "--quiet"]
+    _run([uv, "venv", *base, "--no-python-downloads", "--python", sys.executable, str(root)], f"uv venv {root}")
+    python = root / "bin" / "python"
+    site = Path(_run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], "venv").strip())
+    (site / "_harness_project_venv.pth").write_text(f"import site; site.addsitedir({project_site_packages()!r})\n")
+    tmp_parent = cache_dir() / "tmp"
+    tmp_parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=tmp_parent) as tmp:
+        for pkg in (target.verl, target.msprobe):
+            if pkg.kind == "pinned":
+                continue
+            source = source_tree(pkg, Path(tmp))
+            _run(
+                [uv, "pip", "install", *base, "--python", str(python), "--no-deps", "--no-build-isolation", source],
+                f"cannot install {pkg.identity} ({pkg.spec}) into {root}",
+                cwd=Path(tmp),
+            )
+    return _probe(str(python), "facts", what=f"probing {root}")
+
+
+def _with_versions(target: Target, versions: dict[str, str | None]) -> Target:
+    return target.model_copy(
+        update={
+            "verl": target.verl.model_copy(update={"version": versions.get("verl")}),
+            "msprobe": target.msprobe.model_copy(update={"version": versions.get("mindstudio-probe")}),
+        }
+    )
+
+
+_MADE: dict[str, TargetEnv] = {}
+
+
+def ensure_env(target: Target) -> TargetEnv:
+    """The target's environment: the project venv for the pinned target, else made once and reused."""
+    started = time.monotonic()
+    if target.pinned:
+        return TargetEnv(target, None, None, facts(), time.monotonic() - started, reused=True)
+    key = env_key(target)
+    if key in _MADE:
+        return _MADE[key]
+    root = cache_dir() / "envs" / key
+    root.parent.mkdir(parents=True, exist_ok=True)
+    marker = root / MARKER
+    with FileLock(f"{root}.lock"):
+        try:
+            doc = json.loads(marker.read_text())
+            reused = doc["key"] == key
+        except (OSError, ValueError, KeyError):
+            reused = False
+        if not reused:
+            doc = {"key": key, "target": target.model_dump(mode="json"), "facts": _build(target, root)}
+            doc["setup_s"] = round(time.monotonic() - started, 3)
+            tmp = marker.with_suffix(".tmp")
+            tmp.write_text(json.dumps(doc, indent=1))
+            os.replace(tmp, marker)  # last: an environment without its marker is rebuilt
+    env = TargetEnv(
+        _with_versions(target, doc["facts"]["versions"]),
+        str(root / "bin" / "python"),
+        root,
+        doc["facts"],
+        time.monotonic() - started,
+        reused,
+    )
+    _MADE[key] = env
+    return env
+
+
+def check_api(env: TargetEnv, symbols: tuple[str, ...], stages: list[str], workload: str) -> None:
+    """Raise InfraError, in one line, when the target lacks a symbol or stage the workload drives (API drift).
+
+    The import probe costs seconds (verl imports torch), so its answer is kept per environment and symbol list."""
+    doc_key = hashlib.sha256(json.dumps([sorted(symbols), env.versions, env.facts.get("packages_dir")]).encode())
+    name = f"api-{doc_key.hexdigest()[:12]}.json"
+    # the project venv can change under the cache: its answer is keyed by its path, versions and symbols
+    cached = env.root / name if env.root else cache_dir() / "probes" / f"{_short_hash(sys.prefix)}-{name}"
+    try:
+        result = json.loads(cached.read_text())
+    except (OSError, ValueError):
+        where = str(env.root or sys.prefix)
+        result = _probe(env.python or sys.executable, "api", json.dumps(sorted(symbols)), what=f"probing {where}")
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        cached.write_text(json.dumps(result))
+    found = result["problems"]
+    # a missing class explains its missing methods: name the outermost symbol only
+    lacking = [s for s in sorted(found) if not any(s.startswith(p + ".") for p in found)]
+    reasons = [found[s] for s in lacking]
+    known = result.get("stages")
+    if known is not None:
+        for stage in (s for s in stages if s not in known):
+            lacking.append(f"stage {stage!r}")
+            reasons.append(f"verl's stage table has {', '.join(known)}")
+    if lacking:
+        raise InfraError(
+            f"{env.target.verl.identity} lacks {', '.join(lacking)} (API drift): {'; '.join(reasons)}; workload "
+            f"{workload} drives it (target {env.target.verl.describe()})"
+        )
+
+
+def environment(env: TargetEnv) -> dict[str, Any]:
+    """The target's part of results.json's ``environment`` (versions as installed there, identity, series)."""
+    t = env.target
+    out: dict[str, Any] = {pkg: env.versions.get(pkg) for pkg in PACKAGES}
+    out.update(
+        packages_dir=env.facts.get("packages_dir"),
+        series=t.series,
+        target=t.verl.identity,
+        verl_commit=t.verl.commit,
+        verl_dirty=t.verl.dirty,
+        verl_source=t.verl.source or t.verl.kind,
+    )
+    return out
+
+
+def _short_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:8]

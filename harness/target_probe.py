@@ -1,0 +1,110 @@
+"""Run with a target environment's python: what its verl and msprobe are, and whether they still offer what the
+harness drives. Standard library only (it runs before anything else is known to work there).
+
+``python -m harness.target_probe facts`` prints versions and install dirs; ``... api SYMBOLS_JSON`` tries each
+dotted symbol (``verl.utils.profiler.DistProfiler.annotate``) and reads verl's stage table; ``... predicates
+CONFIG_YAML NAMES_JSON`` asks verl's own ``verl.trainer.ppo.utils`` predicates (which stages its trainer runs)
+about a resolved config.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import sys
+from importlib import metadata
+from pathlib import Path
+
+PACKAGES = ("verl", "mindstudio-probe", "torch", "torch_npu", "transformers")
+STAGE_TABLE = ("verl.utils.profiler.precision_debugger_profile", "_STAGE_TO_ROLE")
+
+
+def facts() -> dict[str, object]:
+    """Versions, where verl is installed (msprobe's stack.json records those paths) and its hydra config dir;
+    without importing verl (which imports torch)."""
+    versions: dict[str, str | None] = {}
+    for pkg in PACKAGES:
+        try:
+            versions[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            versions[pkg] = None
+    spec = importlib.util.find_spec("verl")
+    verl_dir = Path(next(iter(spec.submodule_search_locations))) if spec and spec.submodule_search_locations else None
+    return {
+        "versions": versions,
+        "packages_dir": str(verl_dir.parent) if verl_dir else None,
+        "verl_config_dir": str(verl_dir / "trainer" / "config") if verl_dir else None,
+    }
+
+
+def resolve(symbol: str) -> str | None:
+    """None when ``symbol`` resolves; else why not, in one line."""
+    parts = symbol.split(".")
+    for i in range(len(parts), 0, -1):
+        module = ".".join(parts[:i])
+        try:
+            obj = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name and (module == exc.name or module.startswith(exc.name + ".")):
+                continue  # a shorter prefix is the module, the rest are attributes
+            return f"importing {module} fails: ModuleNotFoundError: {exc}"
+        except Exception as exc:  # whatever the target's import does: reported, not raised
+            return f"importing {module} fails: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        for j, attr in enumerate(parts[i:], start=i):
+            if not hasattr(obj, attr):
+                return f"{'.'.join(parts[:j])} has no attribute {attr!r}"
+            obj = getattr(obj, attr)
+        return None
+    return f"no module {parts[0]}"
+
+
+def api(symbols: list[str]) -> dict[str, object]:
+    problems = {s: why for s in symbols if (why := resolve(s))}
+    stages = None
+    try:
+        table = getattr(importlib.import_module(STAGE_TABLE[0]), STAGE_TABLE[1], None)
+        stages = sorted(table) if isinstance(table, dict) else None
+    except Exception:  # a missing table only skips the stage check; the symbols say why
+        pass
+    return {"problems": problems, "stages": stages}
+
+
+def predicates(config: object, names: list[str]) -> dict[str, bool | str]:
+    """``verl.trainer.ppo.utils.<name>(config)`` for each name (True/False), or why it cannot be asked. ``config``
+    is a resolved OmegaConf config or the path of one saved as YAML (omegaconf comes with verl)."""
+    import warnings
+
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.load(config) if isinstance(config, str) else config
+    try:
+        utils = importlib.import_module("verl.trainer.ppo.utils")
+    except Exception as exc:
+        return {n: f"importing verl.trainer.ppo.utils fails: {type(exc).__name__}: {exc}" for n in names}
+    out: dict[str, bool | str] = {}
+    for name in names:
+        predicate = getattr(utils, name, None)
+        if predicate is None:
+            out[name] = f"verl.trainer.ppo.utils has no {name} (API drift)"
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # need_critic warns when it decides there is no critic
+            out[name] = bool(predicate(cfg))
+    return out
+
+
+def main(argv: list[str]) -> int:
+    out: dict[str, object]
+    if argv[0] == "facts":
+        out = facts()
+    elif argv[0] == "predicates":
+        out = dict(predicates(argv[1], json.loads(argv[2])))
+    else:
+        out = api(json.loads(argv[1]))
+    sys.stdout.write("HARNESS-PROBE " + json.dumps(out) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,282 @@
+"""The verl under test: specs, one cached environment per target, verdicts of real trainings, API drift.
+
+One fixture repository (tests/verl_repo.py: the installed verl plus a bad, a neutral and a drift commit) and one
+environment cache serve the whole session, so each target's environment is made once. Trainings use a 1-rank,
+3-step variant of tiny_fsdp_l1 with budgets no machine load can flip: the verdict that matters is layout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from xml.etree import ElementTree
+
+import pytest
+from conftest import write_scenario
+from gate_builders import ENV, write_results
+from harness.baseline import build, observe_dir
+from verl_repo import PROFILE, VerlRepo, git, make_verl_repo
+
+from harness.executors.ascend_image import build_args, make_context
+from harness.executors.base import InfraError
+from harness.gate import gate_dirs
+from harness.report.summary import summary_markdown
+from harness.target import TargetError, parse_target
+from harness.target_env import _MADE, ensure_env
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL = {
+    "world_size": 1,
+    "steps": 3,
+    "precision_debugger": {
+        "level": "L1",
+        "steps": [2],
+        "stages": ["actor_compute_log_prob", "ref_compute_log_prob", "actor_update"],
+    },
+    "budgets": {
+        "overhead": {"max_profiled_ratio": 1000, "max_unprofiled_ratio": 100},
+        "disk": {"max_total": "1GB", "max_per_step": None},
+    },
+}
+
+
+@pytest.fixture(scope="session")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("harness-cache")
+
+
+@pytest.fixture(scope="session")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> VerlRepo:
+    return make_verl_repo(tmp_path_factory.mktemp("verl") / "repo")
+
+
+@pytest.fixture(scope="session")
+def small(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory with scenarios/tiny_fsdp_l1.yaml, the small variant."""
+    root = tmp_path_factory.mktemp("small")
+    write_scenario(root, name="tiny_fsdp_l1", **SMALL)
+    return root
+
+
+@pytest.fixture
+def use_cache(cache: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(cache))
+    for var in ("HARNESS_VERL", "HARNESS_MSPROBE", "HARNESS_SERIES"):
+        monkeypatch.delenv(var, raising=False)
+    _MADE.clear()  # each test sees the cache on disk, as a new process would
+    return cache
+
+
+def harness_pytest(cwd: Path, cache: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "pytest", "scenarios", "-k", "tiny_fsdp_l1", "-p", "no:cacheprovider", "-q", *args]
+    env = {**os.environ, "HARNESS_CACHE_DIR": str(cache)}
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, check=False, timeout=900)
+
+
+def checks(results: Path) -> dict[str, bool]:
+    doc = json.loads((results / "tiny_fsdp_l1" / "results.json").read_text())
+    return {k: v["passed"] for k, v in doc["checks"].items()}
+
+
+def test_specs_resolve_to_identities_and_series(repo: VerlRepo, use_cache: Path, tmp_path: Path) -> None:
+    pinned = parse_target()
+    assert pinned.pinned and pinned.verl.version == "0.9.1" and pinned.series == "0.9.1"
+    release = parse_target("0.9.1", "26.2.0")
+    assert (release.verl.kind, release.verl.identity, release.msprobe.identity) == (
+        "release",
+        "verl==0.9.1",
+        "msprobe==26.2.0",
+    )
+    bad = parse_target(f"{repo.path}@bad")
+    assert (bad.verl.kind, bad.verl.commit, bad.series, bad.verl.identity) == (
+        "git",
+        repo.bad,
+        "bad",
+        f"verl@{repo.bad[:12]}",
+    )
+    by_sha = parse_target(f"file://{repo.path}@{repo.neutral[:10]}")  # a URL goes through a mirror in the cache
+    assert by_sha.verl.commit == repo.neutral and by_sha.series == f"commit {repo.neutral[:12]}"
+    assert parse_target(f"{repo.path}@v0.9.1").verl.commit == repo.release
+    assert parse_target(f"{repo.path}@bad", series="main").series == "main"
+    checkout = parse_target(str(repo.path))
+    assert (checkout.verl.kind, checkout.verl.commit, checkout.verl.dirty, checkout.series) == (
+        "checkout", repo.release, False, "main",
+    )  # fmt: skip
+    for spec, msprobe, said in [
+        (f"{repo.path}@nosuchref", None, "no commit 'nosuchref'"),
+        (str(tmp_path / "absent.whl"), None, "no such wheel file"),
+        (str(tmp_path), None, "is not a git checkout"),
+        ("not a spec", None, "expected a version"),
+        (None, str(repo.path), "msprobe ships compiled parts"),
+    ]:
+        with pytest.raises(TargetError, match=said):
+            parse_target(spec, msprobe)
+
+
+def test_environment_is_made_once_then_reused_at_a_fixed_width_path(repo: VerlRepo, use_cache: Path) -> None:
+    started = time.monotonic()
+    env = ensure_env(parse_target(f"{repo.path}@neutral"))
+    cold = time.monotonic() - started
+    cli = [sys.executable, "-m", "harness", "target", "--verl", f"{repo.path}@neutral"]
+    started = time.monotonic()
+    proc = subprocess.run(cli, capture_output=True, text=True, check=True, env={**os.environ}, cwd=ROOT)
+    warm = time.monotonic() - started  # a new process: what a second session pays
+    print(f"environment set-up for {env.target.verl.identity}: cold {cold:.2f}s, warm (new process) {warm:.2f}s")
+    assert "reused in" in proc.stdout and str(env.root) in proc.stdout
+    assert warm < 5, proc.stdout
+    assert env.root is not None and env.root.parent == use_cache / "envs"
+    verl_file = subprocess.run(
+        [str(env.python), "-c", "import verl, harness, torch; print(verl.__file__)"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    assert verl_file.startswith(str(env.root)), "the target's verl, not the project venv's"
+    other = ensure_env(parse_target(f"{repo.path}@bad"))
+    assert other.root != env.root
+    assert len(str(other.facts["packages_dir"])) == len(str(env.facts["packages_dir"]))  # fair disk figures
+
+
+def test_bad_commit_fails_layout_and_neutral_commit_passes(repo: VerlRepo, cache: Path, small: Path) -> None:
+    bad = harness_pytest(small, cache, f"--verl={repo.path}@{repo.bad}", f"--harness-results={small / 'res_bad'}")
+    assert bad.returncode == 1, bad.stdout[-3000:]
+    assert "missing dump dir step_2/actor_update/step0/rank0" in bad.stdout
+    assert checks(small / "res_bad") == {"layout": False, "contents": True, "overhead": True, "disk": True}
+
+    xml = small / "neutral.xml"
+    neutral = harness_pytest(
+        small, cache, f"--verl={repo.path}@{repo.neutral}", f"--harness-results={small / 'res'}", f"--junitxml={xml}"
+    )
+    assert neutral.returncode == 0 and neutral.stdout.strip().splitlines()[-1].startswith("4 passed"), neutral.stdout
+    doc = json.loads((small / "res" / "tiny_fsdp_l1" / "results.json").read_text())
+    assert doc["target"]["verl"]["commit"] == repo.neutral and doc["target"]["verl"]["dirty"] is False
+    assert (
+        doc["environment"]["target"] == f"verl@{repo.neutral[:12]}"
+        and doc["environment"]["series"] == f"commit {repo.neutral[:12]}"
+    )
+    run = json.loads((small / "res" / "tiny_fsdp_l1" / "on" / "run.json").read_text())
+    assert run["target"]["verl"]["commit"] == repo.neutral and run["argv"][0].startswith(str(cache / "envs"))
+    props = {p.get("name"): p.get("value") for p in ElementTree.parse(xml).getroot().iter("property")}
+    assert props["target.verl"] == f"verl@{repo.neutral[:12]}" and props["target.verl_dirty"] == "False"
+
+
+def test_api_drift_is_one_infrastructure_error_line(repo: VerlRepo, cache: Path, small: Path) -> None:
+    proc = harness_pytest(small, cache, f"--verl={repo.path}@drift", f"--harness-results={small / 'res_drift'}", "-rE")
+    assert proc.returncode == 1 and proc.stdout.strip().splitlines()[-1].startswith("4 errors"), proc.stdout[-3000:]
+    assert "Traceback" not in proc.stdout
+    line = next(ln for ln in proc.stdout.splitlines() if "(API drift)" in ln)
+    print(line)
+    assert (
+        f"verl@{repo.drift[:12]} lacks verl.utils.profiler.DistProfiler (API drift): verl.utils.profiler has no "
+        in line
+    )
+
+
+def test_dirty_checkout_gets_its_own_environment_and_docker_runs_it_like_local(
+    repo: VerlRepo, cache: Path, small: Path, use_cache: Path, tmp_path: Path
+) -> None:
+    """A clone at the neutral commit with an uncommitted comment: its own environment, named dirty everywhere; the
+    docker executor (host-python image: the target's environment mounted read-only) gives the local verdicts."""
+    from test_docker_daemon import daemon  # the CPU image on the daemon DOCKER_HOST names (CI requires one)
+
+    checkout = tmp_path / "verl-checkout"
+    git(tmp_path, "clone", "-q", "--branch", "neutral", str(repo.path), str(checkout))
+    with (checkout / PROFILE).open("a") as f:
+        f.write("# an uncommitted comment\n")
+    dirty = parse_target(str(checkout))
+    assert dirty.verl.dirty and dirty.verl.commit == repo.neutral and len(dirty.verl.dirty_hash or "") == 64
+    assert ensure_env(dirty).root != ensure_env(parse_target(f"{repo.path}@neutral")).root
+    status = git(checkout, "status", "--porcelain", "--ignored")
+    assert status == f"M {PROFILE}", f"building must leave the checkout as it was: {status}"
+
+    daemon()
+    res = small / "res_docker_dirty"
+    proc = harness_pytest(small, cache, f"--verl={checkout}", f"--harness-results={res}", "--executor=docker")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert checks(res) == checks(small / "res")  # the local run of the neutral commit (same code, one comment)
+    doc = json.loads((res / "tiny_fsdp_l1" / "results.json").read_text())
+    print(json.dumps(doc["target"], indent=1))
+    assert doc["target"]["verl"]["dirty"] is True and doc["target"]["verl"]["commit"] == repo.neutral
+    assert doc["environment"]["verl_dirty"] is True
+    run = json.loads((res / "tiny_fsdp_l1" / "on" / "run.json").read_text())
+    assert run["executor"] == "docker" and run["argv"][0] == str(ensure_env(dirty).python)
+
+
+def test_gate_refuses_to_compare_across_series_unless_asked(tmp_path: Path) -> None:
+    write_results(tmp_path / "release", env={**ENV, "series": "0.9.1", "target": "verl==0.9.1"})
+    baseline = build([tmp_path / "release"])
+    write_results(tmp_path / "main", profiled=100.0, env={**ENV, "series": "main", "target": "verl@1a2b3c4d5e6f"})
+    report = gate_dirs(baseline, [tmp_path / "main"])
+    assert report.exit_code == 0
+    lines = [ln for ln in report.lines() if "series" in ln and "ENVIRONMENT DIFFERS" in ln]
+    assert lines == [
+        "ENVIRONMENT DIFFERS tiny_case: not compared: series baseline '0.9.1', now 'main' "
+        "(--compare-across-env compares anyway)"
+    ]
+    assert "target verl==0.9.1, series 0.9.1" in report.lines()[0]
+    assert gate_dirs(baseline, [tmp_path / "main"], across_env=True).exit_code == 1
+    md = summary_markdown([("main", observe_dir(tmp_path / "main"))], [report])
+    assert "Target: verl 0.9.1 `verl@1a2b3c4d5e6f` from `?`, series `main`, msprobe 26.2.0." in md
+    write_results(tmp_path / "nightly", env={**ENV, "series": "0.9.1", "target": "verl@1a2b3c4d5e6f"})
+    (s,) = gate_dirs(baseline, [tmp_path / "nightly"]).scenarios  # same series, another commit: compared, noted
+    assert s.status == "ok" and any("target verl==0.9.1 -> verl@1a2b3c4d5e6f" in n for n in s.notes)
+
+
+def test_ascend_image_build_args_and_label(repo: VerlRepo, use_cache: Path, tmp_path: Path) -> None:
+    """The Ascend build cannot run here: what the harness passes, what the Dockerfile declares, what is read back."""
+    target = parse_target(f"{repo.path}@bad", "26.2.0", "main")
+    build = make_context(target, tmp_path / "ctx", "harness:ascend-test")
+    assert build.build_args == {
+        "VERL_SRC": "verl-src",
+        "HARNESS_TARGET_VERL": f"verl@{repo.bad[:12]}",
+        "HARNESS_TARGET_SERIES": "main",
+        "MSPROBE_VERSION": "26.2.0",
+    }
+    assert (build.context / "verl-src" / PROFILE).read_text() == git(repo.path, "show", f"{repo.bad}:{PROFILE}") + "\n"
+    assert (build.context / "docker" / "Dockerfile.ascend").is_file() and (build.context / "harness").is_dir()
+    argv = build.argv()
+    assert argv[:4] == ["docker", "build", "-f", str(build.context / "docker" / "Dockerfile.ascend")]
+    assert argv[-3:] == ["-t", "harness:ascend-test", str(build.context)]
+    dockerfile = (ROOT / "docker" / "Dockerfile.ascend").read_text()
+    declared = {ln.split()[1].split("=")[0] for ln in dockerfile.splitlines() if ln.startswith("ARG ")}
+    assert set(build_args(target)) <= declared
+    assert 'io.harness.target.verl="${HARNESS_TARGET_VERL}"' in dockerfile
+    assert (ROOT / "docker" / "no-verl-src").is_dir()  # the default VERL_SRC: the base image's verl
+    with pytest.raises(TargetError, match="base image's own"):
+        make_context(parse_target("0.9.1"), tmp_path / "ctx2", "t")
+
+
+def test_self_contained_image_must_hold_the_target(tmp_path: Path) -> None:
+    """The label read back: an image labelled with another verl is an infrastructure error naming both."""
+    from harness.executors.settings import ExecutorSettings
+
+    from harness.executors.docker import IMAGE_KIND_LABEL, TARGET_LABEL, resolve_settings
+
+    class Image:
+        labels = {IMAGE_KIND_LABEL: "self-contained", TARGET_LABEL: "verl@1a2b3c4d5e6f"}
+
+    class Client:  # what resolve_settings asks of a docker client
+        class images:
+            @staticmethod
+            def get(tag: str) -> Image:
+                return Image()
+
+    settings = ExecutorSettings(kind="docker")
+    assert resolve_settings(Client(), settings, "verl@1a2b3c4d5e6f").docker.image_kind == "self_contained"
+    assert resolve_settings(Client(), settings, None).docker.image_kind == "self_contained"  # pinned: not checked
+    with pytest.raises(InfraError, match=r"holds verl@1a2b3c4d5e6f, the run asks for verl@0123456789ab"):
+        resolve_settings(Client(), settings, "verl@0123456789ab")
+
+
+def test_half_made_environment_is_rebuilt(repo: VerlRepo, use_cache: Path) -> None:
+    target = parse_target(f"{repo.path}@neutral")
+    env = ensure_env(target)
+    assert env.root is not None
+    (env.root / "harness-target.json").unlink()  # as if the harness died while making it
+    shutil.rmtree(env.root / "bin")
+    _MADE.clear()
+    again = ensure_env(target)
+    assert not again.reused and (again.root / "bin" / "python").exists() and again.root == env.root
