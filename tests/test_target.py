@@ -17,14 +17,15 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
-from conftest import write_scenario
+from builders import write_scenario
 from gate_builders import ENV, write_results
-from harness.baseline import build, observe_dir
 from verl_repo import PROFILE, VerlRepo, git, make_verl_repo
 
+from harness.errors import InfraError
 from harness.executors.ascend_image import build_args, make_context
-from harness.executors.base import InfraError
-from harness.gate import gate_dirs
+from harness.gate.baseline import build
+from harness.gate.observe import observe_dir
+from harness.gate.verdicts import gate_dirs
 from harness.report.summary import summary_markdown
 from harness.target import TargetError, parse_target
 from harness.target_env import _MADE, ensure_env
@@ -250,23 +251,33 @@ def test_ascend_image_build_args_and_label(repo: VerlRepo, use_cache: Path, tmp_
 
 
 def test_self_contained_image_must_hold_the_target(tmp_path: Path) -> None:
-    """The label read back: an image labelled with another verl is an infrastructure error naming both."""
-    from harness.executors.settings import ExecutorSettings
-
+    """The label read back: the scenario's image if it holds the target, else a local image labelled with it (base
+    and head of a comparison each have one), else an infrastructure error naming both."""
     from harness.executors.docker import IMAGE_KIND_LABEL, TARGET_LABEL, resolve_settings
+    from harness.scenario import ExecutorSettings
 
     class Image:
-        labels = {IMAGE_KIND_LABEL: "self-contained", TARGET_LABEL: "verl@1a2b3c4d5e6f"}
+        def __init__(self, verl: str, tag: str) -> None:
+            self.labels = {IMAGE_KIND_LABEL: "self-contained", TARGET_LABEL: verl}
+            self.tags, self.id, self.attrs = [tag], tag, {"Created": "2026-11-30"}
+
+    built = Image("verl@feedfacecafe", "harness:head")
 
     class Client:  # what resolve_settings asks of a docker client
         class images:
             @staticmethod
             def get(tag: str) -> Image:
-                return Image()
+                return Image("verl@1a2b3c4d5e6f", tag)
+
+            @staticmethod
+            def list(filters: dict[str, str]) -> list[Image]:
+                return [built] if filters["label"] == f"{TARGET_LABEL}=verl@feedfacecafe" else []
 
     settings = ExecutorSettings(kind="docker")
-    assert resolve_settings(Client(), settings, "verl@1a2b3c4d5e6f").docker.image_kind == "self_contained"
-    assert resolve_settings(Client(), settings, None).docker.image_kind == "self_contained"  # pinned: not checked
+    held = resolve_settings(Client(), settings, "verl@1a2b3c4d5e6f").options("docker")
+    assert held.image_kind == "self_contained" and held.image == settings.options("docker").image
+    assert resolve_settings(Client(), settings, None).options("docker").image_kind == "self_contained"  # pinned
+    assert resolve_settings(Client(), settings, "verl@feedfacecafe").options("docker").image == "harness:head"
     with pytest.raises(InfraError, match=r"holds verl@1a2b3c4d5e6f, the run asks for verl@0123456789ab"):
         resolve_settings(Client(), settings, "verl@0123456789ab")
 

@@ -233,13 +233,20 @@ def resolve_settings(
     kind = rt.image_kind
     if kind == "auto":
         kind = "host_python" if labels.get(IMAGE_KIND_LABEL) == HOST_PYTHON else "self_contained"
+    name = rt.image
     if kind == "self_contained" and target and labels.get(TARGET_LABEL) != target:
-        holds = labels.get(TARGET_LABEL) or f"its base image's verl (no {TARGET_LABEL} label)"
-        raise InfraError(
-            f"image {rt.image!r} holds {holds}, the run asks for {target}: build the image for this target "
-            "(python -m harness image ascend-context --verl SPEC, see docker/README.md)"
-        )
-    return settings.model_copy(update={"docker": rt.model_copy(update={"image_kind": kind})})
+        # another local image built for this target (base and head of a comparison each have their own)
+        built = client.images.list(filters={"label": f"{TARGET_LABEL}={target}"})
+        if not built:
+            holds = labels.get(TARGET_LABEL) or f"its base image's verl (no {TARGET_LABEL} label)"
+            raise InfraError(
+                f"image {rt.image!r} holds {holds}, the run asks for {target}, and no local image is labelled "
+                f"{TARGET_LABEL}={target}: build one (python -m harness image ascend-context --verl SPEC, see "
+                "docker/README.md)"
+            )
+        newest = max(built, key=lambda i: str(i.attrs.get("Created", "")))
+        name = newest.tags[0] if newest.tags else str(newest.id)
+    return settings.model_copy(update={"docker": rt.model_copy(update={"image_kind": kind, "image": name})})
 
 
 def _short(exc: BaseException) -> str:
