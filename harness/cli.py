@@ -16,17 +16,15 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from harness.checks import CHECKS, CheckContext, CheckResult
-from harness.checks.known_gap import check_gap, is_gap
+from harness.checks.known_gap import is_gap
 from harness.cli_gate import add_gate_commands
 from harness.devices import skip_reason
 from harness.errors import HarnessError, ScenarioError, one_line
+from harness.evaluate import evaluate
 from harness.loader import load_scenario, scenario_files
 from harness.registry import EXECUTORS
-from harness.results import record_check
-from harness.runs import ensure_runs
 from harness.scenario import ExecutorSettings, Scenario
-from harness.target import SERIES_HELP, TARGET_HELP, Target, parse_target
+from harness.target import SERIES_HELP, TARGET_HELP, parse_target
 from harness.target_env import ensure_env
 
 console = Console(highlight=False)
@@ -61,22 +59,6 @@ def cmd_schema(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     return 0
-
-
-def evaluate(
-    scenario: Scenario, results: Path, session: str, executor: str | None, reuse: bool, target: Target
-) -> tuple[float, list[CheckResult]]:
-    """The same runs and checks as the pytest items, outside pytest; returns the training time too."""
-    runs = ensure_runs(scenario, results, session, executor, reuse=reuse, target=target)
-    ctx = CheckContext(scenario, runs.dir)
-    out = []
-    for check in CHECKS.values():
-        out.append(result := check(ctx))
-        record_check(scenario, runs, result)
-    for gap in scenario.expect.known_gaps:
-        out.append(result := check_gap(ctx, gap))
-        record_check(scenario, runs, result, xfail_reason=gap.reason)
-    return runs.trained_s, out
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -124,6 +106,46 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"harness overhead {wall - trained:.1f}s ({100 * (wall - trained) / max(wall, 1e-9):.0f}%)"
     )
     return status
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return int(text)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Base against head on this machine: 0 pass, 1 a regression, 2 an error (as ``gate``)."""
+    from harness.base_head import run_comparison, write_reports
+
+    scenarios, problems = _load_all(args.paths)
+    if problems:
+        raise ScenarioError(problems)
+    base = parse_target(args.base, args.msprobe, args.series)
+    head = parse_target(args.head, args.msprobe, args.series)
+    runnable = []
+    for s in scenarios:
+        if reason := skip_reason(s):
+            console.print(f"[yellow]SKIPPED[/] {escape(reason)}", soft_wrap=True)
+        else:
+            runnable.append(s)
+    results = Path(args.results).resolve()
+    started = time.monotonic()
+    comparison, observed = run_comparison(
+        runnable,
+        base,
+        head,
+        results,
+        args.repeats,
+        args.executor,
+        say=lambda m: console.print(escape(m), soft_wrap=True),
+    )
+    for line in comparison.lines():
+        print(line)
+    reports = write_reports(comparison, observed, results / "report")
+    print(f"compare.json, compare.txt in {results}; report: {', '.join(str(p) for p in reports)}")
+    print(f"wall {time.monotonic() - started:.1f}s")
+    return comparison.exit_code
 
 
 def cmd_dry_run(args: argparse.Namespace) -> int:
@@ -177,6 +199,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reuse", action="store_true", help="reuse earlier successful trainings of unchanged scenarios")
     _target_args(p)
     p.set_defaults(func=cmd_run)
+    p = sub.add_parser("compare", help="base against head: each scenario run for both verl targets, interleaved")
+    p.add_argument("paths", nargs="+")
+    p.add_argument("--base", required=True, metavar="SPEC", help=f"the verl before the change: {TARGET_HELP}")
+    p.add_argument("--head", required=True, metavar="SPEC", help="the verl with the change (SPEC as --base)")
+    p.add_argument("--msprobe", metavar="SPEC", help="the msprobe of both sides: a version or a .whl")
+    p.add_argument("--series", help=SERIES_HELP)
+    p.add_argument("--repeats", type=_positive, default=2, help="runs per side: base, head, head, base, ...")
+    p.add_argument("--results", default="results/compare")
+    p.add_argument("--executor", choices=list(EXECUTORS))
+    p.set_defaults(func=cmd_compare)
     p = sub.add_parser("dry-run", help="print what each training would run (image, devices, mounts, env, argv)")
     p.add_argument("paths", nargs="+")
     p.add_argument("--results", default="results", help="the results dir the real run would use (nothing written)")
@@ -196,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     _target_args(p)
     p.add_argument("--out", required=True, help="an empty dir for the build context")
     p.add_argument("--tag", default="verl-msprobe-harness:ascend-target")
+    p.add_argument("--build", action="store_true", help="then run docker build (Ascend runners)")
+    p.add_argument("--base-tag", help="the quay.io/ascend/verl tag to build on (default: Dockerfile.ascend's)")
     p.set_defaults(func=cmd_image_ascend_context)
     p = sub.add_parser("schema", help="print (or write) the scenario format's JSON Schema")
     p.add_argument("-o", "--output")

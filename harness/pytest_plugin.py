@@ -19,7 +19,7 @@ import pytest
 from harness.checks import CHECKS, Check, CheckContext, CheckResult
 from harness.checks.known_gap import check_gap, gap_name
 from harness.devices import skip_reason
-from harness.errors import HarnessError, ScenarioError, one_line
+from harness.errors import HarnessError, InfraError, ScenarioError, one_line
 from harness.gate.baseline import Baseline
 from harness.gate.observe import observe_results
 from harness.gate.verdicts import compare_scenario
@@ -62,6 +62,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     g.addoption("--series", default=None, help=f"{SERIES_HELP} (env HARNESS_SERIES)")
     g.addoption(
+        "--harness-compare-base",
+        metavar="SPEC",
+        default=None,
+        help="base against head: each scenario becomes one 'compare' item that runs it for this verl (base) and "
+        "the --verl one (head), interleaved, and fails on a regression of head",
+    )
+    g.addoption("--harness-compare-repeats", type=int, default=2, help="runs per side of a comparison (default 2)")
+    g.addoption(
         "--harness-baseline",
         default=None,
         metavar="BASELINE",
@@ -82,6 +90,11 @@ def pytest_configure(config: pytest.Config) -> None:
         )
     except HarnessError as exc:
         raise pytest.UsageError(one_line(exc)) from None
+    if spec := config.getoption("harness_compare_base", None):
+        try:
+            config.stash[_COMPARE_BASE] = parse_target(spec, config.getoption("msprobe", None))
+        except HarnessError as exc:
+            raise pytest.UsageError(f"--harness-compare-base: {one_line(exc)}") from None
     if path := config.getoption("harness_baseline", None):
         try:
             config.stash[_BASELINE] = Baseline.read(Path(path))
@@ -118,9 +131,11 @@ class ScenarioFile(pytest.File):
         items: list[pytest.Item] = [
             CheckItem.from_parent(self, name=name, scenario=scenario, check=check) for name, check in CHECKS.items()
         ]
-        if _BASELINE in self.config.stash:
+        if _COMPARE_BASE in self.config.stash:  # the head's own checks are part of the comparison
+            items = [CompareItem.from_parent(self, name="compare", scenario=scenario)]
+        elif _BASELINE in self.config.stash:
             items.append(RegressionItem.from_parent(self, name="regression", scenario=scenario))
-        for gap in scenario.expect.known_gaps:
+        for gap in scenario.expect.known_gaps if _COMPARE_BASE not in self.config.stash else ():
             gap_item = GapItem.from_parent(self, name=gap_name(gap), scenario=scenario, gap=gap)
             gap_item.add_marker(pytest.mark.xfail(reason=gap.reason, strict=True, raises=CheckFailed))
             items.append(gap_item)
@@ -215,7 +230,47 @@ def target_properties(target: dict[str, Any]) -> list[tuple[str, Any]]:
     ]
 
 
+class CompareItem(pytest.Item):
+    """Base against head for one scenario (``harness.base_head``): fails on a regression of head, one line each."""
+
+    def __init__(self, *, scenario: Scenario, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.scenario = scenario
+
+    def runtest(self) -> None:
+        from harness.base_head import run_comparison
+
+        if reason := skip_reason(self.scenario, os.path.relpath(self.path)):
+            pytest.skip(reason)
+        config = self.config
+        results = Path(config.getoption("harness_results")).resolve() / "compare" / self.scenario.name
+        try:
+            comparison, _ = run_comparison(
+                [self.scenario],
+                config.stash[_COMPARE_BASE],
+                config.stash[_TARGET],
+                results,
+                config.getoption("harness_compare_repeats"),
+                config.getoption("executor"),
+                say=lambda line: None,
+            )
+        except HarnessError as exc:
+            _fail(exc)
+        (compared,) = comparison.scenarios
+        self.user_properties += [(f"compare.{f.metric}", f.ratio_text()) for f in compared.figures]
+        self.add_report_section("call", "harness", "\n".join(comparison.lines()))
+        if compared.status == "error":
+            _fail(InfraError("; ".join(compared.errors)))
+        if compared.status == "regressed":
+            lines = [f.line() for f in compared.figures if f.verdict in ("regressed", "missing")]
+            raise CheckFailed(self.scenario.name, CheckResult("compare", problems=lines + compared.findings))
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        return self.path, 0, f"{self.scenario.name}::{self.name}"
+
+
 _SESSION = pytest.StashKey[str]()
+_COMPARE_BASE = pytest.StashKey[Target]()
 _TARGET = pytest.StashKey[Target]()
 _BASELINE = pytest.StashKey[Baseline]()
 

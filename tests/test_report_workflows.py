@@ -23,8 +23,8 @@ def actionlint() -> str:
 
 
 def test_workflows_pass_actionlint():
-    files = sorted(str(p) for p in WORKFLOWS.glob("*.yml"))
-    assert {Path(f).name for f in files} >= {"ci.yml", "nightly-ascend.yml", "pr-gate.yml"}
+    files = [*sorted(str(p) for p in WORKFLOWS.glob("*.yml")), str(ROOT / "docs" / "verl-caller-example.yml")]
+    assert {Path(f).name for f in files} >= {"ci.yml", "nightly-ascend.yml", "pr-gate.yml", "verl-compare.yml"}
     proc = subprocess.run(
         [actionlint(), "-no-color", "-config-file", str(ROOT / ".github" / "actionlint.yaml"), *files],
         cwd=ROOT,
@@ -35,27 +35,51 @@ def test_workflows_pass_actionlint():
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_ascend_workflows_run_on_the_npu_runners_and_publish_the_baseline():
-    nightly = yaml.safe_load((WORKFLOWS / "nightly-ascend.yml").read_text())
-    gate = yaml.safe_load((WORKFLOWS / "pr-gate.yml").read_text())
-    assert "schedule" in nightly[True]  # YAML 1.1 reads the key `on` as True
-    for wf in (nightly, gate):
-        (job,) = wf["jobs"].values()
-        assert job["runs-on"] == "linux-aarch64-a2b3-8"
-        assert any("-k qwen2_0_5b" in step.get("run", "") for step in job["steps"])
-    nightly_steps = next(iter(nightly["jobs"].values()))["steps"]
-    assert any(s.get("with", {}).get("name") == "precision-debugger-baseline" for s in nightly_steps)
-    gate_runs = " ".join(s.get("run", "") for s in next(iter(gate["jobs"].values()))["steps"])
-    assert "--harness-baseline baseline/baseline.json" in gate_runs and "harness gate" in gate_runs
+def _load(path: Path) -> dict:
+    return yaml.safe_load(path.read_text())
 
 
-def test_ascend_workflows_build_the_image_the_scenarios_name():
+def _runs(job: dict) -> str:
+    return " ".join(step.get("run", "") for step in job["steps"])
+
+
+def test_verl_calls_a_reusable_base_against_head_workflow():
+    reusable = _load(WORKFLOWS / "verl-compare.yml")
+    call = reusable[True]["workflow_call"]["inputs"]  # YAML 1.1 reads the key `on` as True
+    assert {"verl-repository", "base-ref", "head-ref", "scenarios", "runner-labels"} <= set(call)
+    (job,) = reusable["jobs"].values()
+    assert job["runs-on"] == "${{ fromJSON(inputs.runner-labels) }}"
+    assert "harness compare --base .verl/base --head .verl/head" in _runs(job)
+    assert "ascend-context --verl" in _runs(job) and "--build" in _runs(job)  # one image per side
+    caller = _load(ROOT / "docs" / "verl-caller-example.yml")
+    (gate,) = caller["jobs"].values()
+    assert gate["uses"].endswith("/.github/workflows/verl-compare.yml@main")
+    assert gate["with"]["base-ref"] == "${{ github.event.pull_request.base.sha }}"
+    assert gate["with"]["head-ref"] == "${{ github.event.pull_request.head.sha }}"
+    pr = _load(WORKFLOWS / "pr-gate.yml")
+    assert pr["jobs"]["compare"]["uses"] == "./.github/workflows/verl-compare.yml"
+    assert {"base-ref", "head-ref"} <= set(pr[True]["workflow_dispatch"]["inputs"])
+
+
+def test_the_nightly_tests_a_verl_ref_and_keeps_a_baseline_series_per_ref():
+    nightly = _load(WORKFLOWS / "nightly-ascend.yml")
+    assert "schedule" in nightly[True] and nightly[True]["workflow_dispatch"]["inputs"]["verl_ref"]["default"] == "main"
+    (job,) = nightly["jobs"].values()
+    assert job["runs-on"] == "linux-aarch64-a2b3-8"
+    assert '-k qwen2_0_5b -rfEX --verl .verl/nightly --series "$VERL_REF"' in _runs(job)
+    assert nightly["env"]["BASELINE"] == "precision-debugger-baseline-${{ inputs.verl_ref || 'main' }}"
+    names = [s.get("with", {}).get("name") for s in job["steps"]]
+    assert names.count("${{ env.BASELINE }}") == 2  # downloads the previous one of the series, publishes the next
+    assert "harness gate --baseline baseline-prev/baseline.json" in _runs(job)
+
+
+def test_ascend_workflows_build_on_the_image_the_scenarios_name():
     from harness.loader import load_scenario
 
     images = {load_scenario(p).executor.docker.image for p in (ROOT / "scenarios").glob("qwen2_0_5b_*.yaml")}
     assert len(images) == 1
-    for name in ("nightly-ascend.yml", "pr-gate.yml"):
-        env = yaml.safe_load((WORKFLOWS / name).read_text())["env"]
-        assert env["IMAGE"] in images, f"{name} builds {env['IMAGE']}, the scenarios run {images}"
+    env = _load(WORKFLOWS / "nightly-ascend.yml")["env"]
+    assert env["IMAGE"] in images, f"the nightly builds {env['IMAGE']}, the scenarios run {images}"
     dockerfile = (ROOT / "docker" / "Dockerfile.ascend").read_text()
-    assert f"ARG VERL_ASCEND_TAG={env['VERL_ASCEND_TAG']}" in dockerfile
+    base_tag = _load(WORKFLOWS / "verl-compare.yml")[True]["workflow_call"]["inputs"]["verl-ascend-tag"]["default"]
+    assert f"ARG VERL_ASCEND_TAG={base_tag}" in dockerfile

@@ -11,10 +11,12 @@ from __future__ import annotations
 import argparse
 import shlex
 import shutil
+import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.errors import InfraError
 from harness.executors.docker import TARGET_LABEL
 from harness.target import Target, TargetError, parse_target
 from harness.target_env import source_tree
@@ -50,13 +52,13 @@ def build_args(target: Target) -> dict[str, str]:
     return args
 
 
-def make_context(target: Target, out: Path, tag: str) -> AscendBuild:
+def make_context(target: Target, out: Path, tag: str, base_tag: str | None = None) -> AscendBuild:
     """The build context: the harness's files plus the target's verl (a source tree or its wheel) in verl-src/."""
     if target.verl.kind in ("pinned", "release"):
         raise TargetError(
             "a released verl is the base image's own: pick its VERL_ASCEND_TAG instead (docker/README.md)"
         )
-    args = build_args(target)
+    args = build_args(target) | ({"VERL_ASCEND_TAG": base_tag} if base_tag else {})
     if out.exists() and any(out.iterdir()):
         raise TargetError(f"{out} is not empty")
     out.mkdir(parents=True, exist_ok=True)
@@ -80,8 +82,13 @@ def make_context(target: Target, out: Path, tag: str) -> AscendBuild:
 def cmd_ascend_context(args: argparse.Namespace) -> int:
     """``python -m harness image ascend-context --verl SPEC --out DIR``: the context, then the build command."""
     target = parse_target(args.verl, args.msprobe, args.series)
-    build = make_context(target, Path(args.out).resolve(), args.tag)
+    build = make_context(target, Path(args.out).resolve(), args.tag, args.base_tag)
     print(f"context {build.context}: the harness and {target.verl.describe()} in {VERL_SRC}/")
-    print(f"the image will carry {TARGET_LABEL}={target.verl.identity}; build it on the runner with:")
-    print(shlex.join(build.argv()))
+    if not args.build:
+        print(f"the image will carry {TARGET_LABEL}={target.verl.identity}; build it on the runner with:")
+        print(shlex.join(build.argv()))
+        return 0
+    print(f"building {args.tag} ({TARGET_LABEL}={target.verl.identity}): {shlex.join(build.argv())}", flush=True)
+    if subprocess.run(build.argv(), check=False).returncode != 0:
+        raise InfraError(f"docker build of {args.tag} for {target.verl.identity} failed (its output is above)")
     return 0

@@ -1,0 +1,108 @@
+"""Base against head on one machine: every scenario run for both targets, interleaved, then compared.
+
+The way benchmarking tools compare two commits (asv ``continuous``): both on the same machine in one job, so
+the runner's drift is not mistaken for the change. Each scenario runs base, head, head, base, ... (ABBA: a
+slow drift cancels between the sides); each run of a side is a full off + on pair in its own results
+directory, ``<results>/<base|head>/r<i>/<scenario>/``, checked as ``harness run`` checks it. The comparison
+(``harness.gate.compare``) reads those directories back; it and the reports land in ``<results>/``.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+
+from harness.errors import HarnessError
+from harness.evaluate import evaluate
+from harness.gate.compare import Comparison, compare_scenario, interleaved
+from harness.gate.observe import Observation, observe_results
+from harness.rundir import ScenarioDir
+from harness.scenario import Scenario
+from harness.target import Target
+from harness.target_env import ensure_env
+
+SIDES = ("base", "head")
+
+
+def run_dir(results: Path, side: str, repeat: int) -> Path:
+    return results / side / f"r{repeat}"
+
+
+def run_comparison(
+    scenarios: list[Scenario],
+    base: Target,
+    head: Target,
+    results: Path,
+    repeats: int = 2,
+    executor: str | None = None,
+    say: Callable[[str], None] = print,
+) -> tuple[Comparison, dict[str, dict[str, list[Observation]]]]:
+    """Run and compare; returns the comparison and, per scenario and side, the observations of the repeats."""
+    targets = {"base": base, "head": head}
+    for side, target in targets.items():  # both environments before any training: a bad SPEC fails at once
+        say(f"{side}: {ensure_env(target).label()}")
+    order = interleaved(repeats)
+    session = uuid.uuid4().hex
+    observed: dict[str, dict[str, list[Observation]]] = {}
+    scenario_errors: dict[str, list[str]] = {}
+    for scenario in scenarios:
+        sides: dict[str, list[Observation]] = {side: [] for side in SIDES}
+        for side, i in order:
+            say(f"{scenario.name}: {side} run {i + 1} of {repeats}")
+            where = run_dir(results, side, i)
+            try:
+                evaluate(scenario, where, session, executor, reuse=False, target=targets[side])
+            except HarnessError as exc:
+                scenario_errors.setdefault(scenario.name, []).append(f"{side} run {i + 1}: {exc.label}: {exc}")
+                continue
+            sides[side].append(observe_results(ScenarioDir(where / scenario.name).results))
+        observed[scenario.name] = sides
+    compared = []
+    for name, sides in observed.items():
+        sc = compare_scenario(name, sides["base"], sides["head"])
+        sc.errors = scenario_errors.get(name, []) + sc.errors
+        compared.append(sc)
+    labels = [f"{side} {i + 1}" for side, i in order]
+    comparison = Comparison(base.describe(), head.describe(), labels, compared)
+    write_comparison(comparison, results)
+    return comparison, observed
+
+
+def write_comparison(c: Comparison, results: Path) -> None:
+    """``compare.json`` (every figure of both sides and every verdict) and ``compare.txt`` (the lines)."""
+    results.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "base": c.base,
+        "head": c.head,
+        "order": c.order,
+        "exit_code": c.exit_code,
+        "scenarios": [
+            {
+                "scenario": s.scenario,
+                "status": s.status,
+                "findings": s.findings,
+                "notes": s.notes,
+                "errors": s.errors,
+                "figures": [asdict(f) | {"line": f.line(), "ratio": f.ratio_text()} for f in s.figures],
+            }
+            for s in c.scenarios
+        ],
+    }
+    (results / "compare.json").write_text(json.dumps(doc, indent=1))
+    (results / "compare.txt").write_text("\n".join(c.lines()) + "\n")
+
+
+def write_reports(c: Comparison, observed: dict[str, dict[str, list[Observation]]], out: Path) -> list[Path]:
+    """summary.md and a PNG per scenario (base and head side by side) under ``out``."""
+    from harness.report.compare import compare_markdown, plot_compare  # matplotlib only here
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.md").write_text(compare_markdown(c, png_dir=out))
+    pngs = [out / "summary.md"]
+    for name, sides in observed.items():
+        if sides["base"] or sides["head"]:
+            pngs.append(plot_compare(name, sides["base"], sides["head"], out / f"{name}.png"))
+    return pngs

@@ -1,0 +1,29 @@
+"""A scenario's runs and every check on them, outside pytest (the CLI's ``run`` and ``compare``): the same
+runs, checks and results.json as the pytest items."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.checks import CHECKS, CheckContext, CheckResult
+from harness.checks.known_gap import check_gap
+from harness.results import record_check
+from harness.runs import ensure_runs
+from harness.scenario import Scenario
+from harness.target import Target
+
+
+def evaluate(
+    scenario: Scenario, results: Path, session: str, executor: str | None, reuse: bool, target: Target
+) -> tuple[float, list[CheckResult]]:
+    """The same runs and checks as the pytest items, outside pytest; returns the training time too."""
+    runs = ensure_runs(scenario, results, session, executor, reuse=reuse, target=target)
+    ctx = CheckContext(scenario, runs.dir)
+    out = []
+    for check in CHECKS.values():
+        out.append(result := check(ctx))
+        record_check(scenario, runs, result)
+    for gap in scenario.expect.known_gaps:
+        out.append(result := check_gap(ctx, gap))
+        record_check(scenario, runs, result, xfail_reason=gap.reason)
+    return runs.trained_s, out
