@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import asdict
 from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.evaluate import evaluate
+from harness.figures import FAMILIES
 from harness.gate.compare import Comparison, compare_scenario, interleaved
 from harness.gate.observe import Observation, observe_results
 from harness.rundir import ScenarioDir
@@ -39,8 +40,10 @@ def run_comparison(
     repeats: int = 2,
     executor: str | None = None,
     say: Callable[[str], None] = print,
+    judge: Collection[str] = FAMILIES,
 ) -> tuple[Comparison, dict[str, dict[str, list[Observation]]]]:
-    """Run and compare; returns the comparison and, per scenario and side, the observations of the repeats."""
+    """Run and compare; returns the comparison and, per scenario and side, the observations of the repeats.
+    ``judge``: the figure families decided (the others are reported); structure names and checks always are."""
     targets = {"base": base, "head": head}
     for side, target in targets.items():  # both environments before any training: a bad SPEC fails at once
         say(f"{side}: {ensure_env(target).label()}")
@@ -62,7 +65,7 @@ def run_comparison(
         observed[scenario.name] = sides
     compared = []
     for name, sides in observed.items():
-        sc = compare_scenario(name, sides["base"], sides["head"])
+        sc = compare_scenario(name, sides["base"], sides["head"], judge)
         sc.errors = scenario_errors.get(name, []) + sc.errors
         compared.append(sc)
     labels = [f"{side} {i + 1}" for side, i in order]

@@ -21,6 +21,7 @@ from harness.cli_gate import add_gate_commands
 from harness.devices import skip_reason
 from harness.errors import HarnessError, ScenarioError, one_line
 from harness.evaluate import evaluate
+from harness.figures import FAMILIES
 from harness.loader import load_scenario, scenario_files
 from harness.registry import EXECUTORS
 from harness.scenario import ExecutorSettings, Scenario
@@ -108,6 +109,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     return status
 
 
+def _families(text: str) -> tuple[str, ...]:
+    if bad := [f for f in text.split(",") if f not in FAMILIES]:
+        raise argparse.ArgumentTypeError(f"unknown figure families {bad}; expected some of {', '.join(FAMILIES)}")
+    return tuple(text.split(","))
+
+
 def _positive(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
@@ -139,6 +146,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         args.repeats,
         args.executor,
         say=lambda m: console.print(escape(m), soft_wrap=True),
+        judge=args.judge,
     )
     for line in comparison.lines():
         print(line)
@@ -208,6 +216,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=_positive, default=2, help="runs per side: base, head, head, base, ...")
     p.add_argument("--results", default="results/compare")
     p.add_argument("--executor", choices=list(EXECUTORS))
+    p.add_argument(
+        "--judge",
+        type=_families,
+        default=FAMILIES,
+        metavar="FAMILY[,FAMILY]",
+        help=f"figure families decided ({','.join(FAMILIES)}; default all); others are reported. Checks and dump "
+        "entry names are always decided",
+    )
     p.set_defaults(func=cmd_compare)
     p = sub.add_parser("dry-run", help="print what each training would run (image, devices, mounts, env, argv)")
     p.add_argument("paths", nargs="+")

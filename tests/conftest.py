@@ -1,4 +1,6 @@
-"""Fixtures; the builders they use are in builders.py (imported by tests directly)."""
+"""Fixtures; the builders they use are in builders.py (imported by tests directly). The verl repository,
+the environment cache and the small scenario are made once per session and shared by the target and compare
+tests."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from builders import write_dump, write_metrics, write_scenario
+from verl_repo import VerlRepo, make_verl_repo
 
 from harness.checks import CheckContext
 from harness.loader import load_scenario
@@ -26,3 +29,37 @@ def good_case(tmp_path: Path) -> tuple[Scenario, CheckContext]:
     write_metrics(sdir.run("off").metrics, {n: 1.0 for n in range(1, 6)})
     write_metrics(sdir.run("on").metrics, {1: 1.0, 2: 8.0, 3: 1.1, 4: 9.0, 5: 1.05}, stage_scale=0.3)
     return scenario, CheckContext(scenario, sdir)
+
+
+# 1 rank, 3 steps, 1 profiled step: the smallest real run that shows a verdict; budgets nothing can flip
+SMALL_TARGET: dict = {
+    "world_size": 1,
+    "steps": 3,
+    "precision_debugger": {
+        "level": "L1",
+        "steps": [2],
+        "stages": ["actor_compute_log_prob", "ref_compute_log_prob", "actor_update"],
+    },
+    "budgets": {
+        "overhead": {"max_profiled_ratio": 1000, "max_unprofiled_ratio": 100},
+        "disk": {"max_total": "1GB", "max_per_step": None},
+    },
+}
+
+
+@pytest.fixture(scope="session")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("harness-cache")
+
+
+@pytest.fixture(scope="session")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> VerlRepo:
+    return make_verl_repo(tmp_path_factory.mktemp("verl") / "repo")
+
+
+@pytest.fixture(scope="session")
+def small(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory with scenarios/tiny_fsdp_l1.yaml, the small variant."""
+    root = tmp_path_factory.mktemp("small")
+    write_scenario(root, name="tiny_fsdp_l1", **SMALL_TARGET)
+    return root

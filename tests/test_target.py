@@ -17,9 +17,8 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
-from builders import write_scenario
 from gate_builders import ENV, write_results
-from verl_repo import PROFILE, VerlRepo, git, make_verl_repo
+from verl_repo import PROFILE, VerlRepo, git
 
 from harness.errors import InfraError
 from harness.executors.ascend_image import build_args, make_context
@@ -31,37 +30,6 @@ from harness.target import TargetError, parse_target
 from harness.target_env import _MADE, ensure_env
 
 ROOT = Path(__file__).resolve().parents[1]
-SMALL = {
-    "world_size": 1,
-    "steps": 3,
-    "precision_debugger": {
-        "level": "L1",
-        "steps": [2],
-        "stages": ["actor_compute_log_prob", "ref_compute_log_prob", "actor_update"],
-    },
-    "budgets": {
-        "overhead": {"max_profiled_ratio": 1000, "max_unprofiled_ratio": 100},
-        "disk": {"max_total": "1GB", "max_per_step": None},
-    },
-}
-
-
-@pytest.fixture(scope="session")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("harness-cache")
-
-
-@pytest.fixture(scope="session")
-def repo(tmp_path_factory: pytest.TempPathFactory) -> VerlRepo:
-    return make_verl_repo(tmp_path_factory.mktemp("verl") / "repo")
-
-
-@pytest.fixture(scope="session")
-def small(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A directory with scenarios/tiny_fsdp_l1.yaml, the small variant."""
-    root = tmp_path_factory.mktemp("small")
-    write_scenario(root, name="tiny_fsdp_l1", **SMALL)
-    return root
 
 
 @pytest.fixture

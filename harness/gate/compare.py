@@ -13,11 +13,12 @@ module judges what such runs left on disk (results directories, one per side and
 from __future__ import annotations
 
 import statistics
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Literal
 
 from harness.checks.known_gap import is_gap
-from harness.figures import family, fmt, ratio, structure_names
+from harness.figures import FAMILIES, family, fmt, ratio, structure_names
 from harness.gate.baseline import DEFAULT_POLICY
 from harness.gate.observe import Observation
 from harness.gate.structure import name_diff
@@ -54,6 +55,7 @@ class FigureComparison:
     base: list[float] = field(default_factory=list)  # one value per repeat
     head: list[float] = field(default_factory=list)
     tolerance: float = 0.0
+    judged: bool = True
 
     @property
     def ratios(self) -> list[float]:
@@ -101,8 +103,8 @@ class ScenarioComparison:
             return [f"ERROR {self.scenario}: {e}" for e in self.errors]
         within = sum(f.verdict == "ok" for f in self.figures)
         out = [f"{self.status} {self.scenario}: {within} of {len(self.figures)} figures within tolerance"]
+        out += self.findings  # checks and entry names first: they say which stage
         out += [f.line() for f in self.figures if f.verdict != "ok"]
-        out += self.findings
         out += [f"  note {self.scenario}: {n}" for n in self.notes]
         return out
 
@@ -111,7 +113,8 @@ class ScenarioComparison:
         rows = [f for f in self.figures if family(f.metric) != "structure" or f.verdict != "ok"]
         return [
             f"  {f.metric:<40} base {fmt(f.metric, statistics.median(f.base)) if f.base else '-':>10}  "
-            f"head {fmt(f.metric, statistics.median(f.head)) if f.head else '-':>10}  {f.ratio_text()}  {f.verdict}"
+            f"head {fmt(f.metric, statistics.median(f.head)) if f.head else '-':>10}  {f.ratio_text()}  "
+            f"{f.verdict if f.judged else 'not judged'}"
             for f in rows
         ]
 
@@ -153,8 +156,11 @@ def _checks(name: str, base: list[Observation], head: list[Observation], out: Sc
             out.notes.append(f"{check} check fails on base and on head: not judged")
 
 
-def compare_scenario(name: str, base: list[Observation], head: list[Observation]) -> ScenarioComparison:
-    """One scenario: the observations of each side's repeats (results directories), head against base."""
+def compare_scenario(
+    name: str, base: list[Observation], head: list[Observation], judge: Collection[str] = FAMILIES
+) -> ScenarioComparison:
+    """One scenario: the observations of each side's repeats (results directories), head against base. Figures
+    of a family not in ``judge`` are reported, not judged (dump structure names and checks always are)."""
     out = ScenarioComparison(name)
     out.errors = [f"base: {e}" for o in base for e in o.errors] + [f"head: {e}" for o in head for e in o.errors]
     if not base or not head:
@@ -166,6 +172,9 @@ def compare_scenario(name: str, base: list[Observation], head: list[Observation]
         b, h = _numbers(base, metric), _numbers(head, metric)
         if not h or not b:
             out.figures.append(FigureComparison(name, metric, "missing" if b else "new", b, h))
+            continue
+        if family(metric) not in judge:
+            out.figures.append(FigureComparison(name, metric, "ok", b, h, judged=False))
             continue
         d = decide(metric, b, h)
         out.figures.append(FigureComparison(name, metric, d.verdict, b, h, d.tolerance))

@@ -76,6 +76,7 @@ def plot_compare(name: str, base: list[Observation], head: list[Observation], pa
             steps = sorted(times[mode])
             ax_t.plot(steps, [times[mode][n] for n in steps], style, color=COLORS[side], label=f"{side}, {mode}")
     ax_t.set_yscale("log")
+    ax_t.set_xticks(sorted({n for obs in (*base, *head) for mode in step_times(obs).values() for n in mode}))
     ax_t.set_xlabel("global training step")
     ax_t.set_ylabel("step time (s, log scale)")
     ax_t.set_title("step time, precision_debugger off and on")
