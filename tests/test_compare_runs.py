@@ -23,27 +23,33 @@ def compare(cwd: Path, cache: Path, *args: str) -> subprocess.CompletedProcess[s
     return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, check=False, timeout=1200)
 
 
-def test_a_commit_that_stops_dumping_a_stage_is_flagged_under_docker(repo: VerlRepo, cache: Path, small: Path):
+def test_a_commit_that_stops_dumping_a_stage_is_flagged_by_pytest_under_docker(
+    repo: VerlRepo, cache: Path, small: Path
+):
+    """pytest's option: head is --verl, base is --harness-compare-base; one 'compare' item per scenario."""
     from test_docker_daemon import daemon  # the CPU image on the daemon DOCKER_HOST names (CI requires one)
 
     daemon()
     res = small / "cmp_bad"
-    proc = compare(small, cache, f"--base={repo.path}@v0.9.1", f"--head={repo.path}@bad", "--repeats=1",
-                   f"--results={res}", "--executor=docker")  # fmt: skip
+    argv = [sys.executable, "-m", "pytest", "scenarios", "-k", "tiny_fsdp_l1", "-p", "no:cacheprovider", "-q",
+            f"--verl={repo.path}@bad", f"--harness-compare-base={repo.path}@v0.9.1", "--harness-compare-repeats=1",
+            f"--harness-results={res}", "--executor=docker"]  # fmt: skip
+    env = {**os.environ, "HARNESS_CACHE_DIR": str(cache)}
+    proc = subprocess.run(argv, cwd=small, env=env, capture_output=True, text=True, check=False, timeout=1200)
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
     out = proc.stdout
+    assert "1 failed" in out and "tiny_fsdp_l1: compare check failed:" in out
     assert (
         "REGRESSED tiny_fsdp_l1: layout check passes on base, fails on head: missing dump dir step_2/actor_update/"
         in out
     )
     assert "REGRESSED tiny_fsdp_l1: structure.actor_update.rank0.names -Functional" in out
     assert "MISSING tiny_fsdp_l1: structure.actor_update.rank0.entries" in out
-    assert out.splitlines()[-3] == "compare: 1 regressed -> FAIL"
+    where = res / "compare" / "tiny_fsdp_l1"
     for side in ("base", "head"):
-        run = json.loads((res / side / "r0" / "tiny_fsdp_l1" / "on" / "run.json").read_text())
+        run = json.loads((where / side / "r0" / "tiny_fsdp_l1" / "on" / "run.json").read_text())
         assert run["executor"] == "docker"
-    assert (res / "report" / "summary.md").read_text().count("❌ regressed") >= 1
-    assert (res / "report" / "tiny_fsdp_l1.png").stat().st_size > 10_000
+    assert json.loads((where / "compare.json").read_text())["exit_code"] == 1
 
 
 def test_a_neutral_commit_and_a_a_compare_clean(repo: VerlRepo, cache: Path, small: Path):
@@ -54,6 +60,8 @@ def test_a_neutral_commit_and_a_a_compare_clean(repo: VerlRepo, cache: Path, sma
                    f"--results={res}", "--judge=disk,structure")  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "compare: 1 ok -> PASS" in proc.stdout
+    assert "| tiny_fsdp_l1 | ✅ ok |" in (res / "report" / "summary.md").read_text()
+    assert (res / "report" / "tiny_fsdp_l1.png").stat().st_size > 10_000  # base and head side by side
     doc = json.loads((res / "compare.json").read_text())
     assert doc["order"] == ["base 1", "head 1", "head 2", "base 2"]
     figures = {f["metric"]: f for f in doc["scenarios"][0]["figures"]}
