@@ -79,7 +79,7 @@ class FigureComparison:
         tol = "tolerance exact" if not self.tolerance else f"tolerance {100 * self.tolerance:.0f}%"
         return (
             f"{head} base {fmt(self.metric, statistics.median(self.base))} head "
-            f"{fmt(self.metric, statistics.median(self.head))} ({self.ratio_text()}), {tol}"
+            f"{fmt(self.metric, statistics.median(self.head))}: {self.ratio_text()}, {tol}"
         )
 
 
