@@ -1,6 +1,7 @@
 """Command line: ``python -m harness {validate,run,dry-run,image,schema} ...``.
 
-Exit codes: 0 all good; 1 a check failed; 2 invalid input or an infrastructure error.
+Exit codes: 0 all good; 1 a check failed; 2 invalid input or an infrastructure error; 128+N on signal N
+(SIGINT, SIGTERM, SIGHUP: the running training is stopped first).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
+from rich.progress import BarColumn, TaskID, TextColumn
+from rich.progress import Progress as Bars
 from rich.table import Table
 
 from harness.checks import CHECKS, CheckContext, CheckResult
@@ -22,10 +25,12 @@ from harness.cli_gate import add_gate_commands
 from harness.devices import skip_reason
 from harness.errors import HarnessError, ScenarioError, one_line
 from harness.loader import load_scenario, scenario_files
+from harness.monitor import MAX_DUMP_ENV, MIN_FREE_ENV, PeriodicLines, Progress, Show, Watch
 from harness.registry import EXECUTORS
 from harness.results import record_check
 from harness.runs import ensure_runs
 from harness.scenario import ExecutorSettings, Scenario
+from harness.signals import describe, interrupts
 
 console = Console(highlight=False)
 
@@ -62,10 +67,10 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def evaluate(
-    scenario: Scenario, results: Path, session: str, executor: str | None, reuse: bool
+    scenario: Scenario, results: Path, session: str, executor: str | None, reuse: bool, watch: Watch | None = None
 ) -> tuple[float, list[CheckResult]]:
     """The same runs and checks as the pytest items, outside pytest; returns the training time too."""
-    runs = ensure_runs(scenario, results, session, executor, reuse=reuse)
+    runs = ensure_runs(scenario, results, session, executor, reuse=reuse, watch=watch)
     ctx = CheckContext(scenario, runs.dir)
     out = []
     for check in CHECKS.values():
@@ -77,12 +82,55 @@ def evaluate(
     return runs.trained_s, out
 
 
+class LiveBars:
+    """The live line in a terminal: a bar per running training, left behind as its last line when it ends."""
+
+    def __init__(self) -> None:
+        self.bars = Bars(
+            TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[detail]}"), console=console
+        )
+        self.tasks: dict[tuple[str, str], TaskID] = {}
+
+    def __call__(self, p: Progress) -> None:
+        key = (p.scenario, p.mode)
+        if key not in self.tasks:
+            if not self.tasks:
+                self.bars.start()
+            self.tasks[key] = self.bars.add_task(escape(p.label), total=p.steps, detail="")
+        self.bars.update(self.tasks[key], completed=p.done, detail=escape(p.detail()))
+        if p.outcome:
+            self.bars.remove_task(self.tasks.pop(key))
+            self.bars.console.print(escape(p.line()), soft_wrap=True)
+            if not self.tasks:
+                self.bars.stop()
+
+
+def live_line(every_s: float) -> Show:
+    """Bars in a terminal; plain lines every ``every_s`` elsewhere (a CI log)."""
+    if console.is_terminal:
+        return LiveBars()
+    return PeriodicLines(lambda line: console.print(escape(line), soft_wrap=True), every_s)
+
+
+def sweep() -> None:
+    """Remove what dead harnesses left (containers of a SIGKILLed harness), one line each."""
+    for executor in EXECUTORS.values():
+        for line in executor.sweep():
+            console.print(f"harness: {escape(line)}", soft_wrap=True)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     scenarios, problems = _load_all(args.paths)
     if problems:
         for line in problems:
             print(line, file=sys.stderr)
         return 2
+    try:
+        watch = Watch.configure(args.max_dump, args.min_free, show=live_line(args.progress_every))
+    except ValueError as exc:
+        print(f"harness run: {exc}", file=sys.stderr)
+        return 2
+    sweep()
     session, results, status = uuid.uuid4().hex, Path(args.results).resolve(), 0
     started, trained = time.monotonic(), 0.0
     table = Table("scenario", "check", "verdict", "key figures", title=f"results in {results}")
@@ -95,7 +143,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"[bold]{s.name}[/]: training off and on ({s.executor.kind if not args.executor else args.executor})"
         )
         try:
-            seconds, checks = evaluate(s, results, session, args.executor, args.reuse)
+            seconds, checks = evaluate(s, results, session, args.executor, args.reuse, watch)
             trained += seconds
         except HarnessError as exc:
             console.print(f"[red]{exc.label}[/] {escape(str(exc))}")
@@ -145,6 +193,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--results", default="results")
     p.add_argument("--executor", choices=list(EXECUTORS))
     p.add_argument("--reuse", action="store_true", help="reuse earlier successful trainings of unchanged scenarios")
+    p.add_argument(
+        "--max-dump",
+        metavar="SIZE",
+        help=f"stop any run whose dumps grow past SIZE, whatever its budgets (default: ${MAX_DUMP_ENV}, else none)",
+    )
+    p.add_argument(
+        "--min-free",
+        metavar="SIZE",
+        help=f"stop a run when the results filesystem has less free (default: ${MIN_FREE_ENV}, else 1GB)",
+    )
+    p.add_argument(
+        "--progress-every", type=float, default=15.0, metavar="S", help="seconds between live lines in a log"
+    )
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("dry-run", help="print what each training would run (image, devices, mounts, env, argv)")
     p.add_argument("paths", nargs="+")
@@ -162,10 +223,12 @@ def main(argv: list[str] | None = None) -> int:
     add_gate_commands(sub)  # baseline merge, calibrate, gate, report, junit-merge
     args = parser.parse_args(argv)
     try:
-        return args.func(args)
+        with interrupts():
+            return args.func(args)
     except HarnessError as exc:  # every bad input and failed run: one line, exit 2
         print(one_line(exc), file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("interrupted: running trainings and containers were stopped", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # SIGINT, SIGTERM, SIGHUP: what was stopped, exit 128+N
+        line, code = describe(exc)
+        print(line, file=sys.stderr)
+        return code

@@ -3,11 +3,16 @@
 A scenario's trainings run in the setup of its first item (errors there are infrastructure ERRORs, not
 check FAILUREs) and are reused by its other items; under pytest-xdist all items of a scenario go to
 one worker (``--dist loadgroup``), and the file lock in ``harness.runs`` keeps it to one run anyway.
+Each training shows a live line in the terminal reporter (``harness.monitor``); SIGTERM and SIGHUP stop it
+like Ctrl-C and exit 128+N; containers of dead harnesses are swept at session start.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import sys
 import time
 import uuid
 from collections import defaultdict
@@ -24,11 +29,13 @@ from harness.gate.baseline import Baseline
 from harness.gate.observe import observe_results
 from harness.gate.verdicts import compare_scenario
 from harness.loader import load_scenario
+from harness.monitor import MAX_DUMP_ENV, MIN_FREE_ENV, PeriodicLines, Watch
 from harness.registry import EXECUTORS
 from harness.results import record_check
 from harness.runs import ensure_runs
 from harness.scenario import Scenario
 from harness.settings import KnownGap
+from harness.signals import Interrupted, describe, interrupts
 
 TRAINED = "harness.trained_s"
 
@@ -61,6 +68,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="BASELINE",
         help="add a 'regression' item per scenario: overhead, disk and dump structure against this baseline file",
     )
+    g.addoption(
+        "--harness-max-dump",
+        metavar="SIZE",
+        help=f"stop any run whose dumps grow past SIZE, whatever its budgets (default: ${MAX_DUMP_ENV}, else none)",
+    )
+    g.addoption(
+        "--harness-min-free",
+        metavar="SIZE",
+        help=f"stop a run when the results filesystem has less free (default: ${MIN_FREE_ENV}, else 1GB)",
+    )
+    g.addoption(
+        "--harness-progress-every",
+        type=float,
+        default=15.0,
+        metavar="S",
+        help="seconds between a training's live lines (default 15)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -70,6 +94,16 @@ def pytest_configure(config: pytest.Config) -> None:
     if workerinput and workerinput.get("harness_loadgroup"):
         config.option.loadgroup = True  # xdist set this from the worker's own args, before our change above
     config.stash[_SESSION] = workerinput["testrunuid"] if workerinput else uuid.uuid4().hex
+    try:
+        config.stash[_WATCH] = Watch.configure(
+            config.getoption("harness_max_dump", None),
+            config.getoption("harness_min_free", None),
+            show=PeriodicLines(lambda line: _write_line(config, line), config.getoption("harness_progress_every", 15)),
+        )
+    except ValueError as exc:
+        raise pytest.UsageError(f"--harness-max-dump/--harness-min-free: {exc}") from None
+    config.stash[_SIGNALS] = stack = contextlib.ExitStack()
+    stack.enter_context(interrupts())
     if path := config.getoption("harness_baseline", None):
         try:
             config.stash[_BASELINE] = Baseline.read(Path(path))
@@ -79,6 +113,48 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(PlainNodeIds(), "harness-plain-nodeids")
         workers = config.getoption("numprocesses", None) or 1
         config.pluginmanager.register(TimeBreakdown(int(workers) if str(workers).isdigit() else 2), "harness-times")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _SIGNALS in config.stash:
+        config.stash[_SIGNALS].close()
+
+
+def _write_line(config: pytest.Config, line: str) -> None:
+    """Through the terminal reporter; an xdist worker has none shown, so its lines go to the controller's stderr."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and not hasattr(config, "workerinput"):
+        reporter.write_line(line)
+    else:
+        print(line, file=sys.__stderr__, flush=True)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Sweep what dead harnesses left (a SIGKILLed one's containers) before anything runs, one line each."""
+    if hasattr(session.config, "workerinput"):
+        return  # the controller sweeps
+    for executor in EXECUTORS.values():
+        for line in executor.sweep():
+            _write_line(session.config, f"harness: {line}")
+
+
+def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+    _INTERRUPT.append(excinfo.value)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """After an interrupt: one line saying what was stopped; SIGTERM and SIGHUP exit 128+N (SIGINT keeps
+    pytest's 2)."""
+    while _INTERRUPT:
+        exc = _INTERRUPT.pop()
+        if not isinstance(exc, KeyboardInterrupt):
+            continue
+        line, code = describe(exc)
+        _write_line(session.config, f"harness: {line}")
+        if isinstance(exc, Interrupted) and exc.signum != signal.SIGINT:
+            session.exitstatus = code
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -129,6 +205,7 @@ class ScenarioItem(pytest.Item):
                 config.stash[_SESSION],
                 config.getoption("executor"),
                 reuse=config.getoption("harness_reuse"),
+                watch=config.stash[_WATCH],
             )
         except HarnessError as exc:
             _fail(exc)
@@ -189,6 +266,9 @@ class RegressionItem(ScenarioItem):
 
 _SESSION = pytest.StashKey[str]()
 _BASELINE = pytest.StashKey[Baseline]()
+_WATCH = pytest.StashKey[Watch]()
+_SIGNALS = pytest.StashKey[contextlib.ExitStack]()
+_INTERRUPT: list[BaseException] = []  # pytest_keyboard_interrupt -> pytest_sessionfinish
 
 
 class PlainNodeIds:

@@ -1,7 +1,9 @@
 """A scenario's two trainings (precision_debugger off, then on), run once per session.
 
 The runs are guarded by a file lock and recorded in ``runs.json`` with the session id, so every check
-item of a scenario (in any pytest-xdist worker) reuses them instead of training again.
+item of a scenario (in any pytest-xdist worker) reuses them instead of training again. Each training runs
+under a ``Monitor``: a run it stops at the dump cap is recorded with its verdict line (the disk check's
+failure), one it stops at the free-space floor is an infrastructure error.
 """
 
 from __future__ import annotations
@@ -16,13 +18,15 @@ from pathlib import Path
 from filelock import FileLock
 
 from harness.errors import InfraError
+from harness.executors.base import LABEL_PREFIX, owner_labels
 from harness.launch import ExecResult
+from harness.monitor import Monitor, Watch, dump_cap
 from harness.registry import EXECUTORS, WORKLOADS
 from harness.rundir import MODES, Mode, ScenarioDir
 from harness.scenario import Scenario
 from harness.workloads import fault_injection
 
-LABEL_PREFIX = "io.harness"
+__all__ = ["LABEL_PREFIX", "RunRecord", "ScenarioRuns", "ensure_runs", "fingerprint"]
 
 
 @dataclass
@@ -32,6 +36,7 @@ class RunRecord:
     argv: list[str]
     result: ExecResult
     error: str | None = None
+    stopped: str | None = None  # the monitor's line when it stopped the run at the dump cap (a disk failure)
 
 
 @dataclass
@@ -84,32 +89,41 @@ def _load(sdir: ScenarioDir, session: str, scenario: Scenario, reuse: bool) -> S
 
 
 def _failed(raw: dict) -> bool:
-    return len(raw.get("records", {})) < len(MODES) or any(r.get("error") for r in raw["records"].values())
+    records = raw.get("records", {}).values()
+    return len(records) < len(MODES) or any(r.get("error") or r.get("stopped") for r in records)
 
 
 def ensure_runs(
-    scenario: Scenario, results: Path, session: str, executor: str | None = None, reuse: bool = False
+    scenario: Scenario,
+    results: Path,
+    session: str,
+    executor: str | None = None,
+    reuse: bool = False,
+    watch: Watch | None = None,
 ) -> ScenarioRuns:
     """Run (or reuse this session's) off and on trainings; raise InfraError if either failed.
 
     ``reuse`` also accepts successful runs of an earlier session made from the same scenario settings
-    (re-checking without retraining)."""
+    (re-checking without retraining). ``watch``: the runner's cap, floor and live line (default: from the
+    environment, no live line)."""
     sdir = ScenarioDir(Path(results) / scenario.name)
     sdir.root.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(sdir.lock)):
         runs = _load(sdir, session, scenario, reuse)
         if runs is None:
-            runs = _run_both(scenario, sdir, session, executor or scenario.executor.kind)
+            runs = _run_both(scenario, sdir, session, executor or scenario.executor.kind, watch or Watch.configure())
     if runs.error:
         raise InfraError(f"scenario {scenario.name}: {runs.error}")
     return runs
 
 
-def _run_both(scenario: Scenario, sdir: ScenarioDir, session: str, executor_kind: str) -> ScenarioRuns:
+def _run_both(scenario: Scenario, sdir: ScenarioDir, session: str, executor_kind: str, watch: Watch) -> ScenarioRuns:
     shutil.rmtree(sdir.root, ignore_errors=True)
     sdir.root.mkdir(parents=True)
     executor = EXECUTORS[executor_kind]
     workload = WORKLOADS[scenario.workload.kind]
+    pd = scenario.precision_debugger
+    cap = dump_cap(scenario.budgets.disk, len(pd.steps), len(pd.stages), scenario.world_size, watch.max_dump)
     records: dict[Mode, RunRecord] = {}
     started = time.monotonic()
     for mode in MODES:
@@ -119,16 +133,24 @@ def _run_both(scenario: Scenario, sdir: ScenarioDir, session: str, executor_kind
             f"{LABEL_PREFIX}.session": session,
             f"{LABEL_PREFIX}.scenario": scenario.name,
             f"{LABEL_PREFIX}.run": mode,
+            **owner_labels(),
         }
+        stopped = None
         try:
-            res = executor.execute(launch, run, scenario.executor, labels)
+            with Monitor(run, scenario.name, executor.name, scenario.steps, cap, watch) as monitor:
+                res = executor.execute(launch, run, scenario.executor, labels, stop=monitor.stop)
             error = _verdict(res, scenario.executor.timeout_s, run.log)
+            if monitor.verdict and res.stopped:  # the kill's exit code says nothing: the monitor's line does
+                if monitor.verdict.kind == "cap":
+                    stopped, error = monitor.verdict.line, None
+                else:
+                    error = monitor.verdict.line
         except InfraError as exc:
             res, error = ExecResult(exit_code=None, wall_s=0.0, detail=str(exc)), str(exc)
-        records[mode] = RunRecord(mode, executor.name, res.argv or launch.argv("python"), res, error)
+        records[mode] = RunRecord(mode, executor.name, res.argv or launch.argv("python"), res, error, stopped)
         run.record.write_text(json.dumps(asdict(records[mode]), indent=2))
-        if error:
-            break  # the on run is pointless without a baseline
+        if error or stopped:
+            break  # the on run is pointless without a baseline; a stopped on run is the last anyway
     runs = ScenarioRuns(sdir, session, records, trained_s=time.monotonic() - started)
     sdir.runs_record.write_text(
         json.dumps(
