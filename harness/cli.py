@@ -85,9 +85,13 @@ def evaluate(
 class LiveBars:
     """The live line in a terminal: a bar per running training, left behind as its last line when it ends."""
 
-    def __init__(self) -> None:
+    def __init__(self, console: Console) -> None:
         self.bars = Bars(
-            TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[detail]}"), console=console
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.fields[detail]}"),
+            console=console,
+            transient=True,
         )
         self.tasks: dict[tuple[str, str], TaskID] = {}
 
@@ -100,7 +104,7 @@ class LiveBars:
         self.bars.update(self.tasks[key], completed=p.done, detail=escape(p.detail()))
         if p.outcome:
             self.bars.remove_task(self.tasks.pop(key))
-            self.bars.console.print(escape(p.line()), soft_wrap=True)
+            self.bars.console.print(escape(p.line()), soft_wrap=True, highlight=False)
             if not self.tasks:
                 self.bars.stop()
 
@@ -108,7 +112,7 @@ class LiveBars:
 def live_line(every_s: float) -> Show:
     """Bars in a terminal; plain lines every ``every_s`` elsewhere (a CI log)."""
     if console.is_terminal:
-        return LiveBars()
+        return LiveBars(console)
     return PeriodicLines(lambda line: console.print(escape(line), soft_wrap=True), every_s)
 
 
@@ -160,7 +164,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 status = max(status, 1)
             table.add_row(s.name, r.check, verdict, r.summary)
             for p in r.problems:
-                console.print(f"  {'[yellow]~' if gap else '[red]-'}[/] {r.check}: {p}")
+                console.print(f"  {'[yellow]~' if gap else '[red]-'}[/] {r.check}: {escape(p)}", soft_wrap=True)
     console.print(table)
     wall = time.monotonic() - started
     console.print(

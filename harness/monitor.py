@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -32,7 +31,6 @@ MARGIN = 2  # the cap over the budgets: the disk check judges the budgets, the c
 MAX_DUMP_ENV = "HARNESS_MAX_DUMP"  # the runner's own cap on one run's dumps, whatever the scenario says
 MIN_FREE_ENV = "HARNESS_MIN_FREE"  # free space the results filesystem must keep
 DEFAULT_MIN_FREE = "1GB"
-RATE_WINDOW_S = 5.0  # "growing N MB/s" over this many recent seconds
 
 
 def parse_size(text: str) -> int:
@@ -81,7 +79,7 @@ class Progress:
     elapsed_s: float
     bytes: int  # its dump tree
     files: int
-    rate: float  # dump bytes per second, recently
+    rate: float  # dump bytes per second since the previous sample
     cap: Cap | None
     outcome: str | None = None  # once the training is over: "ended", "stopped by the monitor", "interrupted"
 
@@ -164,25 +162,29 @@ class Monitor:
         self.verdict: Verdict | None = None
         self._sample = Progress(scenario, run.mode, executor, steps, 0, 0.0, 0, 0, 0.0, cap)
         self._metrics = _MetricsTail(run.metrics)
-        self._history: deque[tuple[float, int]] = deque()
+        self._previous = (0.0, 0)  # (time, bytes) of the last sample
         self._ended = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=f"monitor-{scenario}-{run.mode}", daemon=True)
         self._started = 0.0
 
     def __enter__(self) -> Monitor:
         self._started = time.monotonic()
-        self._history.append((self._started, 0))
+        self._previous = (self._started, 0)
         self._thread.start()
         return self
 
     def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
         self._ended.set()
         self._thread.join()
+        last = self._observe()
+        if self.verdict:  # what the stopped run left, now that it is gone
+            line = f"{self.verdict.line}; {mb(last.bytes)} in {last.files} files kept"
+            self.verdict = replace(self.verdict, line=line)
         if self.watch.show:
             outcome = "stopped by the monitor" if self.verdict else "ended"
             if kind is not None:
                 outcome = "interrupted" if issubclass(kind, KeyboardInterrupt) else "failed to run"
-            self.watch.show(replace(self._observe(), outcome=outcome))
+            self.watch.show(replace(last, outcome=outcome))
 
     def _loop(self) -> None:
         wait = 0.0
@@ -198,11 +200,9 @@ class Monitor:
     def _observe(self) -> Progress:
         now = time.monotonic()
         size, files = tree_size(self.run.dumps)
-        self._history.append((now, size))
-        while len(self._history) > 2 and now - self._history[1][0] >= RATE_WINDOW_S:
-            self._history.popleft()
-        t0, b0 = self._history[0]
+        t0, b0 = self._previous
         rate = (size - b0) / (now - t0) if now > t0 else 0.0
+        self._previous = (now, size)
         self._sample = replace(
             self._sample, done=self._metrics.step(), elapsed_s=now - self._started, bytes=size, files=files, rate=rate
         )
@@ -215,8 +215,7 @@ class Monitor:
         if self.cap and p.bytes > self.cap.bytes:
             self.verdict = Verdict(
                 "cap",
-                f"stopped the {p.mode} run at {mb(p.bytes)} ({self.cap}) {where}, growing {mb(p.rate)}/s; "
-                f"the {p.files} files written are kept",
+                f"stopped the {p.mode} run at {mb(p.bytes)} ({self.cap}) {where}, growing {mb(p.rate)}/s",
             )
         elif (free := _free(self.watch.statvfs, self.run.root)) is not None and free < self.watch.min_free:
             self.verdict = Verdict(

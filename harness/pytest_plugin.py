@@ -121,12 +121,15 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def _write_line(config: pytest.Config, line: str) -> None:
-    """Through the terminal reporter; an xdist worker has none shown, so its lines go to the controller's stderr."""
+    """Through the terminal reporter, past output capture (a training runs inside an item's setup); an xdist
+    worker has no terminal of its own, so its lines go to the stderr it shares with the controller."""
     reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None and not hasattr(config, "workerinput"):
-        reporter.write_line(line)
-    else:
-        print(line, file=sys.__stderr__, flush=True)
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+        if reporter is not None and not hasattr(config, "workerinput"):
+            reporter.write_line(line)
+        else:
+            print(line, file=sys.__stderr__, flush=True)
 
 
 @pytest.hookimpl(trylast=True)

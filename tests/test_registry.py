@@ -103,7 +103,12 @@ class InlineExecutor:
     settings: ClassVar[Any] = InlineOptions
 
     def execute(
-        self, launch: Launch, run: RunDir, settings: ExecutorSettingsBase, labels: dict, stop: threading.Event | None = None
+        self,
+        launch: Launch,
+        run: RunDir,
+        settings: ExecutorSettingsBase,
+        labels: dict,
+        stop: threading.Event | None = None,
     ) -> ExecResult:
         started = time.monotonic()
         with run.log.open("w") as log:
