@@ -76,6 +76,7 @@ class Progress:
     executor: str
     steps: int  # the training's global steps
     done: int  # the last global step in its metrics
+    step_s: float | None  # the mean of its logged step times (timing_s/step), for the estimate of what is left
     elapsed_s: float
     bytes: int  # its dump tree
     files: int
@@ -90,7 +91,8 @@ class Progress:
 
     @property
     def left_s(self) -> float | None:
-        return self.elapsed_s / self.done * (self.steps - self.done) if self.done else None
+        """From the step times verl logs: the elapsed time also holds start-up (imports, model building)."""
+        return self.step_s * (self.steps - self.done) if self.step_s is not None else None
 
     @property
     def label(self) -> str:
@@ -160,7 +162,7 @@ class Monitor:
         self.run, self.cap, self.watch = run, cap, watch
         self.stop = threading.Event()
         self.verdict: Verdict | None = None
-        self._sample = Progress(scenario, run.mode, executor, steps, 0, 0.0, 0, 0, 0.0, cap)
+        self._sample = Progress(scenario, run.mode, executor, steps, 0, None, 0.0, 0, 0, 0.0, cap)
         self._metrics = _MetricsTail(run.metrics)
         self._previous = (0.0, 0)  # (time, bytes) of the last sample
         self._ended = threading.Event()
@@ -203,8 +205,15 @@ class Monitor:
         t0, b0 = self._previous
         rate = (size - b0) / (now - t0) if now > t0 else 0.0
         self._previous = (now, size)
+        self._metrics.read()
         self._sample = replace(
-            self._sample, done=self._metrics.step(), elapsed_s=now - self._started, bytes=size, files=files, rate=rate
+            self._sample,
+            done=self._metrics.last,
+            step_s=self._metrics.mean_step_s(),
+            elapsed_s=now - self._started,
+            bytes=size,
+            files=files,
+            rate=rate,
         )
         return self._sample
 
@@ -258,23 +267,31 @@ def tree_size(top: Path) -> tuple[int, int]:
 
 
 class _MetricsTail:
-    """The last global step in a verl file-logger JSONL, reading only what was appended since the last call."""
+    """The last global step and the step times of a verl file-logger JSONL, read as it is appended to."""
 
     def __init__(self, path: Path) -> None:
-        self.path, self.offset, self.partial, self.last = path, 0, b"", 0
+        self.path, self.offset, self.partial = path, 0, b""
+        self.last = 0
+        self.step_times: dict[int, float] = {}
 
-    def step(self) -> int:
+    def read(self) -> None:
         try:
             with open_regular(self.path) as f:
                 f.seek(self.offset)
                 chunk = f.read()
         except OSError:
-            return self.last
+            return
         self.offset += len(chunk)
         *lines, self.partial = (self.partial + chunk).split(b"\n")
         for line in lines:
             try:
-                self.last = max(self.last, int(orjson.loads(line)["step"]))
+                rec = orjson.loads(line)
+                step = int(rec["step"])
+                if "timing_s/step" in rec["data"]:
+                    self.step_times[step] = float(rec["data"]["timing_s/step"])
             except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-                continue  # the metrics check words a bad line; the live line only needs the step
-        return self.last
+                continue  # the overhead check words a bad line; the live line only needs what it can read
+            self.last = max(self.last, step)
+
+    def mean_step_s(self) -> float | None:
+        return sum(self.step_times.values()) / len(self.step_times) if self.step_times else None

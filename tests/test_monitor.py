@@ -84,6 +84,7 @@ def test_a_growing_dump_is_stopped_at_the_cap_and_the_verdict_says_how_far_it_go
     assert "global step 2 of 3, growing " in line and " MB/s; " in line and line.endswith(" files kept")
     assert 1 * MB < tree_size(run.dumps)[0] < 3 * MB  # stopped while growing, not at the end (10 MB)
     assert shown[0].bytes == 0 and shown[-1].outcome == "stopped by the monitor" and shown[-1].done == 1
+    assert shown[-1].step_s == 0.1 and shown[-1].left_s == pytest.approx(0.2)  # from verl's timing_s/step
 
 
 def test_free_space_under_the_floor_stops_the_run_as_an_infrastructure_verdict(tmp_path):
@@ -114,7 +115,9 @@ def test_an_unstopped_run_has_no_verdict_and_ends_with_its_last_step(tmp_path):
 
 
 def _progress(elapsed: float, done: int = 1, outcome: str | None = None) -> Progress:
-    return Progress("tiny_case", "on", "local", 5, done, elapsed, 1_500_000, 12, 250_000.0, Cap(2 * MB, "x"), outcome)
+    return Progress(
+        "tiny_case", "on", "local", 5, done, 11.0, elapsed, 1_500_000, 12, 250_000.0, Cap(2 * MB, "x"), outcome
+    )
 
 
 def test_periodic_lines_for_logs_first_every_n_seconds_and_last():
