@@ -101,7 +101,7 @@ class Progress:
     def detail(self) -> str:
         left = f"~{self.left_s:.0f}s left" if self.left_s is not None else "? left"
         dumps = f"dumps {mb(self.bytes)} in {self.files} files" + (f" of cap {mb(self.cap.bytes)}" if self.cap else "")
-        rate = f" (+{mb(self.rate)}/s)" if self.rate > 0 and not self.outcome else ""
+        rate = f" (+{mb(self.rate)}/s)" if self.rate >= 5000 and not self.outcome else ""  # 0.01 MB/s, rounded
         step = f"global step {self.current} of {self.steps}"
         return f"{step}, {self.elapsed_s:.0f}s, {self.outcome or left}, {dumps}{rate}"
 
