@@ -143,17 +143,16 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
-    _INTERRUPT.append(excinfo.value)
+    if isinstance(excinfo.value, KeyboardInterrupt):  # not pytest.exit(), which comes here too
+        _INTERRUPTS.append(excinfo.value)
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """After an interrupt: one line saying what was stopped; SIGTERM and SIGHUP exit 128+N (SIGINT keeps
     pytest's 2)."""
-    while _INTERRUPT:
-        exc = _INTERRUPT.pop()
-        if not isinstance(exc, KeyboardInterrupt):
-            continue
+    while _INTERRUPTS:
+        exc = _INTERRUPTS.pop()
         line, code = describe(exc)
         _write_line(session.config, f"harness: {line}")
         if isinstance(exc, Interrupted) and exc.signum != signal.SIGINT:
@@ -271,7 +270,7 @@ _SESSION = pytest.StashKey[str]()
 _BASELINE = pytest.StashKey[Baseline]()
 _WATCH = pytest.StashKey[Watch]()
 _SIGNALS = pytest.StashKey[contextlib.ExitStack]()
-_INTERRUPT: list[BaseException] = []  # pytest_keyboard_interrupt -> pytest_sessionfinish
+_INTERRUPTS: list[KeyboardInterrupt] = []  # pytest_keyboard_interrupt -> pytest_sessionfinish
 
 
 class PlainNodeIds:

@@ -30,7 +30,7 @@ class Interrupted(KeyboardInterrupt):
 
     def __str__(self) -> str:
         name = signal.Signals(self.signum).name
-        return f"{name}: stopped {'; '.join(self.stopped) if self.stopped else 'no running training'}"
+        return f"{name}: stopped {'; '.join(self.stopped)}" if self.stopped else f"{name}: no training was running"
 
 
 def note_stopped(exc: BaseException, what: str) -> None:
