@@ -13,6 +13,7 @@ import contextlib
 import os
 import signal
 import sys
+import threading
 import time
 import uuid
 from collections import defaultdict
@@ -35,7 +36,7 @@ from harness.results import record_check
 from harness.runs import ensure_runs
 from harness.scenario import Scenario
 from harness.settings import KnownGap
-from harness.signals import Interrupted, describe, interrupts
+from harness.signals import Interrupted, describe, interrupts, note_stopped
 
 TRAINED = "harness.trained_s"
 
@@ -104,6 +105,8 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"--harness-max-dump/--harness-min-free: {exc}") from None
     config.stash[_SIGNALS] = stack = contextlib.ExitStack()
     stack.enter_context(interrupts())
+    if workerinput:
+        _interrupt_when_orphaned()
     if path := config.getoption("harness_baseline", None):
         try:
             config.stash[_BASELINE] = Baseline.read(Path(path))
@@ -111,8 +114,22 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(f"--harness-baseline: {exc}") from None
     if workerinput is None:
         config.pluginmanager.register(PlainNodeIds(), "harness-plain-nodeids")
+        config.pluginmanager.register(WorkersStop(config), "harness-workers-stop")
         workers = config.getoption("numprocesses", None) or 1
         config.pluginmanager.register(TimeBreakdown(int(workers) if str(workers).isdigit() else 2), "harness-times")
+
+
+def _interrupt_when_orphaned() -> None:
+    """An xdist worker whose controller is gone (signalled, SIGKILLed) SIGTERMs itself: its training is stopped
+    instead of going on, and the next one starting, under PID 1."""
+    controller = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == controller:
+            time.sleep(1)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="harness-orphan-watch", daemon=True).start()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -145,6 +162,29 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
     if isinstance(excinfo.value, KeyboardInterrupt):  # not pytest.exit(), which comes here too
         _INTERRUPTS.append(excinfo.value)
+
+
+class WorkersStop:
+    """On the xdist controller, interrupted: xdist SIGKILLs a worker still busy 10 s later, leaving its training
+    to PID 1. SIGTERM the workers (the controller's only children) first: they stop their trainings like
+    Ctrl-C and exit."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        if self.config.pluginmanager.get_plugin("dsession") is None:
+            return  # not distributed: this process runs the trainings itself
+        me, signalled = str(os.getpid()), []
+        for proc in Path("/proc").iterdir():
+            try:
+                if proc.name.isdigit() and (proc / "stat").read_text().rpartition(")")[2].split()[1] == me:
+                    os.kill(int(proc.name), signal.SIGTERM)
+                    signalled.append(proc.name)
+            except (OSError, IndexError):
+                continue
+        if signalled:
+            note_stopped(excinfo.value, f"xdist workers {', '.join(signalled)} (each stops its own training)")
 
 
 @pytest.hookimpl(trylast=True)

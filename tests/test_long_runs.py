@@ -123,17 +123,20 @@ def test_signal_to_harness_run_stops_the_local_training(tmp_path, sig):
     assert processes_with(str(tmp_path)) == []
 
 
-def test_sigterm_to_pytest_stops_the_local_training(tmp_path):
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_sigterm_to_pytest_stops_the_local_training(tmp_path, xdist):
     write_scenario(tmp_path, name="sig_pytest", **SMALL)
     res = tmp_path / "res"
     proc = _signal_mid_training(
-        [sys.executable, "-m", "pytest", "scenarios", f"--harness-results={res}", "-p", "no:cacheprovider"],
+        [sys.executable, "-m", "pytest", "scenarios", f"--harness-results={res}", "-p", "no:cacheprovider", *xdist],
         tmp_path,
         res / "sig_pytest" / "off" / "spec.json",
         signal.SIGTERM,
     )
     assert proc.returncode == 143, proc.stdout
-    assert "[harness] sig_pytest off (local): global step 1 of 3, 0s, ? left" in proc.stdout  # the live line
-    said = "harness: interrupted by SIGTERM: stopped the off training of sig_pytest (local process group "
-    assert said in proc.stdout
+    said = proc.stdout + proc.stderr  # an xdist worker's lines go to the stderr it shares with the controller
+    assert "[harness] sig_pytest off (local): global step 1 of 3, 0s, ? left" in said  # the live line
+    assert "harness: interrupted by SIGTERM: stopped the off training of sig_pytest (local process group " in said
+    if xdist:  # the controller signals its workers before xdist SIGKILLs them
+        assert "harness: interrupted by SIGTERM: stopped xdist workers " in proc.stdout
     assert processes_with(str(tmp_path)) == []
