@@ -39,9 +39,15 @@ TENSOR: dict[str, Any] = {
 }
 
 
-def harness(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def harness(*argv: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "harness", *argv], cwd=cwd, capture_output=True, text=True, check=False, timeout=600
+        [sys.executable, "-m", "harness", *argv],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
     )
 
 
@@ -59,7 +65,10 @@ def processes_with(text: str) -> list[int]:
 
 def test_a_runaway_dump_is_stopped_while_it_grows_and_fails_the_disk_check(tmp_path):
     path = write_scenario(tmp_path, name="tensor_runaway", **TENSOR)
-    proc = harness("run", str(path), "--results", str(tmp_path / "res"), "--progress-every", "5", cwd=tmp_path)
+    # TEST ONLY: a sleep in every dumped call spreads the ~8 MB of step 2 over seconds, so the 1 s walks see it grow
+    slow = {**os.environ, "HARNESS_TEST_DUMP_DELAY_S": "0.01"}
+    res = str(tmp_path / "res")
+    proc = harness("run", str(path), "--results", res, "--progress-every", "5", cwd=tmp_path, env=slow)
     out = proc.stdout
     assert proc.returncode == 1, out + proc.stderr  # a check FAILURE, not an infrastructure error (2)
     assert "disk: stopped the on run at " in out and "(cap 2.00 MB = 2 x budgets.disk.max_total) after " in out
@@ -72,6 +81,7 @@ def test_a_runaway_dump_is_stopped_while_it_grows_and_fails_the_disk_check(tmp_p
     assert record["result"]["stopped"] and record["error"] is None and record["stopped"].startswith("stopped the on")
     steps = [json.loads(line)["step"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert steps == [1], "stopped inside the profiled step 2"
+    assert "cpu_ppo: 3 steps" not in (run_dir / "train.log").read_text()  # it never finished
     assert any((run_dir / "dumps").rglob("*.pt")), "what was written is kept"
     disk = json.loads((tmp_path / "res" / "tensor_runaway" / "results.json").read_text())["checks"]["disk"]
     assert not disk["passed"] and disk["problems"][0] == record["stopped"]
