@@ -20,6 +20,7 @@ from harness.evaluate import evaluate
 from harness.figures import FAMILIES
 from harness.gate.compare import Comparison, compare_scenario, interleaved
 from harness.gate.observe import Observation, observe_results
+from harness.monitor import Watch
 from harness.rundir import ScenarioDir
 from harness.scenario import Scenario
 from harness.target import Target
@@ -41,6 +42,7 @@ def run_comparison(
     executor: str | None = None,
     say: Callable[[str], None] = print,
     judge: Collection[str] = FAMILIES,
+    watch: Watch | None = None,
 ) -> tuple[Comparison, dict[str, dict[str, list[Observation]]]]:
     """Run and compare; returns the comparison and, per scenario and side, the observations of the repeats.
     ``judge``: the figure families decided (the others are reported); structure names and checks always are."""
@@ -57,7 +59,7 @@ def run_comparison(
             say(f"{scenario.name}: {side} run {i + 1} of {repeats}")
             where = run_dir(results, side, i)
             try:
-                evaluate(scenario, where, session, executor, reuse=False, target=targets[side])
+                evaluate(scenario, where, session, executor, reuse=False, target=targets[side], watch=watch)
             except HarnessError as exc:
                 scenario_errors.setdefault(scenario.name, []).append(f"{side} run {i + 1}: {exc.label}: {exc}")
                 continue

@@ -1,6 +1,7 @@
 """Command line: ``python -m harness {validate,run,dry-run,target,image,schema} ...``.
 
-Exit codes: 0 all good; 1 a check failed; 2 invalid input or an infrastructure error.
+Exit codes: 0 all good; 1 a check failed; 2 invalid input or an infrastructure error; 128+N on signal N
+(SIGINT, SIGTERM, SIGHUP: the running training is stopped first).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
+from rich.progress import BarColumn, TaskID, TextColumn
+from rich.progress import Progress as Bars
 from rich.table import Table
 
 from harness.checks.known_gap import is_gap
@@ -23,8 +26,10 @@ from harness.errors import HarnessError, ScenarioError, one_line
 from harness.evaluate import evaluate
 from harness.figures import FAMILIES
 from harness.loader import load_scenario, scenario_files
+from harness.monitor import MAX_DUMP_ENV, MIN_FREE_ENV, PeriodicLines, Progress, Show, Watch
 from harness.registry import EXECUTORS
 from harness.scenario import ExecutorSettings, Scenario
+from harness.signals import describe, interrupts
 from harness.target import SERIES_HELP, TARGET_HELP, parse_target
 from harness.target_env import ensure_env
 
@@ -62,12 +67,59 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+class LiveBars:
+    """The live line in a terminal: a bar per running training, left behind as its last line when it ends."""
+
+    def __init__(self, console: Console) -> None:
+        self.bars = Bars(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.fields[detail]}"),
+            console=console,
+            transient=True,
+        )
+        self.tasks: dict[tuple[str, str], TaskID] = {}
+
+    def __call__(self, p: Progress) -> None:
+        key = (p.scenario, p.mode)
+        if key not in self.tasks:
+            if not self.tasks:
+                self.bars.start()
+            self.tasks[key] = self.bars.add_task(escape(p.label), total=p.steps, detail="")
+        self.bars.update(self.tasks[key], completed=p.done, detail=escape(p.detail()))
+        if p.outcome:
+            self.bars.remove_task(self.tasks.pop(key))
+            self.bars.console.print(escape(p.line()), soft_wrap=True, highlight=False)
+            if not self.tasks:
+                self.bars.stop()
+
+
+def live_line(every_s: float) -> Show:
+    """Bars in a terminal; plain lines every ``every_s`` elsewhere (a CI log)."""
+    if console.is_terminal:
+        return LiveBars(console)
+    return PeriodicLines(lambda line: console.print(escape(line), soft_wrap=True), every_s)
+
+
+def sweep() -> None:
+    """Remove what dead harnesses left (containers of a SIGKILLed harness), one line each."""
+    for executor in EXECUTORS.values():
+        for line in executor.sweep():
+            console.print(f"harness: {escape(line)}", soft_wrap=True)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     scenarios, problems = _load_all(args.paths)
     if problems:
         for line in problems:
             print(line, file=sys.stderr)
         return 2
+    try:
+        watch = Watch.configure(args.max_dump, args.min_free, show=live_line(args.progress_every))
+    except ValueError as exc:
+        print(f"harness run: {exc}", file=sys.stderr)
+        return 2
+    sweep()
     session, results, status = uuid.uuid4().hex, Path(args.results).resolve(), 0
     started, trained = time.monotonic(), 0.0
     target = parse_target(args.verl, args.msprobe, args.series)
@@ -82,7 +134,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"[bold]{s.name}[/]: training off and on ({s.executor.kind if not args.executor else args.executor})"
         )
         try:
-            seconds, checks = evaluate(s, results, session, args.executor, args.reuse, target)
+            seconds, checks = evaluate(s, results, session, args.executor, args.reuse, target, watch)
             trained += seconds
         except HarnessError as exc:
             console.print(f"[red]{exc.label}[/] {escape(str(exc))}")
@@ -99,7 +151,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 status = max(status, 1)
             table.add_row(s.name, r.check, verdict, r.summary)
             for p in r.problems:
-                console.print(f"  {'[yellow]~' if gap else '[red]-'}[/] {r.check}: {p}")
+                console.print(f"  {'[yellow]~' if gap else '[red]-'}[/] {r.check}: {escape(p)}", soft_wrap=True)
     console.print(table)
     wall = time.monotonic() - started
     console.print(
@@ -138,6 +190,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             runnable.append(s)
     results = Path(args.results).resolve()
     started = time.monotonic()
+    sweep()
     comparison, observed = run_comparison(
         runnable,
         base,
@@ -147,6 +200,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         args.executor,
         say=lambda m: console.print(escape(m), soft_wrap=True),
         judge=args.judge,
+        watch=Watch.configure(show=live_line(15.0)),
     )
     for line in comparison.lines():
         print(line)
@@ -206,6 +260,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--executor", choices=list(EXECUTORS))
     p.add_argument("--reuse", action="store_true", help="reuse earlier successful trainings of unchanged scenarios")
     _target_args(p)
+    p.add_argument(
+        "--max-dump",
+        metavar="SIZE",
+        help=f"stop any run whose dumps grow past SIZE, whatever its budgets (default: ${MAX_DUMP_ENV}, else none)",
+    )
+    p.add_argument(
+        "--min-free",
+        metavar="SIZE",
+        help=f"stop a run when the results filesystem has less free (default: ${MIN_FREE_ENV}, else 1GB)",
+    )
+    p.add_argument(
+        "--progress-every", type=float, default=15.0, metavar="S", help="seconds between live lines in a log"
+    )
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("compare", help="base against head: each scenario run for both verl targets, interleaved")
     p.add_argument("paths", nargs="+")
@@ -253,10 +320,12 @@ def main(argv: list[str] | None = None) -> int:
     add_gate_commands(sub)  # baseline merge, calibrate, gate, report, junit-merge
     args = parser.parse_args(argv)
     try:
-        return args.func(args)
+        with interrupts():
+            return args.func(args)
     except HarnessError as exc:  # every bad input and failed run: one line, exit 2
         print(one_line(exc), file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("interrupted: running trainings and containers were stopped", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # SIGINT, SIGTERM, SIGHUP: what was stopped, exit 128+N
+        line, code = describe(exc)
+        print(line, file=sys.stderr)
+        return code

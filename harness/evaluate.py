@@ -7,6 +7,7 @@ from pathlib import Path
 
 from harness.checks import CHECKS, CheckContext, CheckResult
 from harness.checks.known_gap import check_gap
+from harness.monitor import Watch
 from harness.results import record_check
 from harness.runs import ensure_runs
 from harness.scenario import Scenario
@@ -14,10 +15,17 @@ from harness.target import Target
 
 
 def evaluate(
-    scenario: Scenario, results: Path, session: str, executor: str | None, reuse: bool, target: Target
+    scenario: Scenario,
+    results: Path,
+    session: str,
+    executor: str | None,
+    reuse: bool,
+    target: Target,
+    watch: Watch | None = None,
 ) -> tuple[float, list[CheckResult]]:
-    """The same runs and checks as the pytest items, outside pytest; returns the training time too."""
-    runs = ensure_runs(scenario, results, session, executor, reuse=reuse, target=target)
+    """The same runs and checks as the pytest items, outside pytest; returns the training time too. ``watch``:
+    the runner's dump cap, free-space floor and live line (default: from the environment, no live line)."""
+    runs = ensure_runs(scenario, results, session, executor, reuse=reuse, target=target, watch=watch)
     ctx = CheckContext(scenario, runs.dir)
     out = []
     for check in CHECKS.values():

@@ -32,6 +32,7 @@ class ExecResult:
     wall_s: float
     timed_out: bool = False
     oom_killed: bool = False
+    stopped: bool = False  # ended early at the harness's request (its monitor): see the run's monitor verdict
     detail: str = ""
     argv: list[str] = field(default_factory=list)  # the command as the executor really ran it
 

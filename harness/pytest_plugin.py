@@ -3,11 +3,17 @@
 A scenario's trainings run in the setup of its first item (errors there are infrastructure ERRORs, not
 check FAILUREs) and are reused by its other items; under pytest-xdist all items of a scenario go to
 one worker (``--dist loadgroup``), and the file lock in ``harness.runs`` keeps it to one run anyway.
+Each training shows a live line in the terminal reporter (``harness.monitor``); SIGTERM and SIGHUP stop it
+like Ctrl-C and exit 128+N; containers of dead harnesses are swept at session start.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import sys
+import threading
 import time
 import uuid
 from collections import defaultdict
@@ -24,11 +30,13 @@ from harness.gate.baseline import Baseline
 from harness.gate.observe import observe_results
 from harness.gate.verdicts import compare_scenario
 from harness.loader import load_scenario
+from harness.monitor import MAX_DUMP_ENV, MIN_FREE_ENV, PeriodicLines, Watch
 from harness.registry import EXECUTORS
 from harness.results import record_check
 from harness.runs import ensure_runs
 from harness.scenario import Scenario
 from harness.settings import KnownGap
+from harness.signals import Interrupted, describe, interrupts, note_stopped
 from harness.target import SERIES_HELP, TARGET_HELP, Target, parse_target
 
 TRAINED = "harness.trained_s"
@@ -75,6 +83,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="BASELINE",
         help="add a 'regression' item per scenario: overhead, disk and dump structure against this baseline file",
     )
+    g.addoption(
+        "--harness-max-dump",
+        metavar="SIZE",
+        help=f"stop any run whose dumps grow past SIZE, whatever its budgets (default: ${MAX_DUMP_ENV}, else none)",
+    )
+    g.addoption(
+        "--harness-min-free",
+        metavar="SIZE",
+        help=f"stop a run when the results filesystem has less free (default: ${MIN_FREE_ENV}, else 1GB)",
+    )
+    g.addoption(
+        "--harness-progress-every",
+        type=float,
+        default=15.0,
+        metavar="S",
+        help="seconds between a training's live lines (default 15)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -95,6 +120,18 @@ def pytest_configure(config: pytest.Config) -> None:
             config.stash[_COMPARE_BASE] = parse_target(spec, config.getoption("msprobe", None))
         except HarnessError as exc:
             raise pytest.UsageError(f"--harness-compare-base: {one_line(exc)}") from None
+    try:
+        config.stash[_WATCH] = Watch.configure(
+            config.getoption("harness_max_dump", None),
+            config.getoption("harness_min_free", None),
+            show=PeriodicLines(lambda line: _write_line(config, line), config.getoption("harness_progress_every", 15)),
+        )
+    except ValueError as exc:
+        raise pytest.UsageError(f"--harness-max-dump/--harness-min-free: {exc}") from None
+    config.stash[_SIGNALS] = stack = contextlib.ExitStack()
+    stack.enter_context(interrupts())
+    if workerinput:
+        _interrupt_when_orphaned()
     if path := config.getoption("harness_baseline", None):
         try:
             config.stash[_BASELINE] = Baseline.read(Path(path))
@@ -102,12 +139,93 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(f"--harness-baseline: {exc}") from None
     if workerinput is None:
         config.pluginmanager.register(PlainNodeIds(), "harness-plain-nodeids")
+        config.pluginmanager.register(WorkersStop(config), "harness-workers-stop")
         workers = config.getoption("numprocesses", None) or 1
         config.pluginmanager.register(TimeBreakdown(int(workers) if str(workers).isdigit() else 2), "harness-times")
 
 
 def pytest_report_header(config: pytest.Config) -> str:
     return f"harness target: {config.stash[_TARGET].describe()}"
+
+
+def _interrupt_when_orphaned() -> None:
+    """An xdist worker whose controller is gone (signalled, SIGKILLed) SIGTERMs itself: its training is stopped
+    instead of going on, and the next one starting, under PID 1."""
+    controller = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == controller:
+            time.sleep(1)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="harness-orphan-watch", daemon=True).start()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _SIGNALS in config.stash:
+        config.stash[_SIGNALS].close()
+
+
+def _write_line(config: pytest.Config, line: str) -> None:
+    """Through the terminal reporter, past output capture (a training runs inside an item's setup); an xdist
+    worker has no terminal of its own, so its lines go to the stderr it shares with the controller."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+        if reporter is not None and not hasattr(config, "workerinput"):
+            reporter.write_line(line)
+        else:
+            print(line, file=sys.__stderr__, flush=True)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Sweep what dead harnesses left (a SIGKILLed one's containers) before anything runs, one line each."""
+    if hasattr(session.config, "workerinput"):
+        return  # the controller sweeps
+    for executor in EXECUTORS.values():
+        for line in executor.sweep():
+            _write_line(session.config, f"harness: {line}")
+
+
+def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+    if isinstance(excinfo.value, KeyboardInterrupt):  # not pytest.exit(), which comes here too
+        _INTERRUPTS.append(excinfo.value)
+
+
+class WorkersStop:
+    """On the xdist controller, interrupted: xdist SIGKILLs a worker still busy 10 s later, leaving its training
+    to PID 1. SIGTERM the workers (the controller's only children) first: they stop their trainings like
+    Ctrl-C and exit."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        if self.config.pluginmanager.get_plugin("dsession") is None:
+            return  # not distributed: this process runs the trainings itself
+        me, signalled = str(os.getpid()), []
+        for proc in Path("/proc").iterdir():
+            try:
+                if proc.name.isdigit() and (proc / "stat").read_text().rpartition(")")[2].split()[1] == me:
+                    os.kill(int(proc.name), signal.SIGTERM)
+                    signalled.append(proc.name)
+            except (OSError, IndexError):
+                continue
+        if signalled:
+            note_stopped(excinfo.value, f"xdist workers {', '.join(signalled)} (each stops its own training)")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """After an interrupt: one line saying what was stopped; SIGTERM and SIGHUP exit 128+N (SIGINT keeps
+    pytest's 2)."""
+    while _INTERRUPTS:
+        exc = _INTERRUPTS.pop()
+        line, code = describe(exc)
+        _write_line(session.config, f"harness: {line}")
+        if isinstance(exc, Interrupted) and exc.signum != signal.SIGINT:
+            session.exitstatus = code
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -161,6 +279,7 @@ class ScenarioItem(pytest.Item):
                 config.getoption("executor"),
                 reuse=config.getoption("harness_reuse"),
                 target=config.stash[_TARGET],
+                watch=config.stash[_WATCH],
             )
         except HarnessError as exc:
             _fail(exc)
@@ -253,6 +372,7 @@ class CompareItem(pytest.Item):
                 config.getoption("harness_compare_repeats"),
                 config.getoption("executor"),
                 say=lambda line: None,
+                watch=config.stash[_WATCH],
             )
         except HarnessError as exc:
             _fail(exc)
@@ -273,6 +393,9 @@ _SESSION = pytest.StashKey[str]()
 _COMPARE_BASE = pytest.StashKey[Target]()
 _TARGET = pytest.StashKey[Target]()
 _BASELINE = pytest.StashKey[Baseline]()
+_WATCH = pytest.StashKey[Watch]()
+_SIGNALS = pytest.StashKey[contextlib.ExitStack]()
+_INTERRUPTS: list[KeyboardInterrupt] = []  # pytest_keyboard_interrupt -> pytest_sessionfinish
 
 
 class PlainNodeIds:

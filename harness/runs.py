@@ -1,7 +1,9 @@
 """A scenario's two trainings (precision_debugger off, then on), run once per session.
 
 The runs are guarded by a file lock and recorded in ``runs.json`` with the session id, so every check
-item of a scenario (in any pytest-xdist worker) reuses them instead of training again.
+item of a scenario (in any pytest-xdist worker) reuses them instead of training again. Each training runs
+under a ``Monitor``: a run it stops at the dump cap is recorded with its verdict line (the disk check's
+failure), one it stops at the free-space floor is an infrastructure error.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from typing import Any
 from filelock import FileLock
 
 from harness.errors import InfraError
+from harness.executors.base import LABEL_PREFIX, owner_labels
 from harness.launch import ExecResult
+from harness.monitor import Monitor, Watch, dump_cap
 from harness.registry import EXECUTORS, WORKLOADS
 from harness.rundir import MODES, Mode, ScenarioDir
 from harness.scenario import Scenario
@@ -25,7 +29,7 @@ from harness.target import Target, parse_target
 from harness.target_env import TargetEnv, check_api, ensure_env, environment
 from harness.workloads import fault_injection
 
-LABEL_PREFIX = "io.harness"
+__all__ = ["LABEL_PREFIX", "RunRecord", "ScenarioRuns", "ensure_runs", "fingerprint"]
 
 
 @dataclass
@@ -36,6 +40,7 @@ class RunRecord:
     result: ExecResult
     error: str | None = None
     target: dict[str, Any] | None = None  # the verl and msprobe under test (Target.block)
+    stopped: str | None = None  # the monitor's line when it stopped the run at the dump cap (a disk failure)
 
 
 @dataclass
@@ -99,7 +104,8 @@ def _load(sdir: ScenarioDir, session: str, scenario: Scenario, target: Target, r
 
 
 def _failed(raw: dict) -> bool:
-    return len(raw.get("records", {})) < len(MODES) or any(r.get("error") for r in raw["records"].values())
+    records = raw.get("records", {}).values()
+    return len(records) < len(MODES) or any(r.get("error") or r.get("stopped") for r in records)
 
 
 def target_env(scenario: Scenario, target: Target) -> TargetEnv:
@@ -117,12 +123,14 @@ def ensure_runs(
     executor: str | None = None,
     reuse: bool = False,
     target: Target | None = None,
+    watch: Watch | None = None,
 ) -> ScenarioRuns:
     """Run (or reuse this session's) off and on trainings of ``target`` (default: from HARNESS_VERL and
     HARNESS_MSPROBE, else the pinned releases); raise InfraError if either failed.
 
     ``reuse`` also accepts successful runs of an earlier session made from the same scenario settings and
-    target (re-checking without retraining)."""
+    target (re-checking without retraining). ``watch``: the runner's cap, floor and live line (default: from
+    the environment, no live line)."""
     target = target or parse_target()
     sdir = ScenarioDir(Path(results) / scenario.name)
     sdir.root.parent.mkdir(parents=True, exist_ok=True)
@@ -130,17 +138,22 @@ def ensure_runs(
         runs = _load(sdir, session, scenario, target, reuse)
         if runs is None:
             env = target_env(scenario, target)
-            runs = _run_both(scenario, sdir, session, executor or scenario.executor.kind, env)
+            kind = executor or scenario.executor.kind
+            runs = _run_both(scenario, sdir, session, kind, env, watch or Watch.configure())
     if runs.error:
         raise InfraError(f"scenario {scenario.name}: {runs.error}")
     return runs
 
 
-def _run_both(scenario: Scenario, sdir: ScenarioDir, session: str, executor_kind: str, env: TargetEnv) -> ScenarioRuns:
+def _run_both(
+    scenario: Scenario, sdir: ScenarioDir, session: str, executor_kind: str, env: TargetEnv, watch: Watch
+) -> ScenarioRuns:
     shutil.rmtree(sdir.root, ignore_errors=True)
     sdir.root.mkdir(parents=True)
     executor = EXECUTORS[executor_kind]
     workload = WORKLOADS[scenario.workload.kind]
+    pd = scenario.precision_debugger
+    cap = dump_cap(scenario.budgets.disk, len(pd.steps), len(pd.stages), scenario.world_size, watch.max_dump)
     records: dict[Mode, RunRecord] = {}
     block = env.target.block()
     started = time.monotonic()
@@ -154,16 +167,25 @@ def _run_both(scenario: Scenario, sdir: ScenarioDir, session: str, executor_kind
             f"{LABEL_PREFIX}.scenario": scenario.name,
             f"{LABEL_PREFIX}.run": mode,
             **target_labels(env.target),
+            **owner_labels(),
         }
+        stopped = None
         try:
-            res = executor.execute(launch, run, scenario.executor, labels)
+            with Monitor(run, scenario.name, executor.name, scenario.steps, cap, watch) as monitor:
+                res = executor.execute(launch, run, scenario.executor, labels, stop=monitor.stop)
             error = _verdict(res, scenario.executor.timeout_s, run.log)
+            if monitor.verdict and res.stopped:  # the kill's exit code says nothing: the monitor's line does
+                if monitor.verdict.kind == "cap":
+                    stopped, error = monitor.verdict.line, None
+                else:
+                    error = monitor.verdict.line
         except InfraError as exc:
             res, error = ExecResult(exit_code=None, wall_s=0.0, detail=str(exc)), str(exc)
-        records[mode] = RunRecord(mode, executor.name, res.argv or launch.argv("python"), res, error, block)
+        argv = res.argv or launch.argv("python")
+        records[mode] = RunRecord(mode, executor.name, argv, res, error, block, stopped)
         run.record.write_text(json.dumps(asdict(records[mode]), indent=2))
-        if error:
-            break  # the on run is pointless without a baseline
+        if error or stopped:
+            break  # the on run is pointless without a baseline; a stopped on run is the last anyway
     recorded = {"block": block, "environment": environment(env)}
     runs = ScenarioRuns(sdir, session, records, trained_s=time.monotonic() - started, target=recorded)
     sdir.runs_record.write_text(

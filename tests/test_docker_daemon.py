@@ -23,7 +23,9 @@ import pytest
 from builders import write_scenario
 from docker import DockerClient
 
+from harness import cli
 from harness.errors import InfraError
+from harness.executors.base import PID_LABEL, owner_labels
 from harness.executors.docker import DockerRuntime, connect
 from harness.executors.docker_image import build_cpu_image
 from harness.loader import load_scenario
@@ -161,8 +163,9 @@ def test_signal_to_pytest_mid_run_removes_the_container(tmp_path, sig):
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 2, output[-2000:]  # pytest: interrupted
-    assert "KeyboardInterrupt" in output
+    assert proc.returncode == {signal.SIGINT: 2, signal.SIGTERM: 143}[sig], output[-2000:]  # Ctrl-C: pytest's 2
+    said = f"harness: interrupted by {sig.name}: stopped container harness-{name}-off-"
+    assert said in output and "(removed)" in output, output[-2000:]
     assert leftovers(client, session=session) == []
     assert leftovers(client, scenario=name) == []
 
@@ -203,3 +206,50 @@ def test_daemon_not_running_is_a_clear_infrastructure_error(tmp_path):
     assert cli.returncode == 2, cli.stdout + cli.stderr
     said = " ".join(cli.stdout.split())  # rich wraps long lines
     assert "INFRASTRUCTURE ERROR" in said and "off run: Docker daemon not reachable at" in said
+
+
+def test_free_space_floor_stops_the_container_as_an_infrastructure_error(tmp_path):
+    client = daemon()
+    name = f"docker_floor_{uuid.uuid4().hex[:8]}"
+    write_scenario(tmp_path, name=name, world_size=1)
+    res = f"--harness-results={tmp_path / 'res'}"
+    proc = pytest_run("scenarios", "--executor=docker", res, "--harness-min-free=1PB", cwd=tmp_path)
+    assert proc.returncode == 1 and summary(proc).startswith("4 errors in"), proc.stdout[-3000:]
+    assert f"scenario {name}: off run: stopped: " in proc.stdout and "free on the results filesystem" in proc.stdout
+    record = json.loads((tmp_path / "res" / name / "off" / "run.json").read_text())
+    assert record["result"]["stopped"] and "container harness-" in record["result"]["detail"]
+    assert leftovers(client, scenario=name) == []
+
+
+def test_a_sigkilled_harness_leaves_a_container_that_the_next_session_sweeps(tmp_path, capsys):
+    """A container is swept only when its harness process is gone; one of a live harness never."""
+    client = daemon()
+    name = f"docker_stale_{uuid.uuid4().hex[:8]}"
+    write_scenario(tmp_path, name=name, world_size=1)
+    argv = [sys.executable, "-m", "harness", "run", "scenarios", "--executor=docker", "--results", str(tmp_path / "r")]
+    killed = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not leftovers(client, scenario=name) and killed.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        killed.kill()  # SIGKILL: no cleanup runs
+        killed.wait()
+    [stale] = leftovers(client, scenario=name)
+    assert client.containers.get(stale).labels[PID_LABEL] == str(killed.pid)
+    live = client.containers.create(
+        IMAGE, ["true"], labels={f"{LABEL_PREFIX}.session": "live", f"{LABEL_PREFIX}.scenario": name, **owner_labels()}
+    )
+    try:
+        proc = pytest_run("scenarios", "--collect-only", cwd=tmp_path)  # a new session: it sweeps at its start
+        assert f"harness: removed stale container {stale} (" in proc.stdout, proc.stdout[-2000:]
+        assert f"its harness pid {killed.pid} is gone)" in proc.stdout
+        assert leftovers(client, scenario=name) == [live.name]  # this test's process is alive
+        dead = subprocess.Popen(["true"])
+        dead.wait()
+        client.containers.create(IMAGE, ["true"], labels={**live.labels, PID_LABEL: str(dead.pid)})
+        cli.sweep()  # what `harness run` does first
+        assert "harness: removed stale container " in capsys.readouterr().out
+        assert leftovers(client, scenario=name) == [live.name]
+    finally:
+        live.remove(force=True)

@@ -85,6 +85,7 @@ INLINE = '''"""Inline: a throwaway executor that runs the launch as a plain chil
 
 import subprocess
 import sys
+import threading
 import time
 from typing import Any, ClassVar
 
@@ -102,7 +103,14 @@ class InlineExecutor:
     name: ClassVar[str] = "inline"
     settings: ClassVar[Any] = InlineOptions
 
-    def execute(self, launch: Launch, run: RunDir, settings: ExecutorSettingsBase, labels: dict) -> ExecResult:
+    def execute(
+        self,
+        launch: Launch,
+        run: RunDir,
+        settings: ExecutorSettingsBase,
+        labels: dict,
+        stop: threading.Event | None = None,
+    ) -> ExecResult:
         started = time.monotonic()
         with run.log.open("w") as log:
             log.write(settings.options("inline").greeting + "\\n")
@@ -118,6 +126,9 @@ class InlineExecutor:
 
     def device_ids(self, settings: ExecutorSettingsBase, device: str) -> list[int] | None:
         return None
+
+    def sweep(self) -> list[str]:
+        return []
 '''
 
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Protocol
 
 from harness.artifacts import DumpDir, DumpTree, Metrics
-from harness.rundir import ScenarioDir
+from harness.rundir import MODES, ScenarioDir
 from harness.scenario import Scenario
 
 Figure = float | int | str
@@ -46,6 +47,18 @@ class CheckContext:
     @cached_property
     def metrics_on(self) -> Metrics:
         return Metrics.read(self.dir.run("on").metrics)
+
+    @cached_property
+    def stopped(self) -> list[str]:
+        """The monitor's lines for runs it stopped at the dump cap (from their run.json)."""
+        lines = []
+        for mode in MODES:
+            try:
+                line = json.loads(self.dir.run(mode).record.read_text()).get("stopped")
+            except (OSError, ValueError):
+                continue
+            lines += [line] if line else []
+        return lines
 
     def dumps_of(self, stages: set[str] | None = None) -> list[DumpDir]:
         """Dump dirs of the expected steps and ranks (optionally only some stages)."""

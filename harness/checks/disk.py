@@ -1,4 +1,6 @@
-"""Disk: dump bytes per step, per stage, per rank and in total, against the scenario's budgets."""
+"""Disk: dump bytes per step, per stage, per rank and in total, against the scenario's budgets.
+
+A run the monitor stopped at the dump cap (``harness.monitor``) fails here first, with how far it got."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from harness.figures import mb
 
 def check_disk(ctx: CheckContext) -> CheckResult:
     budget = ctx.scenario.budgets.disk
-    res = CheckResult("disk")
+    res = CheckResult("disk", problems=list(ctx.stopped))
     per_step: dict[int, int] = defaultdict(int)
     per_stage_step: dict[tuple[str, int], int] = defaultdict(int)
     per_rank: dict[int | None, int] = defaultdict(int)

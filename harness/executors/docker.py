@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
@@ -27,10 +25,11 @@ from docker.types import Mount as MountSpec
 from pydantic import Field, PositiveFloat
 
 from harness.errors import InfraError
-from harness.executors.base import ENV_ALLOWLIST
+from harness.executors.base import ENV_ALLOWLIST, LABEL_PREFIX, owner_gone
 from harness.launch import ExecResult, Launch, argv_lines
 from harness.rundir import RunDir
 from harness.settings import ExecutorSettingsBase
+from harness.signals import interrupts, note_stopped
 from harness.strict import Strict
 
 if TYPE_CHECKING:
@@ -262,18 +261,26 @@ class DockerExecutor:
         self._client = client
 
     def execute(
-        self, launch: Launch, run: RunDir, settings: ExecutorSettingsBase, labels: dict[str, str]
+        self,
+        launch: Launch,
+        run: RunDir,
+        settings: ExecutorSettingsBase,
+        labels: dict[str, str],
+        stop: threading.Event | None = None,
     ) -> ExecResult:
         client = self._client or connect()
         settings = resolve_settings(client, settings, launch.target)
         spec = container_spec(launch, run, settings, labels)
         # unique, so that a container left by a killed harness never blocks a new run
         spec["name"] = "-".join(
-            ["harness", *(labels.get(f"io.harness.{k}", "") for k in ("scenario", "run")), uuid.uuid4().hex[:8]]
+            ["harness", *(labels.get(f"{LABEL_PREFIX}.{k}", "") for k in ("scenario", "run")), uuid.uuid4().hex[:8]]
         )
         try:
-            with _sigterm_as_interrupt():
-                return _run(client, spec, run, settings)
+            with interrupts():  # a SIGTERM (CI job cancelled) unwinds like Ctrl-C: the container is still removed
+                return _run(client, spec, run, settings, stop or threading.Event())
+        except KeyboardInterrupt as exc:
+            note_stopped(exc, f"container {spec['name']} (removed)")
+            raise
         finally:
             _remove(client, spec["name"])
 
@@ -312,8 +319,28 @@ class DockerExecutor:
         rt: DockerRuntime = settings.options("docker")
         return {"npu": rt.npu_devices, "cuda": rt.gpus}.get(device)
 
+    def sweep(self) -> list[str]:
+        """Remove the harness-labelled containers whose harness process (on this host) is gone."""
+        try:
+            client = self._client or docker.from_env(timeout=10)
+            found = client.containers.list(all=True, filters={"label": f"{LABEL_PREFIX}.session"})
+        except (docker.errors.DockerException, requests.RequestException):
+            return []  # no daemon here: nothing of ours can be left on it
+        lines = []
+        for c in found:
+            labels = c.labels or {}
+            if owner_gone(labels):
+                _remove(client, c.id or "")
+                lines.append(
+                    f"removed stale container {c.name} ({c.status}; scenario {labels.get(f'{LABEL_PREFIX}.scenario')}"
+                    f", its harness pid {labels.get(f'{LABEL_PREFIX}.pid')} is gone)"
+                )
+        return lines
 
-def _run(client: DockerClient, spec: dict[str, Any], run: RunDir, settings: ExecutorSettingsBase) -> ExecResult:
+
+def _run(
+    client: DockerClient, spec: dict[str, Any], run: RunDir, settings: ExecutorSettingsBase, stop: threading.Event
+) -> ExecResult:
     started = time.monotonic()
     try:
         container = client.containers.create(**spec)
@@ -325,6 +352,8 @@ def _run(client: DockerClient, spec: dict[str, Any], run: RunDir, settings: Exec
         ) from exc
     logs = threading.Thread(target=_copy_logs, args=(container, run.log), daemon=True)
     logs.start()
+    ended = threading.Event()
+    threading.Thread(target=_stop_when, args=(stop, ended, container), daemon=True).start()
     timed_out = False
     try:
         try:
@@ -343,15 +372,27 @@ def _run(client: DockerClient, spec: dict[str, Any], run: RunDir, settings: Exec
         container.reload()
     except (docker.errors.DockerException, requests.RequestException) as exc:
         raise InfraError(f"lost the Docker daemon at {_daemon_address()} during the run: {_short(exc)}") from exc
+    finally:
+        ended.set()
     state = container.attrs.get("State", {})
     return ExecResult(
         exit_code=status.get("StatusCode"),
         wall_s=wall,
         timed_out=timed_out,
+        stopped=stop.is_set() and not timed_out,
         oom_killed=bool(state.get("OOMKilled")),
         detail=f"container {spec['name']} ({spec['image']}); logs in {run.log.name}",
         argv=list(spec["command"]),
     )
+
+
+def _stop_when(stop: threading.Event, ended: threading.Event, container: Container) -> None:
+    """Stop the container once the monitor asks (its wait then returns); done when the run ends anyway."""
+    while not ended.wait(0.2):
+        if stop.is_set():
+            with contextlib.suppress(docker.errors.APIError, requests.RequestException):
+                container.stop(timeout=STOP_GRACE_S)
+            return
 
 
 def _copy_logs(container: Container, log: Path) -> None:
@@ -382,20 +423,3 @@ def _remove(client: DockerClient, name: str) -> None:
             print(f"harness: could not remove container {name}: {_short(exc)}", file=sys.stderr)
     if interrupted:
         raise interrupted
-
-
-@contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """A SIGTERM (CI job cancelled) unwinds like Ctrl-C, so the container is still removed."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    previous = signal.signal(signal.SIGTERM, handler) or signal.SIG_DFL  # None: installed outside Python
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)

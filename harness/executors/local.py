@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from typing import Any, ClassVar
 
 from harness.errors import InfraError
-from harness.executors.base import ENV_ALLOWLIST
+from harness.executors.base import ENV_ALLOWLIST, LABEL_PREFIX
 from harness.launch import ExecResult, Launch, argv_lines
 from harness.rundir import RunDir
 from harness.settings import ExecutorSettingsBase
+from harness.signals import interrupts, note_stopped
+
+POLL_S = 0.2  # how soon a stop request is acted on
+KILL_GRACE_S = 10
 
 
 def _env(launch: Launch) -> dict[str, str]:
@@ -26,11 +32,16 @@ class LocalExecutor:
     settings: ClassVar[Any] = None
 
     def execute(
-        self, launch: Launch, run: RunDir, settings: ExecutorSettingsBase, labels: dict[str, str]
+        self,
+        launch: Launch,
+        run: RunDir,
+        settings: ExecutorSettingsBase,
+        labels: dict[str, str],
+        stop: threading.Event | None = None,
     ) -> ExecResult:
         argv = launch.argv(launch.python or sys.executable)  # the target's environment, else the harness's own
         started = time.monotonic()
-        with run.log.open("wb") as log:
+        with run.log.open("wb") as log, interrupts():
             try:
                 proc = subprocess.Popen(
                     argv,
@@ -38,18 +49,27 @@ class LocalExecutor:
                     env=_env(launch),
                     stdout=log,
                     stderr=subprocess.STDOUT,
-                    start_new_session=True,
+                    start_new_session=True,  # its own group: Ctrl-C in a terminal reaches the harness only
                 )
             except OSError as exc:
                 raise InfraError(f"cannot start {argv[0]}: {exc}") from exc
             try:
-                code = proc.wait(timeout=settings.timeout_s)
+                while (code := _wait(proc, POLL_S)) is None:
+                    timed_out = time.monotonic() - started > settings.timeout_s
+                    if timed_out or (stop is not None and stop.is_set()):
+                        _kill_group(proc)
+                        return ExecResult(
+                            proc.returncode,
+                            time.monotonic() - started,
+                            timed_out=timed_out,
+                            stopped=not timed_out,
+                            argv=argv,
+                        )
+                _kill_group(proc)  # the ranks, should the leader have gone first
                 return ExecResult(exit_code=code, wall_s=time.monotonic() - started, argv=argv)
-            except subprocess.TimeoutExpired:
+            except BaseException as exc:  # a signal or an error in the harness: never leave a training behind
+                note_stopped(exc, f"{_who(labels)} (local process group {proc.pid})")
                 _kill_group(proc)
-                return ExecResult(proc.returncode, time.monotonic() - started, timed_out=True, argv=argv)
-            except BaseException:
-                _kill_group(proc)  # Ctrl-C or an error in the harness: never leave a training behind
                 raise
 
     def describe(
@@ -69,15 +89,33 @@ class LocalExecutor:
     def device_ids(self, settings: ExecutorSettingsBase, device: str) -> list[int] | None:
         return None
 
+    def sweep(self) -> list[str]:
+        return []  # a local training dies with its harness's cleanup; one of a SIGKILLed harness is not labelled
+
+
+def _who(labels: dict[str, str]) -> str:
+    scenario, mode = (labels.get(f"{LABEL_PREFIX}.{k}", "?") for k in ("scenario", "run"))
+    return f"the {mode} training of {scenario}"
+
+
+def _wait(proc: subprocess.Popen[bytes], timeout: float) -> int | None:
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None
+
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    for sig, grace in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
+    """SIGTERM the training's process group, SIGKILL whatever is left of it after the grace (or at once
+    once the leader is gone: its ranks hold nothing worth waiting for). A second signal meanwhile hurries
+    on to SIGKILL and is raised once the group is gone."""
+    interrupted: KeyboardInterrupt | None = None
+    for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=grace)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, sig)
+            _wait(proc, KILL_GRACE_S)
+        except KeyboardInterrupt as exc:
+            interrupted = exc
+    if interrupted:
+        raise interrupted

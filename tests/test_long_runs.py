@@ -1,0 +1,152 @@
+"""Long runs under watch, for real (local executor): a runaway dump stopped while it grows, the free-space
+floor, the live line in a log, and SIGTERM / SIGHUP to `harness run` and to pytest mid-training."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from builders import write_scenario
+
+SMALL: dict[str, Any] = {
+    "world_size": 1,
+    "steps": 3,
+    "precision_debugger": {"level": "L0", "steps": [2], "stages": ["actor_compute_log_prob"]},
+    "budgets": {
+        "overhead": {"max_profiled_ratio": 1000, "max_unprofiled_ratio": 100},
+        "disk": {"max_total": "1GB", "max_per_step": None},
+    },
+}
+# msprobe's tensor task writes every tensor (tiny_tensor_fsdp_l1 writes ~8 MB in its profiled step)
+TENSOR: dict[str, Any] = {
+    **SMALL,
+    "workload": {
+        "kind": "cpu_ppo",
+        "batch_size": 4,
+        "prompt_length": 16,
+        "response_length": 16,
+        "model": {"hidden_size": 64, "intermediate_size": 128},
+    },
+    "precision_debugger": {"task": "tensor", "level": "L1", "steps": [2], "stages": ["actor_compute_log_prob"]},
+    "budgets": {**SMALL["budgets"], "disk": {"max_total": "1MB", "max_per_step": None}},
+}
+
+
+def harness(*argv: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "harness", *argv],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+
+
+def processes_with(text: str) -> list[int]:
+    """Live processes whose command line holds ``text`` (zombies have none)."""
+    found = []
+    for d in Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and text.encode() in (d / "cmdline").read_bytes() and int(d.name) != os.getpid():
+                found.append(int(d.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_a_runaway_dump_is_stopped_while_it_grows_and_fails_the_disk_check(tmp_path):
+    path = write_scenario(tmp_path, name="tensor_runaway", **TENSOR)
+    # TEST ONLY: a sleep in every dumped call spreads the ~8 MB of step 2 over seconds, so the 1 s walks see it grow
+    slow = {**os.environ, "HARNESS_TEST_DUMP_DELAY_S": "0.01"}
+    res = str(tmp_path / "res")
+    proc = harness("run", str(path), "--results", res, "--progress-every", "5", cwd=tmp_path, env=slow)
+    out = proc.stdout
+    assert proc.returncode == 1, out + proc.stderr  # a check FAILURE, not an infrastructure error (2)
+    assert "disk: stopped the on run at " in out and "(cap 2.00 MB = 2 x budgets.disk.max_total) after " in out
+    assert "global step 2 of 3, growing " in out and " files kept" in out
+    # the live line of a log (stdout is not a terminal): plain lines, the last one says how the run ended
+    assert "[harness] tensor_runaway off (local): global step 1 of 3, 0s, ? left, dumps 0.00 MB" in out
+    assert "[harness] tensor_runaway on (local): global step 2 of 3, " in out and ", stopped by the monitor, " in out
+    run_dir = tmp_path / "res" / "tensor_runaway" / "on"
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["result"]["stopped"] and record["error"] is None and record["stopped"].startswith("stopped the on")
+    steps = [json.loads(line)["step"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [1], "stopped inside the profiled step 2"
+    assert "cpu_ppo: 3 steps" not in (run_dir / "train.log").read_text()  # it never finished
+    assert any((run_dir / "dumps").rglob("*.pt")), "what was written is kept"
+    disk = json.loads((tmp_path / "res" / "tensor_runaway" / "results.json").read_text())["checks"]["disk"]
+    assert not disk["passed"] and disk["problems"][0] == record["stopped"]
+
+
+def test_free_space_under_the_floor_stops_the_run_as_an_infrastructure_error(tmp_path):
+    write_scenario(tmp_path, name="floor_case", **SMALL)
+    argv = [sys.executable, "-m", "pytest", "scenarios", f"--harness-results={tmp_path / 'res'}", "-q"]
+    proc = subprocess.run(
+        [*argv, "--harness-min-free=1PB"], cwd=tmp_path, capture_output=True, text=True, check=False, timeout=300
+    )
+    assert proc.returncode == 1 and proc.stdout.strip().splitlines()[-1].startswith("4 errors in"), proc.stdout
+    assert "INFRASTRUCTURE ERROR (not a check verdict): scenario floor_case: off run: stopped: " in proc.stdout
+    assert "free on the results filesystem" in proc.stdout and "< the floor 1000000000.00 MB" in proc.stdout
+    assert processes_with(str(tmp_path)) == []
+
+
+def _signal_mid_training(argv: list[str], cwd: Path, spec: Path, sig: int) -> subprocess.CompletedProcess[str]:
+    """Start ``argv``, wait until its training has forked its rank, send ``sig`` to the harness alone."""
+    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while len(processes_with(str(spec))) < 2 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(processes_with(str(spec))) >= 2, "the training and its rank never ran"
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_signal_to_harness_run_stops_the_local_training(tmp_path, sig):
+    path = write_scenario(tmp_path, name="sig_run", **SMALL)
+    res = tmp_path / "res"
+    proc = _signal_mid_training(
+        [sys.executable, "-m", "harness", "run", str(path), "--results", str(res)],
+        tmp_path,
+        res / "sig_run" / "off" / "spec.json",
+        sig,
+    )
+    assert proc.returncode == 128 + sig, proc.stdout + proc.stderr
+    name = signal.Signals(sig).name
+    said = proc.stderr.strip().splitlines()
+    assert said[-1].startswith(f"interrupted by {name}: stopped the off training of sig_run (local process group ")
+    assert "Traceback" not in proc.stderr
+    assert processes_with(str(tmp_path)) == []
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_sigterm_to_pytest_stops_the_local_training(tmp_path, xdist):
+    write_scenario(tmp_path, name="sig_pytest", **SMALL)
+    res = tmp_path / "res"
+    proc = _signal_mid_training(
+        [sys.executable, "-m", "pytest", "scenarios", f"--harness-results={res}", "-p", "no:cacheprovider", *xdist],
+        tmp_path,
+        res / "sig_pytest" / "off" / "spec.json",
+        signal.SIGTERM,
+    )
+    assert proc.returncode == 143, proc.stdout
+    said = proc.stdout + proc.stderr  # an xdist worker's lines go to the stderr it shares with the controller
+    assert "[harness] sig_pytest off (local): global step 1 of 3, 0s, ? left" in said  # the live line
+    assert "harness: interrupted by SIGTERM: stopped the off training of sig_pytest (local process group " in said
+    if xdist:  # the controller signals its workers before xdist SIGKILLs them
+        assert "harness: interrupted by SIGTERM: stopped xdist workers " in proc.stdout
+    assert processes_with(str(tmp_path)) == []
