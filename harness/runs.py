@@ -6,6 +6,7 @@ item of a scenario (in any pytest-xdist worker) reuses them instead of training 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import shutil
@@ -16,10 +17,12 @@ from pathlib import Path
 from filelock import FileLock
 
 from harness.errors import InfraError
+from harness.executors.base import Executor
 from harness.launch import ExecResult
 from harness.registry import EXECUTORS, WORKLOADS
 from harness.rundir import MODES, Mode, ScenarioDir
 from harness.scenario import Scenario
+from harness.slots import heavy_slot
 from harness.workloads import fault_injection
 
 LABEL_PREFIX = "io.harness"
@@ -108,7 +111,13 @@ def ensure_runs(
 def _run_both(scenario: Scenario, sdir: ScenarioDir, session: str, executor_kind: str) -> ScenarioRuns:
     shutil.rmtree(sdir.root, ignore_errors=True)
     sdir.root.mkdir(parents=True)
-    executor = EXECUTORS[executor_kind]
+    workload = WORKLOADS[scenario.workload.kind]
+    # both runs under one slot: the off/on pair sees the same load, and waiting is not training time
+    with heavy_slot() if workload.takes_slot(scenario) else contextlib.nullcontext():
+        return _train(scenario, sdir, session, EXECUTORS[executor_kind])
+
+
+def _train(scenario: Scenario, sdir: ScenarioDir, session: str, executor: Executor) -> ScenarioRuns:
     workload = WORKLOADS[scenario.workload.kind]
     records: dict[Mode, RunRecord] = {}
     started = time.monotonic()

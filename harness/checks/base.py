@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Protocol
 
 from harness.artifacts import DumpDir, DumpTree, Metrics
-from harness.rundir import ScenarioDir
+from harness.rundir import Mode, ScenarioDir
 from harness.scenario import Scenario
 
 Figure = float | int | str
@@ -46,6 +47,13 @@ class CheckContext:
     @cached_property
     def metrics_on(self) -> Metrics:
         return Metrics.read(self.dir.run("on").metrics)
+
+    def wall_s(self, mode: Mode) -> float | None:
+        """The run's wall time as its executor measured it (run.json), None when unrecorded."""
+        try:
+            return float(json.loads(self.dir.run(mode).record.read_text())["result"]["wall_s"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
 
     def dumps_of(self, stages: set[str] | None = None) -> list[DumpDir]:
         """Dump dirs of the expected steps and ranks (optionally only some stages)."""

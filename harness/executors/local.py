@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -9,6 +10,8 @@ import sys
 import time
 from importlib import metadata
 from typing import Any, ClassVar
+
+import psutil
 
 from harness.errors import InfraError
 from harness.executors.base import ENV_ALLOWLIST
@@ -75,13 +78,22 @@ class LocalExecutor:
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL, to the training's process group AND every process it started: a process that
+    left the group (Ray's daemons start sessions of their own) is still a descendant when the signal goes out,
+    so it is found before anything dies (an orphan is re-parented and can no longer be traced)."""
+    try:
+        tree = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        tree = []
     for sig, grace in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
+        for p in tree:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                p.send_signal(sig)
         try:
             proc.wait(timeout=grace)
-            return
         except subprocess.TimeoutExpired:
             continue
+        if not psutil.wait_procs(tree, timeout=grace)[1]:
+            return

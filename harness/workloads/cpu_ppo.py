@@ -62,6 +62,9 @@ class CpuPpo:
     name: ClassVar[str] = "cpu_ppo"
     settings: ClassVar[Any] = CpuPpoSettings
 
+    def takes_slot(self, scenario: ScenarioView) -> bool:
+        return False  # ~0.5 GiB and one thread per rank
+
     def describe(self, scenario: ScenarioView, run: RunDir) -> list[str]:
         return []  # nothing beyond the launch itself: no host inputs, no trainer config
 
