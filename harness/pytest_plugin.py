@@ -130,8 +130,10 @@ class ScenarioItem(pytest.Item):
             pytest.skip(reason)
         if self.scenario.heavy and not config.getoption("harness_heavy"):
             name = self.scenario.name
-            pytest.skip(f"{name} is heavy (heavy: true, minutes of training): run it with `pytest scenarios/ -k {name} "
-                        "--harness-heavy` (or HARNESS_HEAVY=1)")
+            pytest.skip(
+                f"{name} is heavy (heavy: true, minutes of training): run it with `pytest scenarios/ -k {name} "
+                "--harness-heavy` (or HARNESS_HEAVY=1)"
+            )
         try:
             self.runs = ensure_runs(
                 self.scenario,

@@ -339,9 +339,10 @@ def cpu_overrides(scenario: ScenarioView) -> dict[str, Any]:
     ranks = scenario.world_size
     return {
         "actor_rollout_ref.model.use_remove_padding": False,  # flash-attn's varlen path
-        "++actor_rollout_ref.model.override_config.attn_implementation": "eager",
+        # verl defaults to flash_attention_2; sdpa, unlike eager, masks with booleans: no -inf in the statistics
+        "++actor_rollout_ref.model.override_config.attn_implementation": "sdpa",
         "critic.model.use_remove_padding": False,
-        "++critic.model.override_config.attn_implementation": "eager",
+        "++critic.model.override_config.attn_implementation": "sdpa",
         "actor_rollout_ref.actor.use_torch_compile": False,
         "actor_rollout_ref.ref.use_torch_compile": False,
         "actor_rollout_ref.rollout.agent.num_workers": 1,
@@ -351,6 +352,7 @@ def cpu_overrides(scenario: ScenarioView) -> dict[str, Any]:
         "ray_kwargs.ray_init.num_cpus": RAY_CPUS_PER_RANK * ranks + RAY_CPUS_EXTRA,
         "++ray_kwargs.ray_init.num_gpus": ranks,  # logical: the CPU platform names its ranks "GPU"
         "++ray_kwargs.ray_init.include_dashboard": False,
+        "++ray_kwargs.ray_init._node_ip_address": "127.0.0.1",  # Ray, and gloo after it, on localhost only
         "reward.custom_reward_function.path": Path(reward.__file__),
         "reward.custom_reward_function.name": "compute_score",
     }

@@ -55,7 +55,7 @@ WORKERS_PROCESS_GROUP = Symbol(
 VALUEHEAD_LOADER = Symbol(
     "verl.utils.model",
     "load_valuehead_model",
-    "loads the critic with attn_implementation flash_attention_2 hard-coded: replaced by eager on CPU",
+    "loads the critic with attn_implementation flash_attention_2 hard-coded: replaced by sdpa on CPU",
     private=True,
 )
 SYMBOLS = (
@@ -125,26 +125,25 @@ def resolve(sym: Symbol) -> Any:
     return obj
 
 
+def _replace(sym: Symbol, new: Any) -> None:
+    resolve(sym)
+    setattr(importlib.import_module(sym.module), sym.name, new)
+
+
 def gloo_process_group() -> None:
     import sys
-
-    import verl.utils.distributed as dist
 
     original = resolve(PROCESS_GROUP)
 
     def initialize_global_process_group_ray(timeout_second: Any = None, backend: str | None = None) -> None:
         return original(timeout_second=timeout_second, backend=backend if backend == "cpu:gloo" else "gloo")
 
-    dist.initialize_global_process_group_ray = initialize_global_process_group_ray
-    if (workers := sys.modules.get(WORKERS_PROCESS_GROUP.module)) is not None:  # imported already: rebind
-        workers.initialize_global_process_group_ray = initialize_global_process_group_ray
+    _replace(PROCESS_GROUP, initialize_global_process_group_ray)
+    if WORKERS_PROCESS_GROUP.module in sys.modules:  # imported already: rebind its copy of the name too
+        _replace(WORKERS_PROCESS_GROUP, initialize_global_process_group_ray)
 
 
-def eager_valuehead_loader() -> None:
-    import verl.utils.model as model
-
-    resolve(VALUEHEAD_LOADER)
-
+def sdpa_valuehead_loader() -> None:
     def load_valuehead_model(local_path: str, torch_dtype: Any, model_config: Any, trust_remote_code: bool) -> Any:
         from transformers import AutoModelForTokenClassification
 
@@ -152,11 +151,11 @@ def eager_valuehead_loader() -> None:
             pretrained_model_name_or_path=local_path,
             torch_dtype=torch_dtype,
             config=model_config,
-            attn_implementation="eager",
+            attn_implementation="sdpa",  # torch's own kernel: runs on CPU
             trust_remote_code=trust_remote_code,
         )
 
-    model.load_valuehead_model = load_valuehead_model
+    _replace(VALUEHEAD_LOADER, load_valuehead_model)
 
 
 def no_pinned_memory() -> None:
@@ -164,7 +163,7 @@ def no_pinned_memory() -> None:
     memory, which needs an accelerator; with none there is nothing to pin. Touches torch, no verl symbol."""
     import torch
 
-    torch.Tensor.pin_memory = lambda self, *_a, **_k: self  # type: ignore[method-assign]
+    torch.Tensor.pin_memory = lambda self, *_a, **_k: self
 
 
 def register_rollout_adapter(name: str, fqn: str) -> None:

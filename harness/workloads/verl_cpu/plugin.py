@@ -23,7 +23,7 @@ def _install() -> None:
     patches.resolve(patches.REPLICA_REGISTRY)(names.ROLLOUT, lambda: import_module(ROLLOUT_MODULE).HFGenerateReplica)
     patches.register_rollout_adapter(names.ROLLOUT, f"{ROLLOUT_MODULE}.HFServerAdapter")
     patches.gloo_process_group()
-    patches.eager_valuehead_loader()
+    patches.sdpa_valuehead_loader()
     patches.no_pinned_memory()
 
 

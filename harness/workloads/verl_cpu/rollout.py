@@ -28,16 +28,17 @@ def server_name(replica_rank: int, node_rank: int = 0) -> str:
 class HFGenerateServer:
     """The replica's server: verl calls these methods by name on the actor handle."""
 
-    def __init__(self, config: Any, model_config: Any) -> None:
+    def __init__(self, config: Any, model_config: Any, replica_rank: int) -> None:
         from transformers import AutoModelForCausalLM
 
         self.config = config
         path = getattr(model_config, "local_path", None) or model_config.path  # a DictConfig or an HFModelConfig
         self.model = AutoModelForCausalLM.from_pretrained(
-            path, torch_dtype=torch.float32, attn_implementation="eager"
+            path, torch_dtype=torch.float32, attn_implementation="sdpa"
         ).eval()
         self.eos = self.model.generation_config.eos_token_id
         self.pad = self.model.generation_config.pad_token_id
+        self.replica_rank = replica_rank
         self.global_steps = 0
         self.seen: Counter[tuple[int, int]] = Counter()
         self.lock = asyncio.Lock()  # one generate at a time: torch already uses the process's threads
@@ -49,8 +50,11 @@ class HFGenerateServer:
         budget = self.config.prompt_length + self.config.response_length - len(prompt_ids)
         max_tokens = max(1, min(params.pop("max_tokens", self.config.response_length), budget))
         temperature = float(params.get("temperature", 1.0))
+        # samples of one prompt differ (a count per prompt and step, and the replica: verl spreads a prompt's
+        # samples over the servers), and are the same in the off and on runs
         key = (zlib.crc32(repr(list(prompt_ids)).encode()), self.global_steps)
-        seed, self.seen[key] = key[0] + 7919 * self.global_steps + self.seen[key], self.seen[key] + 1
+        seed = key[0] + 7919 * self.global_steps + 104729 * self.replica_rank + self.seen[key]
+        self.seen[key] += 1
         async with self.lock:
             out = await asyncio.to_thread(self._generate, list(prompt_ids), max_tokens, temperature, params, seed)
         tokens, logprobs = out
@@ -114,10 +118,10 @@ class HFGenerateReplica(RolloutReplica):
     """One server per replica, next to the replica's first worker (hybrid mode: the workers hold the actor)."""
 
     async def launch_servers(self) -> None:
-        server = (
+        server: Any = (
             ray.remote(HFGenerateServer)
             .options(name=server_name(self.replica_rank), num_cpus=0, max_concurrency=self.max_concurrency)
-            .remote(config=self.config, model_config=self.model_config)
+            .remote(config=self.config, model_config=self.model_config, replica_rank=self.replica_rank)
         )
         self.servers = [server]
         self._server_handle = server
