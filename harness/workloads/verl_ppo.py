@@ -442,7 +442,12 @@ class VerlPpo:
             f"{what}: {p} ({'present' if p.exists() else 'absent'} on this host)"
             for what, p in (("model", inputs.model), ("train data", inputs.train), ("val data", inputs.val))
         ]
-        lines.append(f"data preparation (when the parquet files are absent): {shlex.join(inputs.prepare_data_argv())}")
+        if s.tiny is not None:
+            lines.append("model, tokenizer and data: made on this host at the first run (workload.tiny), then cached")
+        else:
+            lines.append(
+                f"data preparation (when the parquet files are absent): {shlex.join(inputs.prepare_data_argv())}"
+            )
         lines.append(f"overrides of both runs checked offline against verl {s.verl_version}'s hydra config: ok")
         config_name, overrides, _ = build_overrides(scenario, run, enabled=True)
         skipped = unreachable_stages(compose(config_name, overrides), STAGE_NEEDS)
