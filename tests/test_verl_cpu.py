@@ -227,3 +227,15 @@ def test_slot_capacity_follows_memory_and_cores(monkeypatch):
     monkeypatch.setattr(slots.os, "cpu_count", lambda: 64)
     monkeypatch.setattr(slots.os, "sysconf", lambda n: {"SC_PAGE_SIZE": 4096, "SC_PHYS_PAGES": 24 * 2**18}[n])
     assert slots.capacity() == 2  # 24 GiB x 0.6 / 5 GiB
+
+
+def test_the_launcher_removes_ray_dirs_of_killed_launchers_only(tmp_path):
+    import os
+
+    from harness.workloads.verl_cpu.main import PREFIX, _remove_stale
+
+    dead, alive, other = (tmp_path / f"{PREFIX}{n}-x" for n in (2**22 + 12345, os.getpid(), "abc"))
+    for d in (dead, alive, other):
+        d.mkdir()
+    _remove_stale(tmp_path)
+    assert not dead.exists() and alive.exists() and other.exists()

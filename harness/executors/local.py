@@ -77,23 +77,32 @@ class LocalExecutor:
         return None
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM, then SIGKILL, to the training's process group AND every process it started: a process that
-    left the group (Ray's daemons start sessions of their own) is still a descendant when the signal goes out,
-    so it is found before anything dies (an orphan is re-parented and can no longer be traced)."""
+def _members(pid: int) -> list[psutil.Process]:
+    """The training's processes: its descendants, and every process of its session (Ray's workers start
+    process groups of their own, and a process whose parent died is re-parented, but none leaves the session)."""
     try:
-        tree = psutil.Process(proc.pid).children(recursive=True)
+        found = {p.pid: p for p in psutil.Process(pid).children(recursive=True)}
     except psutil.NoSuchProcess:
-        tree = []
+        found = {}
+    for p in psutil.process_iter():
+        with contextlib.suppress(psutil.Error, OSError):
+            if p.pid != pid and os.getsid(p.pid) == pid:
+                found.setdefault(p.pid, p)
+    return list(found.values())
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL, to the training's process group and to every member found before the signal."""
+    members = _members(proc.pid)
     for sig, grace in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, sig)
-        for p in tree:
+        for p in members:
             with contextlib.suppress(psutil.NoSuchProcess):
                 p.send_signal(sig)
         try:
             proc.wait(timeout=grace)
         except subprocess.TimeoutExpired:
             continue
-        if not psutil.wait_procs(tree, timeout=grace)[1]:
+        if not psutil.wait_procs(members, timeout=grace)[1]:
             return

@@ -21,6 +21,17 @@ def _terminate(signum: int, _frame: FrameType | None) -> None:
     raise SystemExit(128 + signum)
 
 
+PREFIX = "vh-ray-"
+
+
+def _remove_stale(root: Path) -> None:
+    """Ray dirs of launchers that were killed (SIGKILL leaves no ``finally``): named after their pid."""
+    for old in root.glob(f"{PREFIX}*-*"):
+        pid = old.name.removeprefix(PREFIX).split("-")[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(old, ignore_errors=True)
+
+
 def main(argv: list[str]) -> int:
     import importlib.util
 
@@ -34,7 +45,8 @@ def main(argv: list[str]) -> int:
         print("harness CPU launcher: " + "; ".join(problems), file=sys.stderr)
         return 3
     signal.signal(signal.SIGTERM, _terminate)
-    ray_tmp = tempfile.mkdtemp(prefix="vh-ray-", dir="/tmp")
+    _remove_stale(Path("/tmp"))
+    ray_tmp = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir="/tmp")
     os.environ["RAY_TMPDIR"] = ray_tmp
     print(f"harness CPU launcher: RAY_TMPDIR={ray_tmp}", flush=True)
     try:
