@@ -50,6 +50,9 @@ class Echo:
         run.spec.write_text(json.dumps(spec))
         return Launch(module="harness.workloads.echo", args=[str(run.spec)], env={}, workdir=run.root)
 
+    def takes_slot(self, scenario: ScenarioView) -> bool:
+        return False
+
     def describe(self, scenario: ScenarioView, run: RunDir) -> list[str]:
         return ["echo: writes dumps, trains nothing"]
 
