@@ -36,6 +36,11 @@ def step_time(mode: str, step: int) -> str:
     return f"time_{mode}.step{step}_s"
 
 
+def outside_steps(mode: str) -> str:
+    """A run's wall time minus its step times: start-up (Ray, model set-up), teardown."""
+    return f"time_{mode}.outside_steps_s"
+
+
 def disk_step(step: int) -> str:
     return f"disk.step{step}_bytes"
 
@@ -84,6 +89,7 @@ _PATTERNS: list[tuple[re.Pattern[str], str, Family | None, Unit]] = [
     (re.compile(r"^overhead\.stage\.(?P<stage>.+)$"), "overhead.stage", "overhead", "ratio"),
     (re.compile(r"^overhead\.step(?P<step>\d+)$"), "overhead.step", None, "ratio"),
     (re.compile(r"^time_(?P<mode>off|on)\.step(?P<step>\d+)_s$"), "time", None, "seconds"),
+    (re.compile(r"^time_(?P<mode>off|on)\.outside_steps_s$"), "time.outside_steps", None, "seconds"),
     (re.compile(r"^disk\.total_bytes$"), "disk.total", "disk", "bytes"),
     (re.compile(r"^disk\.step(?P<step>\d+)_bytes$"), "disk.step", "disk", "bytes"),
     (re.compile(r"^disk\.stage\.(?P<stage>.+)_bytes$"), "disk.stage", "disk", "bytes"),

@@ -78,6 +78,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     g.addoption("--harness-compare-repeats", type=int, default=2, help="runs per side of a comparison (default 2)")
     g.addoption(
+        "--harness-heavy",
+        action="store_true",
+        default=os.environ.get("HARNESS_HEAVY") == "1",
+        help="also run the scenarios marked heavy: true (or set HARNESS_HEAVY=1); otherwise they are skipped",
+    )
+    g.addoption(
         "--harness-baseline",
         default=None,
         metavar="BASELINE",
@@ -271,6 +277,12 @@ class ScenarioItem(pytest.Item):
         config = self.config
         if reason := skip_reason(self.scenario, os.path.relpath(self.path)):
             pytest.skip(reason)
+        if self.scenario.heavy and not config.getoption("harness_heavy"):
+            name = self.scenario.name
+            pytest.skip(
+                f"{name} is heavy (heavy: true, minutes of training): run it with `pytest scenarios/ -k {name} "
+                "--harness-heavy` (or HARNESS_HEAVY=1)"
+            )
         try:
             self.runs = ensure_runs(
                 self.scenario,

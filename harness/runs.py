@@ -8,6 +8,7 @@ failure), one it stops at the free-space floor is an infrastructure error.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import shutil
@@ -19,12 +20,13 @@ from typing import Any
 from filelock import FileLock
 
 from harness.errors import InfraError
-from harness.executors.base import LABEL_PREFIX, owner_labels
+from harness.executors.base import LABEL_PREFIX, Executor, owner_labels
 from harness.launch import ExecResult
 from harness.monitor import Monitor, Watch, dump_cap
 from harness.registry import EXECUTORS, WORKLOADS
 from harness.rundir import MODES, Mode, ScenarioDir
 from harness.scenario import Scenario
+from harness.slots import heavy_slot
 from harness.target import Target, parse_target
 from harness.target_env import TargetEnv, check_api, ensure_env, environment
 from harness.workloads import fault_injection
@@ -150,7 +152,15 @@ def _run_both(
 ) -> ScenarioRuns:
     shutil.rmtree(sdir.root, ignore_errors=True)
     sdir.root.mkdir(parents=True)
-    executor = EXECUTORS[executor_kind]
+    workload = WORKLOADS[scenario.workload.kind]
+    # both runs under one slot: the off/on pair sees the same load, and waiting is not training time
+    with heavy_slot() if workload.takes_slot(scenario) else contextlib.nullcontext():
+        return _train(scenario, sdir, session, EXECUTORS[executor_kind], env, watch)
+
+
+def _train(
+    scenario: Scenario, sdir: ScenarioDir, session: str, executor: Executor, env: TargetEnv, watch: Watch
+) -> ScenarioRuns:
     workload = WORKLOADS[scenario.workload.kind]
     pd = scenario.precision_debugger
     cap = dump_cap(scenario.budgets.disk, len(pd.steps), len(pd.stages), scenario.world_size, watch.max_dump)

@@ -46,6 +46,11 @@ class Scenario(Strict):
     expect: Expectations = Expectations()
     budgets: Budgets
     executor: ExecutorSettings = Field(default_factory=lambda: ExecutorSettings())
+    heavy: bool = Field(
+        False,
+        description="pytest collects it but skips it, saying so, unless --harness-heavy (or HARNESS_HEAVY=1): "
+        "trainings of several minutes that the everyday run (.ci/run) leaves out",
+    )
     _name: str = PrivateAttr("scenario")
 
     @property

@@ -76,6 +76,11 @@ class Expectations(Strict):
         "uninitialised all-gather buffer as seen by Tensor.narrow",
     )
     known_gaps: list[KnownGap] = Field(default_factory=list)
+    nonzero_backward: bool = Field(
+        False,
+        description="each update stage's dump holds a backward tensor with a non-zero Norm: a zero reward or "
+        "advantage makes every gradient 0, and such a dump cannot show a broken backward (statistics only)",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> Expectations:

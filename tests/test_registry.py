@@ -51,6 +51,9 @@ class Echo:
         run.spec.write_text(json.dumps(spec))
         return Launch(module="harness.workloads.echo", args=[str(run.spec)], env={}, workdir=run.root, python=python)
 
+    def takes_slot(self, scenario: ScenarioView) -> bool:
+        return False
+
     def describe(self, scenario: ScenarioView, run: RunDir, python=None) -> list[str]:
         return ["echo: writes dumps, trains nothing"]
 

@@ -146,13 +146,13 @@ def test_bad_extra_overrides_fail_at_load_time(tmp_path, overrides, message):
     assert "workload.overrides" in str(exc.value) and message in str(exc.value)
 
 
-def test_cpu_device_is_rejected_for_main_ppo(tmp_path):
+def test_cpu_device_needs_the_cpu_rollout(tmp_path):
     doc = yaml.safe_load((ROOT / "scenarios" / "qwen2_0_5b_fsdp_l1.yaml").read_text())
     doc["device"], doc["executor"] = "cpu", {"kind": "local"}
     path = tmp_path / "scenarios" / "qwen_cpu.yaml"
     path.parent.mkdir(parents=True)
     path.write_text(yaml.safe_dump(doc))
-    with pytest.raises(ScenarioError, match="workload verl_ppo needs device npu or cuda"):
+    with pytest.raises(ScenarioError, match="device cpu needs rollout hf_generate: vllm and sglang do not run on CPU"):
         load_scenario(path)
 
 

@@ -8,7 +8,7 @@ from functools import cached_property
 from typing import Protocol
 
 from harness.artifacts import DumpDir, DumpTree, Metrics
-from harness.rundir import MODES, ScenarioDir
+from harness.rundir import MODES, Mode, ScenarioDir
 from harness.scenario import Scenario
 
 Figure = float | int | str
@@ -59,6 +59,13 @@ class CheckContext:
                 continue
             lines += [line] if line else []
         return lines
+
+    def wall_s(self, mode: Mode) -> float | None:
+        """The run's wall time as its executor measured it (run.json), None when unrecorded."""
+        try:
+            return float(json.loads(self.dir.run(mode).record.read_text())["result"]["wall_s"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
 
     def dumps_of(self, stages: set[str] | None = None) -> list[DumpDir]:
         """Dump dirs of the expected steps and ranks (optionally only some stages)."""

@@ -175,6 +175,7 @@ class _Findings:
     nonfinite: _Problems = field(default_factory=_Problems)  # kinds "nonfinite" and "tolerated"
     tensor_count: int = 0
     has_data: bool = False
+    backward_nonzero: bool = False  # a backward entry's tensor with Norm > 0 was seen
 
 
 def _read_dump(ctx: CheckContext, d: DumpDir, rel: str) -> _Findings:
@@ -199,6 +200,13 @@ def _read_dump(ctx: CheckContext, d: DumpDir, rel: str) -> _Findings:
     _check_names(rel, f.names, pd.level, d.stage, pd.data_mode, f.head)
     for pattern in f.names.unmatched:
         f.head.add("pattern", f"{rel}: no entry matches required pattern {pattern!r}")
+    judged = s.expect.nonzero_backward and rules.statistics_only and d.stage not in NO_GRAD_STAGES
+    if judged and not f.backward_nonzero:
+        f.head.add(
+            "grad",
+            f"{rel}: no backward tensor with a non-zero Norm (a zero reward or advantage zeroes every gradient): "
+            "this dump cannot show a broken backward",
+        )
     return f
 
 
@@ -207,6 +215,8 @@ def _check_entries(rel: str, dump: DumpFile, rules: _TensorRules, f: _Findings) 
     fast, tensors = rules.statistics_only, 0
     for name, entry in dump.entries():
         f.names.add(name)
+        if not f.backward_nonzero and ".backward" in name:
+            f.backward_nonzero = any(_positive(t.get("Norm")) for _, t in iter_tensors(entry))
         if fast and (n := _plain_tensors(entry)) >= 0:
             tensors += n
             continue
@@ -215,6 +225,10 @@ def _check_entries(rel: str, dump: DumpFile, rules: _TensorRules, f: _Findings) 
             if not (fast and _plain(t)):
                 _check_tensor(rel, name, where, t, rules, f.tensors, f.nonfinite)
     return tensors
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, int | float) and value > 0
 
 
 def _plain_tensors(entry: Any) -> int:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from harness import figures as fig
 from harness.checks.base import CheckContext, CheckResult
 from harness.errors import MetricsError
+from harness.rundir import MODES
 
 STATISTICS: dict[str, Callable[[list[float]], float]] = {
     "median": statistics.median,
@@ -35,6 +36,13 @@ def check_overhead(ctx: CheckContext) -> CheckResult:
     unprofiled = [n for n in s.unprofiled_steps if n > warm]
     if missing := [n for n in range(1, s.steps + 1) if n not in t_off or n not in t_on]:
         res.problems.append(f"steps {missing} have no timing_s/step in both runs' metrics")
+    outside = []
+    for mode, times in zip(MODES, (t_off, t_on), strict=True):
+        if (wall := ctx.wall_s(mode)) is not None and times:
+            res.figures[fig.outside_steps(mode)] = round(wall - sum(times.values()), 3)
+            outside.append(f"{mode} {wall - sum(times.values()):.1f} s (steps {sum(times.values()):.1f} s)")
+    if outside:  # real trainers spend a minute starting Ray and the models: never part of a ratio
+        res.notes.append(f"outside the steps (start-up, teardown): {', '.join(outside)}")
     step_ratio = ratios(t_on, t_off, list(range(1, s.steps + 1)))
     for n, r in sorted(step_ratio.items()):
         res.figures[fig.overhead_step(n)] = round(r, 3)

@@ -11,6 +11,8 @@ import threading
 import time
 from typing import Any, ClassVar
 
+import psutil
+
 from harness.errors import InfraError
 from harness.executors.base import ENV_ALLOWLIST, LABEL_PREFIX
 from harness.launch import ExecResult, Launch, argv_lines
@@ -105,16 +107,36 @@ def _wait(proc: subprocess.Popen[bytes], timeout: float) -> int | None:
         return None
 
 
+def _members(pid: int) -> list[psutil.Process]:
+    """The training's processes: its descendants, and every process of its session (Ray's workers start
+    process groups of their own, and a process whose parent died is re-parented, but none leaves the session)."""
+    try:
+        found = {p.pid: p for p in psutil.Process(pid).children(recursive=True)}
+    except psutil.NoSuchProcess:
+        found = {}
+    for p in psutil.process_iter():
+        with contextlib.suppress(psutil.Error, OSError):
+            if p.pid != pid and os.getsid(p.pid) == pid:
+                found.setdefault(p.pid, p)
+    return list(found.values())
+
+
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the training's process group, SIGKILL whatever is left of it after the grace (or at once
-    once the leader is gone: its ranks hold nothing worth waiting for). A second signal meanwhile hurries
-    on to SIGKILL and is raised once the group is gone."""
+    """SIGTERM, then SIGKILL, to the training's process group and to every process of its session found before
+    (Ray's workers start process groups of their own); done once the leader and those are gone. A second signal
+    meanwhile hurries on to SIGKILL and is raised once they are gone."""
+    members = _members(proc.pid)
     interrupted: KeyboardInterrupt | None = None
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, sig)
+            for p in members:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    p.send_signal(sig)
             _wait(proc, KILL_GRACE_S)
+            if not psutil.wait_procs(members, timeout=KILL_GRACE_S)[1]:
+                break
         except KeyboardInterrupt as exc:
             interrupted = exc
     if interrupted:

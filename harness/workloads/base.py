@@ -24,6 +24,10 @@ class Workload(Protocol):
         which describes a runner: do not require this host's inputs."""
         ...
 
+    def takes_slot(self, scenario: ScenarioView) -> bool:
+        """Whether a run takes one of the host's heavy slots (``harness.slots``): several GiB and cores each."""
+        ...
+
     def describe(self, scenario: ScenarioView, run: RunDir, python: str | None = None) -> list[str]:
         """Lines for the dry run beyond the launch (inputs, what the trainer will run); ``run`` is the on run,
         already prepared."""

@@ -73,6 +73,9 @@ class CpuPpo:
         "verl.trainer.ppo.core_algos.compute_gae_advantage_return",
     )
 
+    def takes_slot(self, scenario: ScenarioView) -> bool:
+        return False  # ~0.5 GiB and one thread per rank
+
     def describe(self, scenario: ScenarioView, run: RunDir, python: str | None = None) -> list[str]:
         return []  # nothing beyond the launch itself: no host inputs, no trainer config
 

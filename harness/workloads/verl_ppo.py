@@ -4,6 +4,11 @@ This is what the Ascend runners execute (inside the verl Ascend image): the real
 real rollout engine. The harness only decides the overrides. Before every launch the overrides are composed
 offline against the installed verl's hydra config (``harness.workloads.verl_config``), because a profiler
 setting that silently resolves to something else (a ``+`` typo) costs a whole night and yields no dumps.
+
+``device: cpu`` runs the same trainer, workers, Ray and FSDP2 (over gloo) on the host, with verl's own
+plugin points filled by ``harness.workloads.verl_cpu`` (a CPU platform, an HF-``generate`` rollout, a few
+checked patches), tiny locally made assets and a dense reward. The argv is built by the same
+``build_overrides``, plus the CPU block (``cpu_overrides``), and checked by the same offline check.
 """
 
 from __future__ import annotations
@@ -26,8 +31,14 @@ from harness.rundir import RunDir
 from harness.settings import ScenarioView
 from harness.stages import STAGES
 from harness.strict import Strict
+from harness.workloads.verl_cpu import assets, names
 
 MODULE = "verl.trainer.main_ppo"
+CPU_MODULE = "harness.workloads.verl_cpu.main"  # main_ppo behind a launcher that owns Ray's temp dir
+HF_ROLLOUT = names.ROLLOUT
+# what verl's resource pools ask per rank: a bundle of max_colocate_count (3, hard-coded) CPUs; plus the
+# TransferQueue controller and storage unit. Logical CPUs: real use is held down by OMP_NUM_THREADS=1
+RAY_CPUS_PER_RANK, RAY_CPUS_EXTRA = 3, 2
 CONFIG_NAMES = {"fsdp": "ppo_trainer", "megatron": "ppo_megatron_trainer"}
 # The role whose profiler block must be enabled for a stage to dump. In verl 0.9.1 the reference model is
 # fused into ActorRolloutRefWorker, whose DistProfiler is built from the ACTOR's block, so ref_compute_log_prob
@@ -111,7 +122,10 @@ class VerlPpoSettings(Strict):
         "${GSM8K_RAW_PATH:-~/.cache/datasets/openai/gsm8k}",
         description="HF gsm8k dataset the data-preparation step reads when the parquet files are missing",
     )
-    rollout: Literal["vllm", "sglang"] = "vllm"
+    rollout: Literal["vllm", "sglang", "hf_generate"] = Field(
+        "vllm", description="hf_generate: transformers' generate, the CPU rollout (device cpu only)"
+    )
+    rollout_n: PositiveInt = Field(1, description="samples per prompt (GRPO needs 2 or more)")
     rollout_tp: PositiveInt = 1
     gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] = 0.4
     nnodes: PositiveInt = 1
@@ -123,6 +137,11 @@ class VerlPpoSettings(Strict):
     log_prob_micro_batch_size_per_gpu: PositiveInt = Field(8, description="actor and ref log-prob forwards")
     max_prompt_length: PositiveInt = 512
     max_response_length: PositiveInt = 256
+    tiny: assets.TinyAssets | None = Field(
+        None,
+        description="make a tiny random Qwen2, its tokenizer and gsm8k-format data locally (cached) and use them "
+        "instead of model_path and data_dir",
+    )
     overrides: list[str] = Field(
         default_factory=list, description="extra hydra overrides, applied last (validated with the rest)"
     )
@@ -144,10 +163,16 @@ class VerlPpoSettings(Strict):
 
     def check_scenario(self, scenario: ScenarioView) -> None:
         if scenario.device == "cpu":
-            raise ValueError(
-                "workload verl_ppo needs device npu or cuda: main_ppo's rollout engines (vllm, sglang) do not run "
-                "on CPU; use workload cpu_ppo there"
-            )
+            if self.rollout != HF_ROLLOUT:
+                raise ValueError(f"device cpu needs rollout {HF_ROLLOUT}: vllm and sglang do not run on CPU")
+            if scenario.engine != "fsdp":
+                raise ValueError("device cpu runs engine fsdp only (megatron-core is not installable here)")
+            if scenario.executor.kind != "local":
+                raise ValueError("device cpu runs with the local executor (the docker executor is not wired yet)")
+            if self.nnodes != 1:
+                raise ValueError("device cpu runs on one node")
+        elif self.rollout == HF_ROLLOUT:
+            raise ValueError(f"rollout {HF_ROLLOUT} is the CPU rollout: device cpu only")
         per_node = self.devices_per_node(scenario.world_size)
         if per_node * self.nnodes != scenario.world_size:
             raise ValueError(f"world_size {scenario.world_size} != nnodes {self.nnodes} x n_gpus_per_node {per_node}")
@@ -185,8 +210,12 @@ class Inputs:
 
     @classmethod
     def of(cls, s: VerlPpoSettings) -> Inputs:
-        data = expand_path(s.data_dir)
-        return cls(expand_path(s.model_path), data, data / s.train_file, data / s.val_file, expand_path(s.raw_dataset))
+        if s.tiny is not None:  # made as train.parquet and test.parquet, the defaults of train_file and val_file
+            made = assets.paths(s.tiny)
+            model, data, raw = made.model, made.data_dir, made.root
+        else:
+            model, data, raw = expand_path(s.model_path), expand_path(s.data_dir), expand_path(s.raw_dataset)
+        return cls(model, data, data / s.train_file, data / s.val_file, raw)
 
     def missing(self) -> list[str]:
         out = [
@@ -245,6 +274,7 @@ def build_overrides(scenario: ScenarioView, run: RunDir, enabled: bool) -> tuple
         "actor_rollout_ref.actor.ppo_mini_batch_size": s.ppo_mini_batch_size,
         "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": s.micro_batch_size_per_gpu,
         "actor_rollout_ref.rollout.name": s.rollout,
+        "actor_rollout_ref.rollout.n": s.rollout_n,
         "actor_rollout_ref.rollout.tensor_model_parallel_size": s.rollout_tp,
         "actor_rollout_ref.rollout.gpu_memory_utilization": s.gpu_memory_utilization,
         "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": s.log_prob_micro_batch_size_per_gpu,
@@ -264,6 +294,8 @@ def build_overrides(scenario: ScenarioView, run: RunDir, enabled: bool) -> tuple
     }
     if scenario.device != "cuda":
         ov["trainer.device"] = scenario.device
+    if scenario.device == "cpu":
+        ov.update(cpu_overrides(scenario))
     expected: dict[str, Any] = {
         "trainer.total_training_steps": scenario.steps,
         "trainer.logger": ["console", "file"],
@@ -300,6 +332,56 @@ def build_overrides(scenario: ScenarioView, run: RunDir, enabled: bool) -> tuple
     return config_name, overrides, expected
 
 
+def cpu_overrides(scenario: ScenarioView) -> dict[str, Any]:
+    """What verl's trainer needs on CPU beyond the shared argv (each measured necessary; see the README)."""
+    from harness.workloads.verl_cpu import reward
+
+    ranks = scenario.world_size
+    return {
+        "actor_rollout_ref.model.use_remove_padding": False,  # flash-attn's varlen path
+        # verl defaults to flash_attention_2; sdpa, unlike eager, masks with booleans: no -inf in the statistics
+        "++actor_rollout_ref.model.override_config.attn_implementation": "sdpa",
+        "critic.model.use_remove_padding": False,
+        "++critic.model.override_config.attn_implementation": "sdpa",
+        "actor_rollout_ref.actor.use_torch_compile": False,
+        "actor_rollout_ref.ref.use_torch_compile": False,
+        "actor_rollout_ref.rollout.agent.num_workers": 1,
+        "reward.num_workers": 1,
+        "transfer_queue.backend.SimpleStorage.num_data_storage_units": 1,
+        "data.dataloader_num_workers": 0,
+        "ray_kwargs.ray_init.num_cpus": RAY_CPUS_PER_RANK * ranks + RAY_CPUS_EXTRA,
+        "++ray_kwargs.ray_init.num_gpus": ranks,  # logical: the CPU platform names its ranks "GPU"
+        "++ray_kwargs.ray_init.include_dashboard": False,
+        "++ray_kwargs.ray_init._node_ip_address": "127.0.0.1",  # Ray, and gloo after it, on localhost only
+        "reward.custom_reward_function.path": Path(reward.__file__),
+        "reward.custom_reward_function.name": "compute_score",
+    }
+
+
+def _check_cpu_plugin_symbols(python: str | None) -> None:
+    """Before anything starts: the verl under test (``python``: its interpreter; None: the harness's own) must
+    hold every symbol the CPU plugin touches."""
+    from harness.workloads.verl_config import verl_config_dir
+    from harness.workloads.verl_cpu.patches import missing
+
+    verl_dir = verl_config_dir(python).parents[1]
+    if problems := missing(verl_dir):
+        raise InfraError(f"verl at {verl_dir} cannot run on CPU: {'; '.join(problems)}")
+
+
+def cpu_env() -> dict[str, str]:
+    """The environment of a CPU run: the plugin in every verl process, one thread per process, offline."""
+    return {
+        "VERL_USE_EXTERNAL_MODULES": names.PLUGIN,
+        "VERL_PLATFORM": names.PLATFORM,
+        "VERL_ENGINE_DEVICE": "cuda",  # verl registers its FSDP engine for cuda and npu; it runs on CPU
+        "OMP_NUM_THREADS": "1",
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "HF_HUB_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+
+
 class VerlPpo:
     name: ClassVar[str] = "verl_ppo"
     settings: ClassVar[Any] = VerlPpoSettings
@@ -318,6 +400,10 @@ class VerlPpo:
         from harness.workloads.verl_config import check_overrides
 
         s: VerlPpoSettings = scenario.workload
+        if scenario.device == "cpu":
+            _check_cpu_plugin_symbols(python)
+        if s.tiny is not None and not dry:
+            assets.ensure(s.tiny)
         inputs = Inputs.of(s)
         if not dry and (missing := inputs.missing()):
             raise InfraError(
@@ -340,14 +426,22 @@ class VerlPpo:
             stages=scenario.expected_stages,
             python=python,
         )
+        cpu = scenario.device == "cpu"
         return Launch(
-            module=MODULE,
+            module=CPU_MODULE if cpu else MODULE,
             args=[f"--config-name={config_name}", *overrides],
-            env={"VERL_FILE_LOGGER_PATH": str(run.metrics), "HYDRA_FULL_ERROR": "1"},
+            env={
+                "VERL_FILE_LOGGER_PATH": str(run.metrics),
+                "HYDRA_FULL_ERROR": "1",
+                **(cpu_env() if cpu else {}),
+            },
             workdir=run.root,
             inputs=[inputs.model, inputs.data_dir],
             python=python,
         )
+
+    def takes_slot(self, scenario: ScenarioView) -> bool:
+        return scenario.device == "cpu"  # Ray and the workers on this host (accelerator runs are the runner's)
 
     def describe(self, scenario: ScenarioView, run: RunDir, python: str | None = None) -> list[str]:
         """For the dry run, after ``prepare(run, dry=True)`` passed: inputs on this host, and which of verl's
@@ -360,7 +454,12 @@ class VerlPpo:
             f"{what}: {p} ({'present' if p.exists() else 'absent'} on this host)"
             for what, p in (("model", inputs.model), ("train data", inputs.train), ("val data", inputs.val))
         ]
-        lines.append(f"data preparation (when the parquet files are absent): {shlex.join(inputs.prepare_data_argv())}")
+        if s.tiny is not None:
+            lines.append("model, tokenizer and data: made on this host at the first run (workload.tiny), then cached")
+        else:
+            lines.append(
+                f"data preparation (when the parquet files are absent): {shlex.join(inputs.prepare_data_argv())}"
+            )
         lines.append(f"overrides of both runs checked offline against verl {installed_verl(python)}'s hydra config: ok")
         config_name, overrides, _ = build_overrides(scenario, run, enabled=True)
         skipped = unreachable_stages(compose(config_name, overrides, python), STAGE_NEEDS, python)
