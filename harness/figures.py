@@ -7,6 +7,7 @@ reports read them back through ``parse``. A renamed figure is a change here only
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -30,6 +31,22 @@ def overhead_step(step: int) -> str:
 
 def overhead_stage(stage: str) -> str:
     return f"overhead.stage.{stage}"
+
+
+def overhead_sample(metric: str, step: int, rank: int) -> str:
+    """One sample of an overhead ratio (``overhead.profiled``, ``overhead.stage.<stage>``): on/off at one step on
+    one rank. Recorded, not gated itself: the statistics decide its figure from these (``harness.stats``)."""
+    return f"overhead.sample.{metric.removeprefix('overhead.')}.step{step}.rank{rank}"
+
+
+def samples_of(metric: str, figures: Mapping[str, object]) -> dict[str, float]:
+    """A figure's samples among ``figures``, keyed ``step<N>.rank<R>`` (empty when it has none)."""
+    prefix = f"overhead.sample.{metric.removeprefix('overhead.')}."
+    return {
+        name.removeprefix(prefix): float(v)
+        for name, v in figures.items()
+        if name.startswith(prefix) and isinstance(v, int | float) and SAMPLE_KEY.match(name.removeprefix(prefix))
+    }
 
 
 def step_time(mode: str, step: int) -> str:
@@ -84,7 +101,9 @@ class Figure:
     mode: str | None = None
 
 
+SAMPLE_KEY = re.compile(r"^step\d+\.rank\d+$")
 _PATTERNS: list[tuple[re.Pattern[str], str, Family | None, Unit]] = [
+    (re.compile(r"^overhead\.sample\..+\.step(?P<step>\d+)\.rank(?P<rank>\d+)$"), "overhead.sample", None, "ratio"),
     (re.compile(r"^overhead\.(?:profiled|unprofiled)$"), "overhead", "overhead", "ratio"),
     (re.compile(r"^overhead\.stage\.(?P<stage>.+)$"), "overhead.stage", "overhead", "ratio"),
     (re.compile(r"^overhead\.step(?P<step>\d+)$"), "overhead.step", None, "ratio"),

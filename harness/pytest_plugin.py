@@ -45,9 +45,18 @@ TRAINED = "harness.trained_s"
 class CheckFailed(pytest.fail.Exception):  # type: ignore[name-defined]  # public pytest API; mypy sees a function attribute
     """A check's verdict: its problems, one per line, without a traceback (what a known gap's xfail expects)."""
 
+    verdict = "failed"
+
     def __init__(self, scenario: str, result: CheckResult) -> None:
-        lines = [f"{scenario}: {result.check} check failed:"] + [f"  - {p}" for p in result.problems]
+        lines = [f"{scenario}: {result.check} check {self.verdict}:"]
+        lines += [f"  - {p}" for p in result.problems + result.inconclusive]
         super().__init__("\n".join(lines), pytrace=False)
+
+
+class CheckInconclusive(CheckFailed):
+    """A check the noise leaves undecided: a failure of its own kind, never a pass or a skip."""
+
+    verdict = "INCONCLUSIVE (rerun, or more repeats decide it)"
 
 
 def _fail(exc: HarnessError) -> NoReturn:
@@ -315,7 +324,7 @@ class ScenarioItem(pytest.Item):
         record_check(self.scenario, self.runs, result, xfail_reason=self.xfail_reason)
         self.add_report_section("call", "harness", "\n".join([result.summary, *result.notes]))
         if not result.passed:
-            raise CheckFailed(self.scenario.name, result)
+            raise (CheckFailed if result.problems else CheckInconclusive)(self.scenario.name, result)
 
     def reportinfo(self) -> tuple[Path, int, str]:
         return self.path, 0, f"{self.scenario.name}::{self.name}"

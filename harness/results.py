@@ -62,6 +62,7 @@ def record_check(scenario: Scenario, runs: ScenarioRuns, result: CheckResult, xf
             "passed": result.passed,
             "summary": result.summary,
             "problems": result.problems,
+            "inconclusive": result.inconclusive,
             "notes": result.notes,
             "figures": result.figures,
             **({"xfail_reason": xfail_reason} if xfail_reason else {}),

@@ -21,10 +21,11 @@ class CheckResult:
     figures: dict[str, Figure] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     summary: str = ""  # the headline figures, one short line for tables
+    inconclusive: list[str] = field(default_factory=list)  # figures the noise leaves undecided: not a pass
 
     @property
     def passed(self) -> bool:
-        return not self.problems
+        return not self.problems and not self.inconclusive
 
 
 @dataclass

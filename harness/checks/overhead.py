@@ -1,24 +1,31 @@
-"""Overhead: step (and stage) time with precision_debugger on / off at the same global step number."""
+"""Overhead: step (and stage) time with precision_debugger on / off at the same global step number.
+
+Each ratio is estimated from its samples (one per step and rank: the embedded workload logs every rank's CPU
+time per timer, which another process on the core does not inflate; verl's trainer logs wall time, one sample
+per step) and decided against its max by ``harness.stats``: over only when the whole interval is, INCONCLUSIVE
+when the interval straddles the max."""
 
 from __future__ import annotations
 
-import statistics
-from collections.abc import Callable
-
 from harness import figures as fig
+from harness import stats
 from harness.checks.base import CheckContext, CheckResult
 from harness.errors import MetricsError
 from harness.rundir import MODES
 
-STATISTICS: dict[str, Callable[[list[float]], float]] = {
-    "median": statistics.median,
-    "mean": statistics.fmean,
-    "max": max,
-}
-
 
 def ratios(on: dict[int, float], off: dict[int, float], steps: list[int]) -> dict[int, float]:
     return {s: on[s] / off[s] for s in steps if s in on and s in off and off[s] > 0}
+
+
+def samples(on: dict[tuple[int, int], float], off: dict[tuple[int, int], float], steps: list[int]) -> dict[str, float]:
+    """on/off per (step, rank) at ``steps``, keyed ``step<N>.rank<R>`` (``figures.overhead_sample``)."""
+    return {f"step{n}.rank{r}": on[n, r] / off[n, r] for n, r in sorted(on) if n in steps and off.get((n, r), 0) > 0}
+
+
+def _clock(times: dict[int, float]) -> dict[tuple[int, int], float]:
+    """Wall-clock step or stage times (verl's timers, rank 0's view) as samples of rank 0."""
+    return {(n, 0): t for n, t in times.items()}
 
 
 def check_overhead(ctx: CheckContext) -> CheckResult:
@@ -29,7 +36,6 @@ def check_overhead(ctx: CheckContext) -> CheckResult:
     except MetricsError as exc:
         res.problems.append(str(exc))
         return res
-    stat = STATISTICS[budget.statistic]
     t_off, t_on = off.step_times(), on.step_times()
     warm = budget.warmup_steps
     profiled = [n for n in sorted(s.precision_debugger.steps) if n > warm]
@@ -49,37 +55,44 @@ def check_overhead(ctx: CheckContext) -> CheckResult:
         res.figures[fig.step_time("off", n)] = round(t_off[n], 4)
         res.figures[fig.step_time("on", n)] = round(t_on[n], 4)
 
-    for label, steps, limit in (
-        ("profiled", profiled, budget.max_profiled_ratio),
-        ("unprofiled", unprofiled, budget.max_unprofiled_ratio),
-    ):
-        values = [step_ratio[n] for n in steps if n in step_ratio]
+    cpu_off, cpu_on = off.cpu_times(), on.cpu_times()
+    clock = "CPU time per rank" if cpu_off and cpu_on else "wall time"
+    if not (cpu_off and cpu_on):  # verl's trainer logs wall time only
+        cpu_off = {"step": _clock(t_off)} | {k: _clock(v) for k, v in off.stage_times().items()}
+        cpu_on = {"step": _clock(t_on)} | {k: _clock(v) for k, v in on.stage_times().items()}
+    judged = [
+        (fig.overhead(label), "step", steps, limit)
+        for label, steps, limit in (
+            ("profiled", profiled, budget.max_profiled_ratio),
+            ("unprofiled", unprofiled, budget.max_unprofiled_ratio),
+        )
+    ] + [
+        (fig.overhead_stage(stage), stage, profiled, budget.stage_limit(stage))
+        for stage in sorted(set(cpu_on) & set(cpu_off) - {"step"})
+    ]
+    for metric, timer, steps, limit in judged:
+        values = samples(cpu_on.get(timer, {}), cpu_off.get(timer, {}), steps)
         if not values:
             continue
-        value = stat(values)
-        res.figures[fig.overhead(label)] = round(value, 3)
-        detail = ", ".join(f"step {n}: {step_ratio[n]:.2f}x" for n in steps if n in step_ratio)
-        if value > limit:
-            res.problems.append(
-                f"{label} steps: {budget.statistic} on/off ratio {value:.2f}x > max {limit:g}x ({detail})"
-            )
-        else:
-            res.notes.append(f"{label} steps: {budget.statistic} {value:.2f}x <= {limit:g}x ({detail})")
-
+        est = stats.one_side([values])
+        res.figures[metric] = round(est.value, 3)
+        res.figures.update({fig.overhead_sample(metric, *_key(k)): round(v, 4) for k, v in values.items()})
+        if limit is None:
+            res.notes.append(f"{metric}: {est.text()} ({clock})")
+            continue
+        decision = stats.against_max(est, limit)
+        line = f"{metric}: {decision.text()} ({clock})"
+        {"regressed": res.problems, "inconclusive": res.inconclusive}.get(decision.outcome, res.notes).append(line)
     res.summary = ", ".join(
         f"{k} {fig.ratio(float(res.figures[fig.overhead(k)]))}"
         for k in ("profiled", "unprofiled")
         if fig.overhead(k) in res.figures
     )
-    st_off, st_on = off.stage_times(), on.stage_times()
-    for stage in sorted(set(st_on) & set(st_off)):
-        values = list(ratios(st_on[stage], st_off[stage], profiled).values())
-        if not values:
-            continue
-        ratio = stat(values)
-        res.figures[fig.overhead_stage(stage)] = round(ratio, 3)
-        if (stage_max := budget.stage_limit(stage)) is not None and ratio > stage_max:
-            res.problems.append(f"stage {stage}: {budget.statistic} on/off ratio {ratio:.2f}x > max {stage_max:g}x")
-    if missing_stage := sorted(set(budget.max_stage_ratio) - set(st_on)):
+    if missing_stage := sorted(set(budget.max_stage_ratio) - set(cpu_on)):
         res.problems.append(f"max_stage_ratio names stages with no timer in the metrics: {missing_stage}")
     return res
+
+
+def _key(key: str) -> tuple[int, int]:
+    step, rank = key.removeprefix("step").split(".rank")
+    return int(step), int(rank)

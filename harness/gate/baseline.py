@@ -23,7 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.errors import BaselineError
-from harness.figures import family
+from harness.figures import family, parse, samples_of
 from harness.gate.observe import Observation, observe_dir
 from harness.gate.structure import Structure
 
@@ -54,13 +54,14 @@ class Policy(BaseModel):
     floor: float = Field(ge=0)
 
 
-# k: a handful of calibration runs underestimates the spread. For n=3 the largest deviation from the mean is
-# about 0.9 sigma, and a new run deviates from that mean by ~1.15 sigma, so catching only beyond-3-sigma
-# changes takes k ~ 4 for overhead ratios (which are noisy: two timed runs each). Floors: overhead ratios on
-# a shared machine swing by tens of percent; dump bytes barely move; the structure of a deterministic
-# training does not move at all, so any change in it is a finding.
+# Overhead: k=0, the floor is the smallest change the gate must see (x1.075). The noise is not folded into the
+# tolerance any more: every overhead verdict is an interval from the per-step, per-rank samples (``harness.stats``),
+# INCONCLUSIVE rather than wrong when the noise is wider than the change. Disk and structure: a handful of
+# calibration runs underestimates the spread (for n=3 the largest deviation from the mean is about 0.9 sigma,
+# a new run deviates from that mean by ~1.15 sigma), so k ~ 3; dump bytes barely move (floor 5 %); the
+# structure of a deterministic training does not move at all, so any change in it is a finding.
 DEFAULT_POLICY: dict[str, Policy] = {
-    "overhead": Policy(k=4.0, floor=0.25),
+    "overhead": Policy(k=0.0, floor=0.075),
     "disk": Policy(k=3.0, floor=0.05),
     "structure": Policy(k=1.0, floor=0.0),
 }
@@ -78,6 +79,11 @@ class ScenarioBaseline(BaseModel):
     runs: int
     figures: dict[str, float | int | str]
     samples: dict[str, list[float]] = Field(default_factory=dict, description="gated metrics, one value per run")
+    ratio_samples: dict[str, list[dict[str, float]]] = Field(
+        default_factory=dict,
+        description="overhead metric -> per run, its on/off ratio per step and rank (step<N>.rank<R>): what the gate's "
+        "interval is made of",
+    )
     tolerances: dict[str, float] = Field(default_factory=dict, description="gated metric -> relative tolerance")
     structure: dict[str, StructureEntry] | None = None
 
@@ -195,7 +201,12 @@ def build(
             raise BaselineError(f"{name}: calibration needs at least 2 runs, found {len(obs)}")
         figures: dict[str, float | int | str] = {}
         samples: dict[str, list[float]] = {}
-        for metric in sorted({m for o in obs for m in o.figures}):
+        ratio_samples = {
+            m: runs
+            for m in sorted({m for o in obs for m in o.gated() if family(m) == "overhead"})
+            if all(runs := [samples_of(m, o.figures) for o in obs])
+        }
+        for metric in sorted({m for o in obs for m in o.figures if parse(m).kind != "overhead.sample"}):
             values = [o.figures[metric] for o in obs if metric in o.figures]
             numbers: list[float] = [float(v) for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
             figures[metric] = round(statistics.fmean(numbers), 6) if len(numbers) == len(values) else values[0]
@@ -218,6 +229,7 @@ def build(
             runs=len(obs),
             figures=figures,
             samples=samples if len(obs) > 1 else {},
+            ratio_samples=ratio_samples,
             tolerances=tolerances,
             structure=_merge_structure(structs) if structs else None,
         )

@@ -4,8 +4,8 @@ A pull request's numbers compared with a baseline from another night and another
 with the runner's drift; run side by side, interleaved (base, head, head, base, ...), they do not. This
 module judges what such runs left on disk (results directories, one per side and repeat):
 
-- every gated figure (overhead ratios, disk bytes, structure entry counts) as head/base, with its spread
-  over the repeats, decided by ``decide`` (the one function the statistics issue replaces);
+- every gated figure (overhead ratios, disk bytes, structure entry counts) as head/base, decided by ``decide``
+  on ``harness.stats`` (overhead: an interval from the per-step, per-rank samples of every repeat);
 - dump structure names per stage and rank, and every check's verdict (layout, contents, ...), decided now:
   any change in the entry names, or a check that passes on base and fails on head, is a regression.
 """
@@ -17,34 +17,31 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Literal
 
+from harness import stats
 from harness.checks.known_gap import is_gap
-from harness.figures import FAMILIES, family, fmt, ratio, structure_names
+from harness.figures import FAMILIES, family, fmt, ratio, samples_of, structure_names
 from harness.gate.baseline import DEFAULT_POLICY
 from harness.gate.observe import Observation
 from harness.gate.structure import name_diff
 
-Verdict = Literal["ok", "regressed", "improved", "missing", "new"]
+Verdict = Literal["ok", "regressed", "improved", "inconclusive", "missing", "new"]
 MAX_NAMES = 6
 
 
-@dataclass(frozen=True)
-class Decision:
-    verdict: Verdict
-    tolerance: float  # relative, multiplicative: regressed above base x (1 + t), improved below base / (1 + t)
-
-
-def decide(metric: str, base: list[float], head: list[float]) -> Decision:
-    """Head against base for one figure. PROVISIONAL (until the statistics issue replaces it with a
-    statistical decision): the gate's tolerance policy, the family's floor, on the medians of the repeats;
-    structure counts exactly. Overhead and disk regress upwards; a structure count in either direction."""
+def decide(
+    metric: str, base: list[float], head: list[float], samples: tuple[list[dict[str, float]], ...] = ()
+) -> stats.Decision:
+    """Head against base for one figure, by ``harness.stats``. Overhead: head/base of the per-step, per-rank
+    samples of each repeat (``samples``: base's and head's, one mapping per repeat), else of the repeats' values,
+    with its interval against the family's tolerance; disk and structure counts (deterministic) exactly."""
     fam = family(metric) or "structure"
     tol = DEFAULT_POLICY[fam].floor
-    b, h = statistics.median(base), statistics.median(head)
-    eps = 1e-9 * max(abs(b), 1.0)
-    grew, shrank = h > b * (1 + tol) + eps, h < b / (1 + tol) - eps
-    if fam == "structure":
-        return Decision("regressed" if grew or shrank else "ok", tol)
-    return Decision("regressed" if grew else "improved" if shrank else "ok", tol)
+    if fam != "overhead":
+        return stats.exact(base, head, tol, two_sided=fam == "structure")
+    base_s, head_s = samples or ([], [])
+    if not (base_s and head_s and all(base_s) and all(head_s)):  # results from before the samples
+        base_s, head_s = [{f"r{i}": b} for i, b in enumerate(base)], [{f"r{i}": h} for i, h in enumerate(head)]
+    return stats.against_tolerance(stats.paired(base_s, head_s), tol)
 
 
 @dataclass
@@ -56,6 +53,7 @@ class FigureComparison:
     head: list[float] = field(default_factory=list)
     tolerance: float = 0.0
     judged: bool = True
+    decision: stats.Decision | None = None  # what the verdict rests on (interval, samples, noise)
 
     @property
     def ratios(self) -> list[float]:
@@ -63,6 +61,8 @@ class FigureComparison:
         return [h / b for b, h in zip(self.base, self.head, strict=False) if b]
 
     def ratio_text(self) -> str:
+        if self.decision and self.decision.estimate:
+            return f"head/base {self.decision.estimate.text()}"
         if not self.base or not self.head or not statistics.median(self.base):
             return "head/base -"
         r = statistics.median(self.head) / statistics.median(self.base)
@@ -77,9 +77,10 @@ class FigureComparison:
         if self.verdict == "new":
             return f"{head} head {fmt(self.metric, statistics.median(self.head))}, not measured on base"
         tol = "tolerance exact" if not self.tolerance else f"tolerance {100 * self.tolerance:.0f}%"
+        rests = f"; {self.decision.text()}" if self.decision and self.decision.estimate else ""
         return (
             f"{head} base {fmt(self.metric, statistics.median(self.base))} head "
-            f"{fmt(self.metric, statistics.median(self.head))}: {self.ratio_text()}, {tol}"
+            f"{fmt(self.metric, statistics.median(self.head))}: {self.ratio_text()}, {tol}{rests}"
         )
 
 
@@ -92,11 +93,12 @@ class ScenarioComparison:
     errors: list[str] = field(default_factory=list)
 
     @property
-    def status(self) -> Literal["ok", "regressed", "error"]:
+    def status(self) -> Literal["ok", "regressed", "inconclusive", "error"]:
         if self.errors:
             return "error"
-        regressed = self.findings or any(f.verdict in ("regressed", "missing") for f in self.figures)
-        return "regressed" if regressed else "ok"
+        if self.findings or any(f.verdict in ("regressed", "missing") for f in self.figures):
+            return "regressed"
+        return "inconclusive" if any(f.verdict == "inconclusive" for f in self.figures) else "ok"
 
     def lines(self) -> list[str]:
         if self.errors:
@@ -176,8 +178,10 @@ def compare_scenario(
         if family(metric) not in judge:
             out.figures.append(FigureComparison(name, metric, "ok", b, h, judged=False))
             continue
-        d = decide(metric, b, h)
-        out.figures.append(FigureComparison(name, metric, d.verdict, b, h, d.tolerance))
+        samples = ([samples_of(metric, o.figures) for o in base], [samples_of(metric, o.figures) for o in head])
+        d = decide(metric, b, h, samples)
+        tol = d.threshold - 1 if d.outcome != "improved" else 1 / d.threshold - 1
+        out.figures.append(FigureComparison(name, metric, d.outcome, b, h, round(tol, 6), decision=d))
     base_names, base_unstable = _names(base)
     head_names, head_unstable = _names(head)
     for key in sorted(set(base_names) | set(head_names)):
@@ -198,10 +202,12 @@ class Comparison:
 
     @property
     def exit_code(self) -> int:
-        """As the gate: 0 pass, 1 a regression, 2 an error."""
+        """As the gate: 0 pass, 1 a regression, 2 an error, 3 inconclusive (``stats.EXIT_INCONCLUSIVE``)."""
         if any(s.status == "error" for s in self.scenarios):
             return 2
-        return 1 if any(s.status == "regressed" for s in self.scenarios) else 0
+        if any(s.status == "regressed" for s in self.scenarios):
+            return 1
+        return stats.EXIT_INCONCLUSIVE if any(s.status == "inconclusive" for s in self.scenarios) else 0
 
     def lines(self, figures: bool = True) -> list[str]:
         out = [
@@ -212,9 +218,10 @@ class Comparison:
         for s in self.scenarios:
             out += s.lines()
             out += s.figure_table() if figures and s.status != "error" else []
-        counts = {st: sum(s.status == st for s in self.scenarios) for st in ("regressed", "error", "ok")}
+        statuses = ("regressed", "inconclusive", "error", "ok")
+        counts = {st: sum(s.status == st for s in self.scenarios) for st in statuses}
         summary = ", ".join(f"{n} {st}" for st, n in counts.items() if n)
-        out.append(f"compare: {summary} -> {'FAIL' if self.exit_code else 'PASS'}")
+        out.append(f"compare: {summary} -> {stats.exit_word(self.exit_code)}")
         return out
 
 

@@ -5,8 +5,11 @@ beyond it (then the baseline is stale and should be refreshed). Dump structure h
 entry counts outside tolerance and any change in the set of (normalised) entry names are regressions.
 Measurements from another device kind or msprobe version are reported and not compared.
 
+Overhead ratios are decided by ``harness.stats``: now/baseline as an interval from the per-step, per-rank
+samples of the baseline's runs and of this run, against the tolerance; INCONCLUSIVE when it straddles it.
+
 Exit codes (``python -m harness gate``): 0 nothing regressed; 1 a regression; 2 an error (a failed run,
-an unreadable baseline or results).
+an unreadable baseline or results); 3 inconclusive (nothing regressed, the noise left a figure undecided).
 """
 
 from __future__ import annotations
@@ -16,16 +19,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from harness import stats
 from harness.checks.base import CheckResult
-from harness.figures import family, fmt, structure_names
+from harness.figures import family, fmt, samples_of, structure_names
 from harness.gate.baseline import BLOCKING_ENV, INFO_ENV, Baseline
 from harness.gate.observe import Observation, observe_dir
 from harness.gate.structure import name_diff
 
-MetricVerdict = Literal["ok", "regressed", "improved", "new", "missing"]
+MetricVerdict = Literal["ok", "regressed", "improved", "inconclusive", "new", "missing"]
 Status = Literal[
     "ok",
     "regressed",
+    "inconclusive",
     "improved",
     "new scenario",
     "missing scenario",
@@ -51,6 +56,7 @@ class MetricResult:
     now: float | None = None
     tolerance: float | None = None
     detail: str = ""
+    decision: stats.Decision | None = None  # the interval behind an overhead verdict
 
     @property
     def change(self) -> float | None:
@@ -86,6 +92,8 @@ class MetricResult:
             f"{head} baseline {fmt(self.metric, self.base)} now {fmt(self.metric, self.now)} ({pct}), "
             f"{self.tolerance_text()}"
         )
+        if self.decision is not None and self.decision.estimate is not None:
+            line += f"; now/baseline {self.decision.text()}"
         if self.verdict == "improved":
             line += ": better than the baseline, refresh it if this is intended"
         return line
@@ -105,6 +113,7 @@ class ScenarioGate:
         """For the pytest ``regression`` item: regressions and errors fail, the rest are notes."""
         res = CheckResult("regression")
         res.problems = [m.line() for m in self.of("regressed", "missing")]
+        res.inconclusive = [m.line() for m in self.of("inconclusive")]
         if self.status == "error":
             res.problems += self.notes
         else:
@@ -115,6 +124,7 @@ class ScenarioGate:
             "regression.compared": len(self.metrics),
             "regression.regressed": len(self.of("regressed", "missing")),
             "regression.improved": len(self.of("improved")),
+            "regression.inconclusive": len(self.of("inconclusive")),
         }
         return res
 
@@ -128,7 +138,9 @@ class GateReport:
     def exit_code(self) -> int:
         if any(s.status == "error" for s in self.scenarios):
             return 2
-        return 1 if any(s.status == "regressed" for s in self.scenarios) else 0
+        if any(s.status == "regressed" for s in self.scenarios):
+            return 1
+        return stats.EXIT_INCONCLUSIVE if any(s.status == "inconclusive" for s in self.scenarios) else 0
 
     def count(self, status: Status) -> int:
         return sum(s.status == status for s in self.scenarios)
@@ -142,17 +154,18 @@ class GateReport:
         )
         out = [f"baseline: {len(b.scenarios)} scenarios, commit {(b.commit or '?')[:12]}, created {b.created}; {env}"]
         for s in self.scenarios:
-            if s.status in ("ok", "improved", "regressed"):
+            if s.status in ("ok", "improved", "regressed", "inconclusive"):
                 out.append(f"{s.status} {s.scenario}: {len(s.of('ok'))} of {len(s.metrics)} metrics within tolerance")
             else:
                 out.append(f"{s.status.upper()} {s.scenario}: " + "; ".join(s.notes))
-            out += [m.line() for m in s.of("regressed", "missing", "improved", "new")]
-            if s.status in ("ok", "regressed", "improved"):
+            out += [m.line() for m in s.of("regressed", "missing", "inconclusive", "improved", "new")]
+            if s.status in ("ok", "regressed", "improved", "inconclusive"):
                 out += [f"  note {s.scenario}: {n}" for n in s.notes]
         counts = ", ".join(
             f"{self.count(st)} {st}"
             for st in (
                 "regressed",
+                "inconclusive",
                 "improved",
                 "ok",
                 "new scenario",
@@ -163,7 +176,7 @@ class GateReport:
             )
             if self.count(st)
         )
-        out.append(f"gate: {counts} -> {'FAIL' if self.exit_code else 'PASS'}")
+        out.append(f"gate: {counts} -> {stats.exit_word(self.exit_code)}")
         return out
 
 
@@ -172,20 +185,19 @@ def _settings_diff(base: dict[str, Any], now: dict[str, Any]) -> list[str]:
     return [f"{k}: baseline {base[k]!r}, now {now[k]!r}" for k in sorted(set(base) & set(now)) if base[k] != now[k]]
 
 
-def _compare(scenario: str, metric: str, base: float, now: float, tol: float) -> MetricResult:
-    """Multiplicative bounds: above base x (1+tol) grew, below base / (1+tol) shrank. Ratios and sizes vary by
-    factors, and a tolerance over 100 % must still leave room to detect an improvement."""
-    eps = 1e-9 * max(abs(base), 1.0)
-    grew = now > base * (1 + tol) + eps
-    shrank = now < base / (1 + tol) - eps
-    verdict: MetricVerdict = "ok"
-    if family(metric) == "structure":
-        verdict = "regressed" if grew or shrank else "ok"  # no better or worse: any change is a finding
-    elif grew:
-        verdict = "regressed"
-    elif shrank:
-        verdict = "improved"
-    return MetricResult(scenario, metric, verdict, base, now, tol)
+def _compare(
+    scenario: str, metric: str, base: float, now: float, tol: float, samples: tuple[list[dict[str, float]], ...] = ()
+) -> MetricResult:
+    """Overhead: now/baseline from the per-step, per-rank samples (``samples``: the baseline's runs and this run),
+    an interval against the tolerance; a baseline without samples leaves it INCONCLUSIVE (one number each side
+    says nothing about noise). Disk and structure: exactly (``stats.exact``), structure both ways."""
+    fam = family(metric)
+    if fam == "overhead":
+        base_s, now_s = samples or ([{"run": base}], [{"run": now}])
+        d = stats.against_tolerance(stats.paired(base_s, now_s), tol)
+        return MetricResult(scenario, metric, d.outcome, base, now, tol, decision=d)
+    d = stats.exact([base], [now], tol, two_sided=fam == "structure")
+    return MetricResult(scenario, metric, d.outcome, base, now, tol)
 
 
 def compare_scenario(name: str, baseline: Baseline, obs: Observation | None, across_env: bool = False) -> ScenarioGate:
@@ -238,7 +250,9 @@ def compare_scenario(name: str, baseline: Baseline, obs: Observation | None, acr
         elif m not in base_fig:
             metrics.append(MetricResult(name, m, "new", now=now_fig[m]))
         else:
-            metrics.append(_compare(name, m, base_fig[m], now_fig[m], baseline.tolerance(name, m)))
+            now_samples = samples_of(m, obs.figures)
+            samples = (sb.ratio_samples[m], [now_samples]) if m in sb.ratio_samples and now_samples else ()
+            metrics.append(_compare(name, m, base_fig[m], now_fig[m], baseline.tolerance(name, m), samples))
     if obs.structure is not None and sb.structure is not None:
         for k in sorted(set(sb.structure) & set(obs.structure)):
             base_names, now_names = sb.structure[k].names, obs.structure[k]["names"]
@@ -253,6 +267,8 @@ def compare_scenario(name: str, baseline: Baseline, obs: Observation | None, acr
     worst: Status = "ok"
     if any(m.verdict in ("regressed", "missing") for m in metrics):
         worst = "regressed"
+    elif any(m.verdict == "inconclusive" for m in metrics):
+        worst = "inconclusive"
     elif any(m.verdict == "improved" for m in metrics):
         worst = "improved"
     return ScenarioGate(name, worst, metrics, notes)

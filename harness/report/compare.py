@@ -15,12 +15,12 @@ from harness.gate.compare import Comparison, ScenarioComparison
 from harness.gate.observe import Observation
 from harness.report.plots import stage_bytes, step_times
 
-ICON = {"ok": "✅ ok", "regressed": "❌ regressed", "error": "❌ error"}
+ICON = {"ok": "✅ ok", "regressed": "❌ regressed", "inconclusive": "⚠️ INCONCLUSIVE", "error": "❌ error"}
 COLORS = {"base": "tab:blue", "head": "tab:red"}
 
 
 def _figure_rows(s: ScenarioComparison) -> list[str]:
-    rows = ["| figure | base | head | head/base | verdict |", "|---|---:|---:|---|---|"]
+    rows = ["| figure | base | head | head/base [95% interval], samples, noise | verdict |", "|---|---:|---:|---|---|"]
     for f in s.figures:
         if family(f.metric) == "structure" and f.verdict == "ok":
             continue  # hundreds of unchanged entry counts say nothing; a changed one is listed

@@ -12,7 +12,8 @@ What makes this a test of the integration and not a copy of it:
   ``critic.engine.module``);
 - the loop starts and stops profiling around the profiled global steps as verl's ``RayPPOTrainer``
   does (``start_profile(role="train", profile_step=N)`` outside the ``step`` timer);
-- timings go through verl's own ``marked_timer`` and ``FileLogger`` (``timing_s/<name>``).
+- timings go through verl's own ``marked_timer`` and ``FileLogger`` (``timing_s/<name>``); each rank's CPU
+  seconds per timer are logged beside them (``cpu_s/<name>/rank<R>``), the samples the overhead ratios use.
 
 Engines: ``fsdp`` shards every model with FSDP2 (``fully_shard``) on CPU; ``megatron`` holds each model
 as a list of chunks wrapped in torch DDP, the way verl's Megatron engine exposes ``engine.module``. It is
@@ -240,17 +241,23 @@ def _train(rank: int, spec: TrainSpec) -> None:
 
     def timed(name: str, timing: dict[str, float], fn, *args):
         with simple_timer(name, timing):
+            cpu0 = time.process_time()
             out = fn(*args)
+            if step in profiled:  # TEST ONLY: no-op unless HARNESS_TEST_STAGE_SLOWDOWN_PCT is set
+                fault_injection.slow_down(time.process_time() - cpu0)
+            cpu[name] = time.process_time() - cpu0
             dist.barrier()  # the driver's timer in verl waits for every rank
         return out
 
     for step in range(1, spec.steps + 1):
         timing: dict[str, float] = {}
+        cpu: dict[str, float] = {}  # this rank's CPU seconds per timer: other processes on the core do not count
         workers = [policy] + ([critic_worker] if critic_worker else [])
         if step in profiled:
             policy.profiler.start(role="train", profile_step=step)
             if critic_worker:
                 critic_worker.profiler.start(profile_step=step)
+        step_cpu = time.process_time()
         with simple_timer("step", timing):
             batch = make_batch(spec, step, rank)
             batch["old_log_probs"] = timed("old_log_prob", timing, policy.compute_log_prob, batch)
@@ -269,12 +276,16 @@ def _train(rank: int, spec: TrainSpec) -> None:
             else:
                 batch["advantages"] = rewards.sum(-1, keepdim=True) - rewards.sum(-1).mean()
             metrics["actor/loss"] = timed("update_actor", timing, policy.update_actor, batch)
+        cpu["step"] = time.process_time() - step_cpu
         if spec.profiler and step in profiled:
             for w in workers:
                 w.profiler.stop()
             fault_injection.pad_dumps(spec.profiler.save_path, step, rank)  # TEST ONLY: no-op unless asked
+        per_rank: list[dict[str, float]] = [{} for _ in range(spec.world_size)]
+        dist.all_gather_object(per_rank, cpu)
         if logger is not None:
-            logger.log(data={**metrics, **{f"timing_s/{k}": v for k, v in timing.items()}}, step=step)
+            cpu_s = {f"cpu_s/{k}/rank{r}": v for r, d in enumerate(per_rank) for k, v in d.items()}
+            logger.log(data={**metrics, **{f"timing_s/{k}": v for k, v in timing.items()}, **cpu_s}, step=step)
     if logger is not None:
         logger.finish()
 

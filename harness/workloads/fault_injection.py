@@ -8,6 +8,10 @@ in the harness process's environment, and only the precision_debugger-on run get
 - ``HARNESS_TEST_DUMP_PAD=1``: after each profiled step, write N extra copies of every file in this rank's
   dump dirs (``<file>.pad<i>``), so the dumps grow (N+1) fold while dump.json stays intact: a disk
   regression and nothing else.
+- ``HARNESS_TEST_STAGE_SLOWDOWN_PCT=15``: in each profiled stage (the embedded CPU workload), after the stage's
+  work, burn CPU for 15 % of the CPU time the stage itself just took: an overhead regression of exactly +15 %
+  on the profiled stages, in the clock the overhead ratios use (CPU work, as msprobe's own cost is; a sleep
+  would not show in CPU time).
 
 They are part of the run fingerprint, so ``--reuse`` never mixes runs made with and without them.
 """
@@ -23,7 +27,8 @@ from typing import Any
 
 DELAY_ENV = "HARNESS_TEST_DUMP_DELAY_S"
 PAD_ENV = "HARNESS_TEST_DUMP_PAD"
-KNOBS = (DELAY_ENV, PAD_ENV)
+SLOWDOWN_ENV = "HARNESS_TEST_STAGE_SLOWDOWN_PCT"
+KNOBS = (DELAY_ENV, PAD_ENV, SLOWDOWN_ENV)
 
 
 def passthrough(environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -63,3 +68,13 @@ def pad_dumps(save_path: str | Path, step: int, rank: int, environ: Mapping[str,
                 shutil.copyfile(f, f.with_name(f"{f.name}.pad{i}"))
                 added += f.stat().st_size
     return added
+
+
+def slow_down(stage_cpu_s: float, environ: Mapping[str, str] | None = None) -> float:
+    """Burn HARNESS_TEST_STAGE_SLOWDOWN_PCT % of ``stage_cpu_s`` of this process's CPU time; returns the seconds."""
+    environ = os.environ if environ is None else environ
+    extra = stage_cpu_s * float(environ.get(SLOWDOWN_ENV) or 0) / 100
+    end = time.process_time() + extra
+    while time.process_time() < end:
+        pass
+    return max(extra, 0.0)

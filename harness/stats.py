@@ -1,0 +1,192 @@
+"""The one decision for every gated ratio: an estimate with a confidence interval, decided against a threshold.
+
+Absolute budgets (an overhead ratio against its max), the baseline gate (now against the baseline) and base
+against head all end here. A single timing on a shared runner moves by tens of percent, so a figure is never
+decided on its point value alone (that cried wolf at -30 % on an A/A run and let +40 % through):
+
+- the samples of a figure are its per-step and per-rank on/off ratios (``figures.overhead_sample``), worked on
+  as logarithms, so x1.15 and /1.15 are the same distance;
+- one run against a max (an absolute budget): the median of its samples with a percentile-bootstrap interval
+  (``scipy.stats.bootstrap``);
+- two sides (head against base, now against a baseline): per run the median of its samples' log-differences
+  from base, paired by step and rank, and Student's t over the runs (``paired``: the run is the unit);
+- the interval is decided against the threshold, as asv and pyperf decide a benchmark: wholly above it is
+  ``regressed``, wholly below it ``ok`` (and wholly below its inverse ``improved``), across it
+  ``inconclusive``, which says how wide the noise is and how many more repeats would decide it (the interval
+  narrows as 1/sqrt(repeats)).
+
+Figures without samples (dump bytes, entry counts: deterministic) are decided on their medians, noise 0.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import scipy.stats as sps
+
+Outcome = Literal["ok", "regressed", "improved", "inconclusive"]
+CONFIDENCE = 0.95
+RESAMPLES = 2000
+SEED = 20261130  # the interval of the same samples is the same on every run
+MAX_MORE = 99  # "needs 99+ more repeats": the estimate sits on the threshold
+EXIT_INCONCLUSIVE = 3  # gate, compare, run: 0 pass, 1 a regression, 2 an error, 3 the noise left one undecided
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A ratio (head/base, now/baseline, or on/off) with its interval; ``n`` samples, ``runs`` repeats behind them."""
+
+    value: float
+    low: float
+    high: float
+    n: int
+    runs: int = 1
+
+    @property
+    def noise(self) -> float:
+        """Half the interval's width, relative (multiplicative): ±0.05 is [v/1.05, v*1.05] for a symmetric one."""
+        if self.low <= 0 or not math.isfinite(self.high):
+            return math.inf
+        return math.sqrt(self.high / self.low) - 1
+
+    def text(self) -> str:
+        """``1.16x [1.12x-1.20x], 12 samples, noise ±3%``."""
+        if math.isfinite(self.noise):
+            noise = f"±{100 * self.noise:.0f}%"
+        else:
+            noise = "unknown (one run a side)" if self.n > 1 else "unknown (one sample)"
+        return f"{self.value:.2f}x [{self.low:.2f}x-{self.high:.2f}x], {self.n} samples, noise {noise}"
+
+
+@dataclass(frozen=True)
+class Decision:
+    outcome: Outcome
+    estimate: Estimate | None  # None: a figure decided exactly (no samples, no noise)
+    threshold: float  # the ratio the interval is decided against (a max, or 1 + tolerance)
+    more: int = 0  # repeats more that would likely decide an inconclusive one
+
+    def text(self) -> str:
+        """What the verdict rests on: interval, samples, noise; for INCONCLUSIVE what it would take."""
+        if self.estimate is None:
+            return f"threshold {self.threshold:.2f}x"
+        text = f"{self.estimate.text()} against {self.threshold:.2f}x"
+        if self.outcome == "inconclusive":
+            more = f"{self.more}+" if self.more >= MAX_MORE else str(self.more)
+            text += f": INCONCLUSIVE: noise ±{100 * self.estimate.noise:.0f}%, needs {more} more repeats"
+        return text
+
+
+def _interval(logs: Sequence[float]) -> tuple[float, float, float]:
+    """Median of log-samples and its percentile-bootstrap interval (one sample: no interval)."""
+    a = np.asarray(logs, dtype=float)
+    mid = float(np.median(a))
+    if len(a) < 2:
+        return mid, -math.inf, math.inf
+    if np.ptp(a) == 0:
+        return mid, mid, mid
+    res = sps.bootstrap(
+        (a,),
+        np.median,
+        confidence_level=CONFIDENCE,
+        n_resamples=RESAMPLES,
+        method="percentile",
+        rng=np.random.default_rng(SEED),
+    )
+    ci = res.confidence_interval
+    return mid, min(float(ci.low), mid), max(float(ci.high), mid)
+
+
+def _estimate(logs: Sequence[float], runs: int) -> Estimate:
+    mid, lo, hi = _interval(logs)
+    return Estimate(math.exp(mid), math.exp(lo), math.exp(hi), len(logs), runs)
+
+
+def one_side(samples: Sequence[Mapping[str, float]]) -> Estimate:
+    """An on/off ratio from its samples (one mapping per run, key ``step<N>.rank<R>``)."""
+    logs = [math.log(v) for run in samples for v in run.values() if v > 0]
+    return _estimate(logs, len(samples))
+
+
+def paired(base: Sequence[Mapping[str, float]], head: Sequence[Mapping[str, float]]) -> Estimate:
+    """head/base from each side's runs (one mapping per run, sample key -> ratio; keys on one side only are left
+    out). Per run, its offset: the median over the keys of its log-ratio minus base's mean at that key (pairing by
+    step cancels what differs between steps: the first profiled step pays msprobe's set-up). The estimate is the
+    difference of the sides' mean offsets; its interval is Student's t over the runs' offsets (pooled variance).
+
+    The run, not the sample, is the unit: a run's samples share its process and its minute of load, which moves
+    all of them together (measured here: ~10 % between two A/A runs, ~3 % between the steps of one run). One run
+    on each side measures no run-to-run noise at all: no interval, INCONCLUSIVE until a repeat."""
+    keys = sorted(set().union(*base) & set().union(*head)) if base and head else []
+    if not keys:
+        return Estimate(math.nan, -math.inf, math.inf, 0, min(len(base), len(head)))
+
+    def logs(side: Sequence[Mapping[str, float]]) -> np.ndarray:
+        return np.log(np.array([[run.get(k, math.nan) for k in keys] for run in side], dtype=float))
+
+    b, h = logs(base), logs(head)
+    center = np.nanmean(b, axis=0)
+    off_b, off_h = np.nanmedian(b - center, axis=1), np.nanmedian(h - center, axis=1)
+    delta = float(off_h.mean() - off_b.mean())
+    n = int(np.isfinite(h).sum())
+    dof = len(off_b) + len(off_h) - 2
+    runs = min(len(off_b), len(off_h))
+    if dof < 1:
+        return Estimate(math.exp(delta), 0.0, math.inf, n, runs)
+    pooled = (((off_b - off_b.mean()) ** 2).sum() + ((off_h - off_h.mean()) ** 2).sum()) / dof
+    half = float(sps.t.ppf(0.5 + CONFIDENCE / 2, dof) * math.sqrt(pooled * (1 / len(off_b) + 1 / len(off_h))))
+    return Estimate(math.exp(delta), math.exp(delta - half), math.exp(delta + half), n, runs)
+
+
+def _more(est: Estimate, threshold: float) -> int:
+    """Repeats more until the interval would clear the threshold, if the estimate stayed where it is."""
+    room = abs(math.log(est.value) - math.log(threshold))
+    if not math.isfinite(est.noise):
+        return 1  # no spread measured yet: a repeat measures it
+    width = math.log(1 + est.noise)
+    if room == 0:
+        return MAX_MORE
+    return min(MAX_MORE, max(1, math.ceil(est.runs * (width / room) ** 2) - est.runs))
+
+
+def against_max(est: Estimate, limit: float) -> Decision:
+    """An absolute budget: above ``limit`` only when the whole interval is."""
+    if est.low > limit:
+        return Decision("regressed", est, limit)
+    if est.high <= limit:
+        return Decision("ok", est, limit)
+    return Decision("inconclusive", est, limit, _more(est, limit))
+
+
+def against_tolerance(est: Estimate, tolerance: float) -> Decision:
+    """A change (head/base, now/baseline) with a multiplicative tolerance: regressed when the interval lies above
+    1 + tolerance, improved below 1 / (1 + tolerance), ok when it lies inside the band."""
+    up, down = 1 + tolerance, 1 / (1 + tolerance)
+    if est.low > up:
+        return Decision("regressed", est, up)
+    if est.high < down:
+        return Decision("improved", est, down)
+    if est.high <= up and est.low >= down:
+        return Decision("ok", est, up)
+    near = up if est.value >= 1 else down
+    return Decision("inconclusive", est, near, _more(est, near))
+
+
+def exact(base: Sequence[float], now: Sequence[float], tolerance: float, two_sided: bool = False) -> Decision:
+    """A deterministic figure (dump bytes, entry counts): the medians, no interval. ``two_sided``: a change either
+    way is a regression (structure has no better or worse)."""
+    b, n = statistics.median(base), statistics.median(now)
+    eps = 1e-9 * max(abs(b), 1.0)
+    grew, shrank = n > b * (1 + tolerance) + eps, n < b / (1 + tolerance) - eps
+    if grew or (two_sided and shrank):
+        return Decision("regressed", None, 1 + tolerance)
+    return Decision("improved" if shrank else "ok", None, 1 + tolerance)
+
+
+def exit_word(code: int) -> str:
+    """The last word of a gate or comparison: PASS, FAIL (a regression or an error) or INCONCLUSIVE."""
+    return {0: "PASS", EXIT_INCONCLUSIVE: "INCONCLUSIVE"}.get(code, "FAIL")
