@@ -43,20 +43,32 @@ def run_comparison(
     say: Callable[[str], None] = print,
     judge: Collection[str] = FAMILIES,
     watch: Watch | None = None,
+    max_repeats: int | None = None,
 ) -> tuple[Comparison, dict[str, dict[str, list[Observation]]]]:
     """Run and compare; returns the comparison and, per scenario and side, the observations of the repeats.
-    ``judge``: the figure families decided (the others are reported); structure names and checks always are."""
+    ``judge``: the figure families decided (the others are reported); structure names and checks always are.
+    ``max_repeats``: while a scenario is INCONCLUSIVE after ``repeats``, one more base/head pair (the ABBA order
+    goes on) at a time, up to this many per side (sequential sampling); default ``repeats``: none more."""
     targets = {"base": base, "head": head}
     for side, target in targets.items():  # both environments before any training: a bad SPEC fails at once
         say(f"{side}: {ensure_env(target).label()}")
-    order = interleaved(repeats)
+    cap = max(repeats, max_repeats or repeats)
+    order = interleaved(cap)
     session = uuid.uuid4().hex
     observed: dict[str, dict[str, list[Observation]]] = {}
     scenario_errors: dict[str, list[str]] = {}
+    done = repeats
     for scenario in scenarios:
         sides: dict[str, list[Observation]] = {side: [] for side in SIDES}
-        for side, i in order:
-            say(f"{scenario.name}: {side} run {i + 1} of {repeats}")
+        for n, (side, i) in enumerate(order):
+            if (
+                n % 2 == 0
+                and i >= repeats
+                and compare_scenario(scenario.name, sides["base"], sides["head"], judge).status != "inconclusive"
+            ):
+                break
+            say(f"{scenario.name}: {side} run {i + 1} of {repeats if i < repeats else f'at most {cap}'}")
+            done = max(done, i + 1)
             where = run_dir(results, side, i)
             try:
                 evaluate(scenario, where, session, executor, reuse=False, target=targets[side], watch=watch)
@@ -70,7 +82,7 @@ def run_comparison(
         sc = compare_scenario(name, sides["base"], sides["head"], judge)
         sc.errors = scenario_errors.get(name, []) + sc.errors
         compared.append(sc)
-    labels = [f"{side} {i + 1}" for side, i in order]
+    labels = [f"{side} {i + 1}" for side, i in interleaved(done)]
     comparison = Comparison(base.describe(), head.describe(), labels, compared)
     write_comparison(comparison, results)
     return comparison, observed
@@ -89,6 +101,7 @@ def write_comparison(c: Comparison, results: Path) -> None:
                 "scenario": s.scenario,
                 "status": s.status,
                 "findings": s.findings,
+                "undecided": s.undecided,
                 "notes": s.notes,
                 "errors": s.errors,
                 "figures": [asdict(f) | {"line": f.line(), "ratio": f.ratio_text()} for f in s.figures],

@@ -1,7 +1,9 @@
 """Command line: ``python -m harness {validate,run,dry-run,target,image,schema} ...``.
 
-Exit codes: 0 all good; 1 a check failed; 2 invalid input or an infrastructure error; 128+N on signal N
-(SIGINT, SIGTERM, SIGHUP: the running training is stopped first).
+Exit codes: 0 all good; 1 a check failed (or, for gate and compare, a regression); 2 invalid input or an
+infrastructure error; 3 INCONCLUSIVE: nothing failed, but the noise left a figure undecided (its line says how
+wide the noise was and how many more repeats would decide it); 128+N on signal N (SIGINT, SIGTERM, SIGHUP: the
+running training is stopped first).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from rich.progress import BarColumn, TaskID, TextColumn
 from rich.progress import Progress as Bars
 from rich.table import Table
 
+from harness import stats
 from harness.checks.known_gap import is_gap
 from harness.cli_gate import add_gate_commands
 from harness.devices import skip_reason
@@ -139,19 +142,23 @@ def cmd_run(args: argparse.Namespace) -> int:
         except HarnessError as exc:
             console.print(f"[red]{exc.label}[/] {escape(str(exc))}")
             table.add_row(s.name, "-", "[red]ERROR[/]", "")
-            status = 2
+            status = _worse(status, 2)
             continue
         for r in checks:
             gap = is_gap(r.check)
             if gap:
                 verdict = "[red]XPASS: the gap is fixed, remove it[/]" if r.passed else "[yellow]xfail (known gap)[/]"
-            else:
+            elif r.problems or r.passed:
                 verdict = "[green]pass[/]" if r.passed else "[red]FAIL[/]"
+            else:
+                verdict = "[magenta]INCONCLUSIVE[/]"
             if r.passed == gap:
-                status = max(status, 1)
+                status = _worse(status, 1 if gap or r.problems else stats.EXIT_INCONCLUSIVE)
             table.add_row(s.name, r.check, verdict, r.summary)
             for p in r.problems:
                 console.print(f"  {'[yellow]~' if gap else '[red]-'}[/] {r.check}: {escape(p)}", soft_wrap=True)
+            for p in r.inconclusive:
+                console.print(f"  [magenta]?[/] {r.check}: {escape(p)}", soft_wrap=True)
     console.print(table)
     wall = time.monotonic() - started
     console.print(
@@ -159,6 +166,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"harness overhead {wall - trained:.1f}s ({100 * (wall - trained) / max(wall, 1e-9):.0f}%)"
     )
     return status
+
+
+def _worse(status: int, new: int) -> int:
+    """The exit code that says more: an error (2) over a failure (1) over INCONCLUSIVE (3) over a pass (0)."""
+    return max(status, new, key=[0, stats.EXIT_INCONCLUSIVE, 1, 2].index)
 
 
 def _families(text: str) -> tuple[str, ...]:
@@ -174,7 +186,7 @@ def _positive(text: str) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    """Base against head on this machine: 0 pass, 1 a regression, 2 an error (as ``gate``)."""
+    """Base against head on this machine: 0 pass, 1 a regression, 2 an error, 3 inconclusive (as ``gate``)."""
     from harness.base_head import run_comparison, write_reports
 
     scenarios, problems = _load_all(args.paths)
@@ -201,6 +213,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         say=lambda m: console.print(escape(m), soft_wrap=True),
         judge=args.judge,
         watch=Watch.configure(show=live_line(15.0)),
+        max_repeats=args.max_repeats,
     )
     for line in comparison.lines():
         print(line)
@@ -249,7 +262,9 @@ def cmd_image_ascend_context(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m harness", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("validate", help="schema-check scenario files (one line per problem)")
     p.add_argument("paths", nargs="+")
@@ -274,13 +289,23 @@ def main(argv: list[str] | None = None) -> int:
         "--progress-every", type=float, default=15.0, metavar="S", help="seconds between live lines in a log"
     )
     p.set_defaults(func=cmd_run)
-    p = sub.add_parser("compare", help="base against head: each scenario run for both verl targets, interleaved")
+    p = sub.add_parser(
+        "compare",
+        help="base against head: each scenario run for both verl targets, interleaved; exit 1 on a regression, 3 "
+        "INCONCLUSIVE (more repeats up to --max-repeats did not decide)",
+    )
     p.add_argument("paths", nargs="+")
     p.add_argument("--base", required=True, metavar="SPEC", help=f"the verl before the change: {TARGET_HELP}")
     p.add_argument("--head", required=True, metavar="SPEC", help="the verl with the change (SPEC as --base)")
     p.add_argument("--msprobe", metavar="SPEC", help="the msprobe of both sides: a version or a .whl")
     p.add_argument("--series", help=SERIES_HELP)
     p.add_argument("--repeats", type=_positive, default=2, help="runs per side: base, head, head, base, ...")
+    p.add_argument(
+        "--max-repeats",
+        type=_positive,
+        help="while a scenario is INCONCLUSIVE, one more base/head pair at a time up to this many runs per side "
+        "(default: --repeats, none more)",
+    )
     p.add_argument("--results", default="results/compare")
     p.add_argument("--executor", choices=list(EXECUTORS))
     p.add_argument(

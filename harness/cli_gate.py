@@ -134,7 +134,9 @@ def add_gate_commands(sub: argparse._SubParsersAction) -> None:
     _policy_args(p)
     p.set_defaults(func=lambda a: cmd_merge(a, calibrate=True))
 
-    p = sub.add_parser("gate", help="compare results against a baseline; exit 1 on a regression")
+    p = sub.add_parser(
+        "gate", help="compare results against a baseline; exit 1 on a regression, 3 when the noise leaves one undecided"
+    )
     p.add_argument("--baseline", required=True)
     p.add_argument("--results", required=True, nargs="+", metavar="RESULTS_DIR")
     p.add_argument("--compare-across-env", action="store_true", help="compare even across device kind / msprobe")

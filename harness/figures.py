@@ -39,6 +39,11 @@ def overhead_sample(metric: str, step: int, rank: int) -> str:
     return f"overhead.sample.{metric.removeprefix('overhead.')}.step{step}.rank{rank}"
 
 
+def overhead_interval(metric: str) -> str:
+    """The text of an overhead ratio's interval (``6.28x [5.83x-7.00x], 4 samples, noise ±10%``), for reports."""
+    return f"overhead.interval.{metric.removeprefix('overhead.')}"
+
+
 def samples_of(metric: str, figures: Mapping[str, object]) -> dict[str, float]:
     """A figure's samples among ``figures``, keyed ``step<N>.rank<R>`` (empty when it has none)."""
     prefix = f"overhead.sample.{metric.removeprefix('overhead.')}."
@@ -103,6 +108,7 @@ class Figure:
 
 SAMPLE_KEY = re.compile(r"^step\d+\.rank\d+$")
 _PATTERNS: list[tuple[re.Pattern[str], str, Family | None, Unit]] = [
+    (re.compile(r"^overhead\.interval\..+$"), "overhead.interval", None, "text"),
     (re.compile(r"^overhead\.sample\..+\.step(?P<step>\d+)\.rank(?P<rank>\d+)$"), "overhead.sample", None, "ratio"),
     (re.compile(r"^overhead\.(?:profiled|unprofiled)$"), "overhead", "overhead", "ratio"),
     (re.compile(r"^overhead\.stage\.(?P<stage>.+)$"), "overhead.stage", "overhead", "ratio"),

@@ -87,6 +87,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     g.addoption("--harness-compare-repeats", type=int, default=2, help="runs per side of a comparison (default 2)")
     g.addoption(
+        "--harness-compare-max-repeats",
+        type=int,
+        help="while a comparison is INCONCLUSIVE, more base/head pairs up to this many runs per side",
+    )
+    g.addoption(
         "--harness-heavy",
         action="store_true",
         default=os.environ.get("HARNESS_HEAVY") == "1",
@@ -394,6 +399,7 @@ class CompareItem(pytest.Item):
                 config.getoption("executor"),
                 say=lambda line: None,
                 watch=config.stash[_WATCH],
+                max_repeats=config.getoption("harness_compare_max_repeats"),
             )
         except HarnessError as exc:
             _fail(exc)
@@ -405,6 +411,9 @@ class CompareItem(pytest.Item):
         if compared.status == "regressed":
             lines = [f.line() for f in compared.figures if f.verdict in ("regressed", "missing")]
             raise CheckFailed(self.scenario.name, CheckResult("compare", problems=lines + compared.findings))
+        if compared.status == "inconclusive":
+            lines = [f.line() for f in compared.figures if f.verdict == "inconclusive"]
+            raise CheckInconclusive(self.scenario.name, CheckResult("compare", inconclusive=compared.undecided + lines))
 
     def reportinfo(self) -> tuple[Path, int, str]:
         return self.path, 0, f"{self.scenario.name}::{self.name}"

@@ -71,14 +71,18 @@ class Decision:
     more: int = 0  # repeats more that would likely decide an inconclusive one
 
     def text(self) -> str:
-        """What the verdict rests on: interval, samples, noise; for INCONCLUSIVE what it would take."""
+        """What the verdict rests on: interval, samples, noise, threshold; for INCONCLUSIVE what it would take."""
         if self.estimate is None:
             return f"threshold {self.threshold:.2f}x"
-        text = f"{self.estimate.text()} against {self.threshold:.2f}x"
-        if self.outcome == "inconclusive":
-            more = f"{self.more}+" if self.more >= MAX_MORE else str(self.more)
-            text += f": INCONCLUSIVE: noise ±{100 * self.estimate.noise:.0f}%, needs {more} more repeats"
-        return text
+        return f"{self.estimate.text()} against {self.threshold:.2f}x{self.undecided()}"
+
+    def undecided(self) -> str:
+        """``: INCONCLUSIVE: noise ±12%, needs 3 more repeats`` for an inconclusive decision, else nothing."""
+        if self.outcome != "inconclusive" or self.estimate is None:
+            return ""
+        noise = f"±{100 * self.estimate.noise:.0f}%" if math.isfinite(self.estimate.noise) else "unknown"
+        more = f"{self.more}+" if self.more >= MAX_MORE else str(self.more)
+        return f": INCONCLUSIVE: noise {noise}, needs {more} more repeats"
 
 
 def _interval(logs: Sequence[float]) -> tuple[float, float, float]:

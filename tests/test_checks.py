@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
+
 from builders import write_dump, write_metrics, write_scenario
 
 from harness.checks import CHECKS, CheckContext
@@ -25,8 +27,10 @@ def test_good_tree_passes_every_check(good_case):
     _, ctx = good_case
     assert failing(ctx) == {}
     figures = CHECKS["overhead"](CheckContext(ctx.scenario, ctx.dir)).figures
-    assert figures["overhead.profiled"] == 8.5  # median of 8.0 and 9.0
-    assert figures["overhead.stage.actor_update"] == 8.5 * 1.5
+    assert figures["overhead.profiled"] == pytest.approx(72**0.5, abs=1e-3)  # the median of 8x and 9x, in logs
+    assert figures["overhead.stage.actor_update"] == pytest.approx(72**0.5 * 1.5, abs=1e-3)
+    assert figures["overhead.sample.profiled.step2.rank0"] == 8.0  # wall time: one sample per step (rank 0's view)
+    assert figures["overhead.interval.profiled"] == "8.49x [8.00x-9.00x], 2 samples, noise ±6%"
 
 
 def test_missing_rank_dir_fails_layout(good_case):
@@ -165,10 +169,49 @@ def test_overhead_over_budget_reports_every_ratio(good_case):
     write_metrics(ctx.dir.run("on").metrics, {1: 1.0, 2: 30.0, 3: 2.0, 4: 25.0, 5: 1.9})
     result = CHECKS["overhead"](CheckContext(ctx.scenario, ctx.dir))
     assert result.problems == [
-        "profiled steps: median on/off ratio 27.50x > max 20x (step 2: 30.00x, step 4: 25.00x)",
-        "unprofiled steps: median on/off ratio 1.95x > max 1.5x (step 3: 2.00x, step 5: 1.90x)",
+        "overhead.profiled: 27.39x [25.00x-30.00x], 2 samples, noise ±10% against 20.00x (wall time)",
+        "overhead.unprofiled: 1.95x [1.90x-2.00x], 2 samples, noise ±3% against 1.50x (wall time)",
     ]
     assert result.figures["overhead.step1"] == 1.0  # the warmup step is reported, not judged
+
+
+def _cpu_metrics(path, per_step: dict[int, list[float]]) -> None:
+    """The embedded workload's metrics: wall times plus each rank's CPU seconds per timer."""
+    lines = []
+    for n, ranks in per_step.items():
+        data = {"timing_s/step": ranks[0], "timing_s/update_actor": ranks[0] / 2}
+        for r, t in enumerate(ranks):
+            data |= {f"cpu_s/step/rank{r}": t, f"cpu_s/update_actor/rank{r}": t / 2}
+        lines.append(json.dumps({"step": n, "data": data}))
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_overhead_samples_are_cpu_time_per_rank_and_step(good_case):
+    _, ctx = good_case
+    _cpu_metrics(ctx.dir.run("off").metrics, {n: [1.0, 1.0] for n in range(1, 6)})
+    _cpu_metrics(ctx.dir.run("on").metrics, {1: [1, 1], 2: [8, 8.2], 3: [1, 1], 4: [9, 8.8], 5: [1, 1]})
+    result = CHECKS["overhead"](CheckContext(ctx.scenario, ctx.dir))
+    assert result.passed
+    assert {k: v for k, v in result.figures.items() if k.startswith("overhead.sample.profiled")} == {
+        "overhead.sample.profiled.step2.rank0": 8.0,
+        "overhead.sample.profiled.step2.rank1": 8.2,
+        "overhead.sample.profiled.step4.rank0": 9.0,
+        "overhead.sample.profiled.step4.rank1": 8.8,
+    }
+    assert "overhead.profiled: 8.49x [8.00x-9.00x], 4 samples, noise ±6% against 20.00x (CPU time per rank)" in (
+        result.notes
+    )
+
+
+def test_an_interval_across_the_max_is_inconclusive_not_a_pass(good_case):
+    _, ctx = good_case
+    write_metrics(ctx.dir.run("on").metrics, {1: 1.0, 2: 16.0, 3: 1.0, 4: 24.0, 5: 1.0})  # median 19.6x, max 20x
+    result = CHECKS["overhead"](CheckContext(ctx.scenario, ctx.dir))
+    assert not result.passed and not result.problems
+    assert result.inconclusive == [
+        "overhead.profiled: 19.60x [16.00x-24.00x], 2 samples, noise ±22% against 20.00x: INCONCLUSIVE: noise ±22%, "
+        "needs 98 more repeats (wall time)"
+    ]
 
 
 def test_missing_metrics_is_a_readable_problem(good_case):

@@ -76,6 +76,7 @@ def check_overhead(ctx: CheckContext) -> CheckResult:
             continue
         est = stats.one_side([values])
         res.figures[metric] = round(est.value, 3)
+        res.figures[fig.overhead_interval(metric)] = est.text()
         res.figures.update({fig.overhead_sample(metric, *_key(k)): round(v, 4) for k, v in values.items()})
         if limit is None:
             res.notes.append(f"{metric}: {est.text()} ({clock})")

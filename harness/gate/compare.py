@@ -40,7 +40,7 @@ def decide(
         return stats.exact(base, head, tol, two_sided=fam == "structure")
     base_s, head_s = samples or ([], [])
     if not (base_s and head_s and all(base_s) and all(head_s)):  # results from before the samples
-        base_s, head_s = [{f"r{i}": b} for i, b in enumerate(base)], [{f"r{i}": h} for i, h in enumerate(head)]
+        base_s, head_s = [{"run": b} for b in base], [{"run": h} for h in head]
     return stats.against_tolerance(stats.paired(base_s, head_s), tol)
 
 
@@ -77,7 +77,7 @@ class FigureComparison:
         if self.verdict == "new":
             return f"{head} head {fmt(self.metric, statistics.median(self.head))}, not measured on base"
         tol = "tolerance exact" if not self.tolerance else f"tolerance {100 * self.tolerance:.0f}%"
-        rests = f"; {self.decision.text()}" if self.decision and self.decision.estimate else ""
+        rests = self.decision.undecided() if self.decision else ""
         return (
             f"{head} base {fmt(self.metric, statistics.median(self.base))} head "
             f"{fmt(self.metric, statistics.median(self.head))}: {self.ratio_text()}, {tol}{rests}"
@@ -89,6 +89,7 @@ class ScenarioComparison:
     scenario: str
     figures: list[FigureComparison] = field(default_factory=list)
     findings: list[str] = field(default_factory=list)  # structure names and check verdicts: regressions
+    undecided: list[str] = field(default_factory=list)  # check verdicts the noise left undecided on head
     notes: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
@@ -98,14 +99,15 @@ class ScenarioComparison:
             return "error"
         if self.findings or any(f.verdict in ("regressed", "missing") for f in self.figures):
             return "regressed"
-        return "inconclusive" if any(f.verdict == "inconclusive" for f in self.figures) else "ok"
+        undecided = self.undecided or any(f.verdict == "inconclusive" for f in self.figures)
+        return "inconclusive" if undecided else "ok"
 
     def lines(self) -> list[str]:
         if self.errors:
             return [f"ERROR {self.scenario}: {e}" for e in self.errors]
         within = sum(f.verdict == "ok" for f in self.figures)
         out = [f"{self.status} {self.scenario}: {within} of {len(self.figures)} figures within tolerance"]
-        out += self.findings  # checks and entry names first: they say which stage
+        out += self.findings + self.undecided  # checks and entry names first: they say which stage
         out += [f.line() for f in self.figures if f.verdict != "ok"]
         out += [f"  note {self.scenario}: {n}" for n in self.notes]
         return out
@@ -139,11 +141,13 @@ def _names(observations: list[Observation]) -> tuple[dict[str, dict[str, int]], 
 
 
 def _checks(name: str, base: list[Observation], head: list[Observation], out: ScenarioComparison) -> None:
-    """A check that passes on every base repeat and fails on a head repeat is a regression; a known gap
-    that closes on head is news, not a regression."""
+    """A check that fails on no base repeat and on a head repeat is a regression; one the noise left undecided
+    on head (an overhead budget, INCONCLUSIVE) leaves the scenario undecided; a known gap that closes on head is
+    news, not a regression."""
     for check in sorted({c for o in base + head for c in o.checks}):
-        base_ok = all(o.checks.get(check, False) for o in base)
-        failed_on = [o for o in head if not o.checks.get(check, False)]
+        base_ok = all(o.checks.get(check, False) or check in o.inconclusive for o in base)
+        failed_on = [o for o in head if not o.checks.get(check, False) and check not in o.inconclusive]
+        undecided_on = [o for o in head if check in o.inconclusive]
         if is_gap(check):
             if base_ok and failed_on:
                 out.notes.append(f"{check}: the gap is closed on head (the stages dump now): remove the known gap")
@@ -152,6 +156,9 @@ def _checks(name: str, base: list[Observation], head: list[Observation], out: Sc
             problems = failed_on[0].problems.get(check, [])
             shown = "; ".join(problems[:3]) + (f" (+{len(problems) - 3} more)" if len(problems) > 3 else "")
             out.findings.append(f"REGRESSED {name}: {check} check passes on base, fails on head: {shown}")
+        elif base_ok and undecided_on:
+            shown = "; ".join(undecided_on[0].inconclusive[check][:3])
+            out.undecided.append(f"INCONCLUSIVE {name}: {check} check passes on base, undecided on head: {shown}")
         elif not base_ok and not failed_on:
             out.notes.append(f"{check} check fails on base, passes on head")
         elif not base_ok:

@@ -28,6 +28,7 @@ class Observation:
     structure: Structure | None
     checks: dict[str, bool] = field(default_factory=dict)
     problems: dict[str, list[str]] = field(default_factory=dict)  # failed checks' problems, for reports
+    inconclusive: dict[str, list[str]] = field(default_factory=dict)  # what the noise left undecided, per check
     errors: list[str] = field(default_factory=list)
     source: Path | None = None
 
@@ -68,11 +69,14 @@ def observe_results(path: Path) -> Observation:
     figures: dict[str, float | int | str] = {}
     checks: dict[str, bool] = {}
     problems: dict[str, list[str]] = {}
+    inconclusive: dict[str, list[str]] = {}
     for name, check in doc.get("checks", {}).items():
         checks[name] = bool(check.get("passed"))
         figures.update(check.get("figures", {}))
         if check.get("problems"):
             problems[name] = list(check["problems"])
+        if check.get("inconclusive"):
+            inconclusive[name] = list(check["inconclusive"])
     errors = [
         f"{mode} run exited with {r.get('exit_code')}{' (timed out)' if r.get('timed_out') else ''}"
         for mode, r in doc.get("runs", {}).items()
@@ -91,6 +95,7 @@ def observe_results(path: Path) -> Observation:
         structure=structure,
         checks=checks,
         problems=problems,
+        inconclusive=inconclusive,
         errors=errors,
         source=sdir,
     )

@@ -46,7 +46,8 @@ def compare_markdown(c: Comparison, png_dir: Path | None = None) -> str:
         out.append(f"| {s.scenario} | {ICON[s.status]} | {within} | {len(s.findings) + len(s.errors)} |")
     for s in c.scenarios:
         out += ["", f"### {s.scenario}: {ICON[s.status]}", ""]
-        out += [f"- `{line}`" for line in [*s.errors, *s.findings, *(f.line() for f in s.figures if f.verdict != "ok")]]
+        lines = [*s.errors, *s.findings, *s.undecided, *(f.line() for f in s.figures if f.verdict != "ok")]
+        out += [f"- `{line}`" for line in lines]
         out += [f"- {n}" for n in s.notes]
         if not s.errors:
             out += ["", *_figure_rows(s)]

@@ -15,6 +15,7 @@ from harness.gate.verdicts import GateReport, ScenarioGate, rel_change
 ICON = {
     "ok": "✅ ok",
     "regressed": "❌ regressed",
+    "inconclusive": "⚠️ INCONCLUSIVE: more repeats",
     "improved": "⬆️ improved: refresh the baseline",
     "new scenario": "🆕 new (no baseline yet)",
     "missing scenario": "⚠️ missing from this run",
@@ -26,6 +27,12 @@ ICON = {
 
 def _x(v: object) -> str:
     return fig.ratio(float(v)) if isinstance(v, int | float) else "-"
+
+
+def _interval(obs: Observation, metric: str) -> str:
+    """A ratio with its interval, samples and noise where the check recorded them (older results: the ratio)."""
+    text = obs.figures.get(fig.overhead_interval(metric))
+    return str(text) if isinstance(text, str) else _x(obs.figures.get(metric))
 
 
 def disk_per_step(obs: Observation) -> float | None:
@@ -109,8 +116,8 @@ def run_table(label: str, observations: dict[str, Observation], report: GateRepo
         dps = disk_per_step(obs)
         verdict = ICON[g.status] if g else ("❌ run failed" if obs.errors else "no baseline")
         lines.append(
-            f"| {name} | {level} | {_x(obs.figures.get(fig.OVERHEAD_PROFILED))} | "
-            f"{_x(obs.figures.get(fig.OVERHEAD_UNPROFILED))} | {fig.mb(dps) if dps is not None else '-'} | "
+            f"| {name} | {level} | {_interval(obs, fig.OVERHEAD_PROFILED)} | "
+            f"{_interval(obs, fig.OVERHEAD_UNPROFILED)} | {fig.mb(dps) if dps is not None else '-'} | "
             f"{_checks(obs)} | {verdict} | {change_against(obs, g, baseline)} |"
         )
     return lines
@@ -121,11 +128,11 @@ def details(observations: dict[str, Observation], report: GateReport | None) -> 
     out: list[str] = []
     if report:
         for g in report.scenarios:
-            out += [f"- `{m.line()}`" for m in g.of("regressed", "missing", "improved")]
-            if g.status not in ("ok", "regressed", "improved"):
+            out += [f"- `{m.line()}`" for m in g.of("regressed", "missing", "inconclusive", "improved")]
+            if g.status not in ("ok", "regressed", "inconclusive", "improved"):
                 out += [f"- {g.status} {g.scenario}: {n}" for n in g.notes]
     for name, obs in sorted(observations.items()):
-        for check, problems in obs.problems.items():
+        for check, problems in (obs.problems | obs.inconclusive).items():
             if not is_gap(check) and not obs.checks.get(check, True):
                 out += [f"- {name} {check} check: {p}" for p in problems[:3]]
     if not out:

@@ -1,0 +1,108 @@
+"""The one statistical decision (harness.stats): known distributions, known answers."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness import stats
+
+TOL = 0.075
+
+
+def _runs(rng: np.random.Generator, n: int, effect: float, run_sd: float, sample_sd: float) -> list[dict[str, float]]:
+    """``n`` runs of 4 samples (2 steps x 2 ranks): a ratio of 4 x ``effect``, lognormal noise per run and per
+    sample (the two levels a shared runner has)."""
+    keys = ["step2.rank0", "step2.rank1", "step4.rank0", "step4.rank1"]
+    out = []
+    for _ in range(n):
+        shift = rng.normal(0, run_sd)
+        out.append({k: 4.0 * effect * math.exp(shift + rng.normal(0, sample_sd)) for k in keys})
+    return out
+
+
+def test_one_run_against_a_max_uses_the_median_and_its_interval():
+    samples = {f"step{n}.rank0": v for n, v in enumerate([4.0, 4.2, 3.9, 4.1, 4.05, 3.95, 4.15], 2)}
+    est = stats.one_side([samples])
+    assert est.value == pytest.approx(4.05)
+    assert est.low < 4.05 < est.high and est.n == 7
+    assert stats.against_max(est, 5.0).outcome == "ok"
+    assert stats.against_max(est, 3.0).outcome == "regressed"
+    undecided = stats.against_max(est, 4.08)
+    assert undecided.outcome == "inconclusive"
+    assert undecided.text().endswith(f"INCONCLUSIVE: noise ±{100 * est.noise:.0f}%, needs {undecided.more} more repeats")
+
+
+def test_identical_samples_have_a_point_interval_and_one_sample_none():
+    assert stats.one_side([{"a": 2.0, "b": 2.0}]).noise == 0
+    single = stats.one_side([{"a": 2.0}])
+    assert math.isinf(single.noise)
+    assert stats.against_max(single, 3.0).outcome == "inconclusive"
+
+
+def test_one_run_a_side_measures_no_run_noise_so_it_is_inconclusive():
+    rng = np.random.default_rng(1)
+    d = stats.against_tolerance(stats.paired(_runs(rng, 1, 1, 0, 0.01), _runs(rng, 1, 1.5, 0, 0.01)), TOL)
+    assert d.outcome == "inconclusive" and d.more == 1
+    assert "noise unknown (one run a side)" in d.text()
+
+
+@pytest.mark.parametrize(
+    ("effect", "expected"),
+    [(1.0, "ok"), (1.3, "regressed"), (1 / 1.3, "improved")],
+)
+def test_quiet_runs_decide_a_change_either_way(effect, expected):
+    rng = np.random.default_rng(7)
+    base, head = _runs(rng, 3, 1.0, 0.01, 0.01), _runs(rng, 3, effect, 0.01, 0.01)
+    d = stats.against_tolerance(stats.paired(base, head), TOL)
+    assert d.outcome == expected
+    assert d.estimate is not None and d.estimate.value == pytest.approx(effect, rel=0.03)
+
+
+def test_a_shared_runner_run_level_noise_does_not_raise_false_alarms():
+    """A/A at 10 % run-to-run noise (measured here on a loaded 2-core runner): 200 comparisons of 2 runs a side
+    never call a regression or an improvement more often than the 95 % interval allows."""
+    rng = np.random.default_rng(2026)
+    outcomes = [
+        stats.against_tolerance(stats.paired(_runs(rng, 2, 1, 0.10, 0.03), _runs(rng, 2, 1, 0.10, 0.03)), TOL).outcome
+        for _ in range(200)
+    ]
+    wrong = outcomes.count("regressed") + outcomes.count("improved")
+    assert wrong <= 4  # 2 %: a 95 % two-sided interval beyond a 7.5 % margin
+    assert outcomes.count("inconclusive") > 150  # and it says so, instead of guessing
+
+
+def test_enough_quiet_repeats_detect_plus_15_percent():
+    """2 % run noise, 5 repeats a side: +15 % is past the 7.5 % tolerance by ~4 standard errors."""
+    rng = np.random.default_rng(15)
+    outcomes = [
+        stats.against_tolerance(stats.paired(_runs(rng, 5, 1, 0.02, 0.03), _runs(rng, 5, 1.15, 0.02, 0.03)), TOL).outcome
+        for _ in range(100)
+    ]
+    assert outcomes.count("regressed") >= 90
+
+
+@settings(max_examples=25, deadline=None)
+@given(scale=st.floats(0.2, 5.0), seed=st.integers(0, 2**16))
+def test_a_change_of_scale_is_estimated_exactly_whatever_the_noise(scale, seed):
+    """head = base x scale, run by run and sample by sample: the estimate is the scale, inside its interval."""
+    base = _runs(np.random.default_rng(seed), 2, 1, 0.1, 0.1)
+    head = [{k: v * scale for k, v in run.items()} for run in base]
+    est = stats.paired(base, head)
+    assert est.value == pytest.approx(scale, rel=1e-9)
+    assert est.low <= est.value <= est.high
+
+
+def test_deterministic_figures_are_decided_exactly():
+    assert stats.exact([100.0], [106.0], 0.05).outcome == "regressed"
+    assert stats.exact([100.0], [104.0], 0.05).outcome == "ok"
+    assert stats.exact([100.0], [90.0], 0.05).outcome == "improved"
+    assert stats.exact([8.0], [7.0], 0.0, two_sided=True).outcome == "regressed"
+
+
+def test_exit_words():
+    assert [stats.exit_word(c) for c in (0, 1, 2, stats.EXIT_INCONCLUSIVE)] == ["PASS", "FAIL", "FAIL", "INCONCLUSIVE"]
