@@ -30,7 +30,9 @@ import numpy as np
 import scipy.stats as sps
 
 Outcome = Literal["ok", "regressed", "improved", "inconclusive"]
-CONFIDENCE = 0.95
+# 99 %: a scenario decides about five overhead ratios at once (profiled, unprofiled, a ratio per stage), and
+# 1 - 0.05 / 5 keeps the chance that any of them is a false alarm near 5 % (Bonferroni).
+CONFIDENCE = 0.99
 RESAMPLES = 2000
 SEED = 20261130  # the interval of the same samples is the same on every run
 MAX_MORE = 99  # "needs 99+ more repeats": the estimate sits on the threshold
@@ -73,8 +75,8 @@ class Decision:
     def text(self) -> str:
         """What the verdict rests on: interval, samples, noise, threshold; for INCONCLUSIVE what it would take."""
         if self.estimate is None:
-            return f"threshold {self.threshold:.2f}x"
-        return f"{self.estimate.text()} against {self.threshold:.2f}x{self.undecided()}"
+            return f"threshold {self.threshold:.4g}x"
+        return f"{self.estimate.text()} against {self.threshold:.4g}x{self.undecided()}"
 
     def undecided(self) -> str:
         """``: INCONCLUSIVE: noise ±12%, needs 3 more repeats`` for an inconclusive decision, else nothing."""

@@ -29,6 +29,9 @@ SETTINGS: dict[str, Any] = {
 }
 
 
+JITTER = (0.98, 1.0, 1.0, 1.02)  # one run's samples (2 steps x 2 ranks) around its figure
+
+
 def figures(profiled: float = 10.0, unprofiled: float = 1.0, stage: float = 12.0, disk: int = 1_000_000) -> dict:
     """overhead and disk check figures of a run with profiled steps 2 and 4."""
     times_off = {n: 0.1 for n in range(1, 6)}
@@ -39,6 +42,13 @@ def figures(profiled: float = 10.0, unprofiled: float = 1.0, stage: float = 12.0
         overhead[f"time_off.step{n}_s"] = times_off[n]
         overhead[f"time_on.step{n}_s"] = round(times_on[n], 4)
     overhead |= {"overhead.profiled": profiled, "overhead.unprofiled": unprofiled, "overhead.stage.actor_update": stage}
+    for metric, steps in (
+        ("overhead.profiled", (2, 4)),
+        ("overhead.unprofiled", (3, 5)),
+        ("overhead.stage.actor_update", (2, 4)),
+    ):
+        for (n, r), jitter in zip([(n, r) for n in steps for r in (0, 1)], JITTER, strict=True):
+            overhead[f"overhead.sample.{metric.removeprefix('overhead.')}.step{n}.rank{r}"] = overhead[metric] * jitter
     diskf = {
         "disk.total_bytes": disk,
         "disk.step2_bytes": disk // 2,

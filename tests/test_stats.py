@@ -34,7 +34,9 @@ def test_one_run_against_a_max_uses_the_median_and_its_interval():
     assert stats.against_max(est, 3.0).outcome == "regressed"
     undecided = stats.against_max(est, 4.08)
     assert undecided.outcome == "inconclusive"
-    assert undecided.text().endswith(f"INCONCLUSIVE: noise ±{100 * est.noise:.0f}%, needs {undecided.more} more repeats")
+    assert undecided.text().endswith(
+        f"INCONCLUSIVE: noise ±{100 * est.noise:.0f}%, needs {undecided.more} more repeats"
+    )
 
 
 def test_identical_samples_have_a_point_interval_and_one_sample_none():
@@ -77,13 +79,15 @@ def test_a_shared_runner_run_level_noise_does_not_raise_false_alarms():
 
 
 def test_enough_quiet_repeats_detect_plus_15_percent():
-    """2 % run noise, 5 repeats a side: +15 % is past the 7.5 % tolerance by ~4 standard errors."""
+    """2 % run noise, 6 repeats a side: +15 % is past the 7.5 % tolerance by ~5 standard errors (99 % intervals)."""
     rng = np.random.default_rng(15)
     outcomes = [
-        stats.against_tolerance(stats.paired(_runs(rng, 5, 1, 0.02, 0.03), _runs(rng, 5, 1.15, 0.02, 0.03)), TOL).outcome
+        stats.against_tolerance(
+            stats.paired(_runs(rng, 6, 1, 0.02, 0.03), _runs(rng, 6, 1.15, 0.02, 0.03)), TOL
+        ).outcome
         for _ in range(100)
     ]
-    assert outcomes.count("regressed") >= 90
+    assert outcomes.count("regressed") >= 85
 
 
 @settings(max_examples=25, deadline=None)

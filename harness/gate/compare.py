@@ -76,7 +76,7 @@ class FigureComparison:
             return f"{head} base {fmt(self.metric, statistics.median(self.base))}, not measured on head"
         if self.verdict == "new":
             return f"{head} head {fmt(self.metric, statistics.median(self.head))}, not measured on base"
-        tol = "tolerance exact" if not self.tolerance else f"tolerance {100 * self.tolerance:.0f}%"
+        tol = "tolerance exact" if not self.tolerance else f"tolerance {100 * self.tolerance:.3g}%"
         rests = self.decision.undecided() if self.decision else ""
         return (
             f"{head} base {fmt(self.metric, statistics.median(self.base))} head "

@@ -73,10 +73,10 @@ class MetricResult:
         if not t:
             return "tolerance exact"
         if self.now is None or self.base is None:
-            return f"tolerance +{100 * t:.0f}%"
+            return f"tolerance +{100 * t:.3g}%"
         up = self.now >= self.base
         pct = 100 * t if up else 100 * (1 - 1 / (1 + t))
-        return f"tolerance {'+' if up else '-'}{pct:.0f}% (limit {fmt(self.metric, self.limit())})"
+        return f"tolerance {'+' if up else '-'}{pct:.3g}% (limit {fmt(self.metric, self.limit())})"
 
     def line(self) -> str:
         """One readable line: scenario, metric, baseline, now, tolerance."""
