@@ -8,23 +8,31 @@ from harness.gate.observe import Observation
 NAMES = {"Functional.linear.forward": 4, "Functional.linear.backward": 4}
 
 
-def obs(overhead: float = 4.0, disk: float = 1e6, names: dict | None = None, checks: dict | None = None) -> Observation:
+def obs(
+    overhead: float = 4.0, disk: float = 1e6, names: dict | None = None, checks: dict | None = None, jitter: float = 0.01
+) -> Observation:
     names = NAMES if names is None else names
     structure = {"actor_update/rank0": {"entries": sum(names.values()), "names": names}} if names else {}
     figures = {"overhead.profiled": overhead, "disk.total_bytes": disk, "time_on.step2_s": 1.0}
+    figures |= {f"overhead.sample.profiled.step{n}.rank0": overhead * (1 + d) for n, d in ((2, -jitter), (4, jitter))}
     figures |= {f"structure.{k.replace('/', '.')}.entries": v["entries"] for k, v in structure.items()}
     checks = checks or {"layout": True, "contents": True}
     problems = {c: ["missing dump dir step_2/actor_update/step0/rank0"] for c, ok in checks.items() if not ok}
     return Observation("tiny", {}, {}, figures, structure, checks=checks, problems=problems)
 
 
-def test_the_provisional_decision_is_the_gate_policy_on_medians():
-    assert decide("overhead.profiled", [4.0, 4.0], [5.2, 5.0]).verdict == "regressed"  # +28% > 25%
-    assert decide("overhead.profiled", [4.0, 4.0], [4.8, 4.4]).verdict == "ok"
-    assert decide("overhead.profiled", [4.0, 4.0], [3.0, 3.0]).verdict == "improved"
-    assert decide("disk.total_bytes", [100.0], [106.0]).verdict == "regressed"  # disk floor 5%
-    assert decide("structure.actor_update.rank0.entries", [8.0], [7.0]).verdict == "regressed"  # exact, both ways
-    assert decide("structure.actor_update.rank0.entries", [8.0], [9.0]).verdict == "regressed"
+def test_decide_overhead_by_interval_disk_and_structure_exactly():
+    quiet = [{"step2.rank0": 4.0, "step4.rank0": 4.1}, {"step2.rank0": 4.02, "step4.rank0": 4.08}]
+    slower = [{k: v * 1.3 for k, v in run.items()} for run in quiet]
+    assert decide("overhead.profiled", [4.0, 4.0], [5.2, 5.2], (quiet, slower)).outcome == "regressed"
+    assert decide("overhead.profiled", [4.0, 4.0], [4.0, 4.0], (quiet, quiet)).outcome == "ok"
+    assert decide("overhead.profiled", [4.0, 4.0], [3.0, 3.0], (slower, quiet)).outcome == "improved"
+    # results without samples: one value per repeat; one repeat a side measures no noise
+    assert decide("overhead.profiled", [4.0, 4.02, 3.98], [5.2, 5.22, 5.18]).outcome == "regressed"
+    assert decide("overhead.profiled", [4.0], [5.2]).outcome == "inconclusive"
+    assert decide("disk.total_bytes", [100.0], [106.0]).outcome == "regressed"  # disk floor 5%
+    assert decide("structure.actor_update.rank0.entries", [8.0], [7.0]).outcome == "regressed"  # exact, both ways
+    assert decide("structure.actor_update.rank0.entries", [8.0], [9.0]).outcome == "regressed"
 
 
 def test_runs_are_interleaved_abba():
@@ -32,12 +40,21 @@ def test_runs_are_interleaved_abba():
     assert interleaved(1) == [("base", 0), ("head", 0)]
 
 
-def test_same_numbers_compare_clean_with_ratios_and_spread():
-    s = compare_scenario("tiny", [obs(4.0), obs(4.2)], [obs(4.1), obs(4.0)])
+def test_same_numbers_compare_clean_with_interval_samples_and_noise():
+    s = compare_scenario("tiny", [obs(4.0), obs(4.01)], [obs(4.01), obs(4.0)])
     assert s.status == "ok" and not s.findings
     (overhead,) = [f for f in s.figures if f.metric == "overhead.profiled"]
-    assert overhead.ratio_text() == "head/base 0.99x (spread 0.95x-1.02x)"
-    assert any("overhead.profiled" in row and "head/base" in row for row in s.figure_table())
+    assert overhead.ratio_text() == "head/base 1.00x [0.98x-1.02x], 4 samples, noise ±2%"
+    assert any("overhead.profiled" in row and "[0.98x-1.02x]" in row for row in s.figure_table())
+
+
+def test_noisy_repeats_are_inconclusive_with_their_own_exit_code():
+    s = compare_scenario("tiny", [obs(4.0), obs(4.6)], [obs(4.4), obs(4.0)])
+    assert s.status == "inconclusive"
+    (line,) = [ln for ln in s.lines() if ln.startswith("INCONCLUSIVE")]
+    assert "overhead.profiled" in line and line.endswith("needs 99+ more repeats")
+    c = Comparison("verl 0.9.1", "verl @pr", ["base", "head"], [s])
+    assert c.exit_code == 3 and c.lines()[-1] == "compare: 1 inconclusive -> INCONCLUSIVE"
 
 
 def test_a_stage_that_stops_dumping_is_named():
@@ -63,5 +80,5 @@ def test_a_failed_run_is_an_error_not_a_verdict():
 def test_a_known_gap_closing_on_head_is_news_not_a_regression():
     base = obs(checks={"layout": True, "known_gap[critic_update]": True})
     head = obs(checks={"layout": True, "known_gap[critic_update]": False})
-    s = compare_scenario("tiny", [base], [head])
+    s = compare_scenario("tiny", [base, base], [head, head])
     assert s.status == "ok" and any("gap is closed on head" in n for n in s.notes)

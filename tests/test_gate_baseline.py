@@ -54,9 +54,10 @@ def test_calibrate_stores_means_samples_and_tolerances(tmp_path):
     assert sb.runs == 3
     assert sb.figures["overhead.profiled"] == pytest.approx(12.0)
     assert sb.samples["overhead.profiled"] == [10.0, 12.0, 14.0]
-    k = DEFAULT_POLICY["overhead"].k
-    assert sb.tolerances["overhead.profiled"] == pytest.approx(k / 6, abs=1e-4)
-    assert sb.tolerances["overhead.unprofiled"] == DEFAULT_POLICY["overhead"].floor  # no spread: the floor
+    # overhead: k=0, the floor; the noise goes into the gate's interval, from every run's samples
+    assert sb.tolerances["overhead.profiled"] == DEFAULT_POLICY["overhead"].floor
+    assert [run["step2.rank0"] for run in sb.ratio_samples["overhead.profiled"]] == pytest.approx([9.8, 11.76, 13.72])
+    assert not any(m.startswith("overhead.sample.") for m in sb.figures)  # kept per run, not averaged
     assert sb.tolerances["disk.total_bytes"] == DEFAULT_POLICY["disk"].floor
     assert sb.tolerances["structure.actor_update.rank0.entries"] == 0.0
     assert sb.structure is not None and sb.structure["actor_update/rank0"].names == {

@@ -14,9 +14,9 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def test_summary_has_one_table_per_run_with_verdicts_and_changes(tmp_path):
-    for i, profiled in enumerate((10.0, 12.0, 14.0)):
+    for i, profiled in enumerate((11.95, 12.0, 12.05, 11.98, 12.02)):
         write_results(tmp_path / f"cal{i}", profiled=profiled)
-    baseline = build([tmp_path / f"cal{i}" for i in range(3)], calibrate=True)
+    baseline = build([tmp_path / f"cal{i}" for i in range(5)], calibrate=True)
     write_results(tmp_path / "pr", profiled=40.0)
     write_results(tmp_path / "pr", name="new_case")
     write_results(tmp_path / "nightly", profiled=12.0)
@@ -28,6 +28,7 @@ def test_summary_has_one_table_per_run_with_verdicts_and_changes(tmp_path):
     assert "overhead +233% · disk/step ±0% · structure same" in row
     assert "🆕 new (no baseline yet)" in md
     assert "`REGRESSED tiny_case: overhead.profiled baseline 12.00x now 40.00x (+233%)" in md
+    assert "now/baseline 3.33x [" in md  # the interval behind the verdict
     ok_row = next(line for line in md.splitlines() if line.startswith("| tiny_case | L1 statistics | 12.00x"))
     assert "✅ ok" in ok_row
     assert "msprobe 26.2.0" in md and "cpu/x86_64" in md
