@@ -9,7 +9,11 @@ NAMES = {"Functional.linear.forward": 4, "Functional.linear.backward": 4}
 
 
 def obs(
-    overhead: float = 4.0, disk: float = 1e6, names: dict | None = None, checks: dict | None = None, jitter: float = 0.01
+    overhead: float = 4.0,
+    disk: float = 1e6,
+    names: dict | None = None,
+    checks: dict | None = None,
+    jitter: float = 0.01,
 ) -> Observation:
     names = NAMES if names is None else names
     structure = {"actor_update/rank0": {"entries": sum(names.values()), "names": names}} if names else {}

@@ -53,8 +53,8 @@ def test_a_commit_that_stops_dumping_a_stage_is_flagged_by_pytest_under_docker(
 
 
 def test_a_neutral_commit_and_a_a_compare_clean(repo: VerlRepo, cache: Path, small: Path):
-    """Overhead is reported here, not judged (--judge disk,structure): on a shared runner one or two timed runs
-    decide nothing yet (the statistics issue); dump entries, disk bytes and every check are decided."""
+    """Overhead is reported here, not judged (--judge disk,structure): on a shared runner two timed runs a side
+    leave it INCONCLUSIVE (harness.stats); dump entries, disk bytes and every check are decided."""
     res = small / "cmp_neutral"
     proc = compare(small, cache, f"--base={repo.path}@v0.9.1", f"--head={repo.path}@neutral", "--repeats=2",
                    f"--results={res}", "--judge=disk,structure")  # fmt: skip

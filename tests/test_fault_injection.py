@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+
+import pytest
 from builders import write_dump, write_scenario
 
 from harness.loader import load_scenario
@@ -47,3 +50,11 @@ def test_delay_knob_wraps_msprobes_per_call_collector(monkeypatch):
     DataCollector.handle_data(object(), "Functional.linear.1.forward", {})  # nothing collected: no sleep
     assert sleeps == [0.01]
     assert [c[0] for c in calls] == ["Functional.linear.0.forward", "Functional.linear.1.forward"]
+
+
+def test_slowdown_knob_burns_that_share_of_the_stage_cpu_time():
+    """HARNESS_TEST_STAGE_SLOWDOWN_PCT=15: +15 % of the stage's own CPU time, as CPU time (what the ratios use)."""
+    started = time.process_time()
+    assert fault_injection.slow_down(0.2, {fault_injection.SLOWDOWN_ENV: "15"}) == pytest.approx(0.03)
+    assert time.process_time() - started >= 0.03
+    assert fault_injection.slow_down(0.2, {}) == 0.0

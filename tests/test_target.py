@@ -175,8 +175,9 @@ def test_dirty_checkout_gets_its_own_environment_and_docker_runs_it_like_local(
 
 
 def test_gate_refuses_to_compare_across_series_unless_asked(tmp_path: Path) -> None:
-    write_results(tmp_path / "release", env={**ENV, "series": "0.9.1", "target": "verl==0.9.1"})
-    baseline = build([tmp_path / "release"])
+    for run in ("release", "release2"):  # two runs: the overhead interval needs a run-to-run spread (none here)
+        write_results(tmp_path / run, env={**ENV, "series": "0.9.1", "target": "verl==0.9.1"})
+    baseline = build([tmp_path / "release", tmp_path / "release2"])
     write_results(tmp_path / "main", profiled=100.0, env={**ENV, "series": "main", "target": "verl@1a2b3c4d5e6f"})
     report = gate_dirs(baseline, [tmp_path / "main"])
     assert report.exit_code == 0

@@ -95,6 +95,6 @@ def test_overhead_check_on_documented_like_runs(tmp_path, monkeypatch, profiled_
     assert {f"overhead.stage.{s}" for s in STAGE_OF_TIMER.values()} <= set(result.figures)
     assert result.passed is passes, result.problems
     if not passes:
-        assert result.problems == [
-            "profiled steps: median on/off ratio 17.65x > max 15x (step 2: 17.65x, step 4: 17.65x)"
+        assert result.problems == [  # verl's trainer logs wall time only: one sample per step
+            "overhead.profiled: 17.65x [17.65x-17.65x], 2 samples, noise ±0% against 15x (wall time)"
         ]
