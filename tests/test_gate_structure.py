@@ -133,6 +133,6 @@ def test_pytest_regression_item_against_a_baseline(tmp_path, good_case):
     write_metrics(ctx.dir.run("on").metrics, {1: 1.0, 2: 80.0, 3: 1.1, 4: 90.0, 5: 1.05}, stage_scale=0.3)
     proc = pytest_run(f"--harness-baseline={tmp_path / 'baseline.json'}", "-k", "regression")
     assert proc.returncode == 1, proc.stdout[-3000:]
-    assert "REGRESSED tiny_case: overhead.profiled baseline 8.49x now 84.85x" in proc.stdout
+    assert "REGRESSED tiny_case: overhead.profiled baseline 8.48x now 84.85x" in proc.stdout, proc.stdout[-3000:]
     proc = pytest_run(f"--harness-baseline={tmp_path / 'missing.json'}")
     assert proc.returncode == 4 and "--harness-baseline" in proc.stderr
