@@ -96,7 +96,6 @@ class Expectations(Strict):
 class OverheadBudget(Strict):
     """Step time with precision_debugger on / off, at the same global step number."""
 
-    statistic: Literal["median", "mean", "max"] = "median"
     warmup_steps: Annotated[
         int, Field(ge=0, description="first steps reported but not judged (allocation, caches)")
     ] = 1
