@@ -138,7 +138,7 @@ def paired(base: Sequence[Mapping[str, float]], head: Sequence[Mapping[str, floa
     center = np.nanmean(b, axis=0)
     off_b, off_h = np.nanmedian(b - center, axis=1), np.nanmedian(h - center, axis=1)
     delta = float(off_h.mean() - off_b.mean())
-    n = int(np.isfinite(h).sum())
+    n = int(np.isfinite(b).sum() + np.isfinite(h).sum())
     dof = len(off_b) + len(off_h) - 2
     runs = min(len(off_b), len(off_h))
     if dof < 1:

@@ -48,7 +48,7 @@ def test_same_numbers_compare_clean_with_interval_samples_and_noise():
     s = compare_scenario("tiny", [obs(4.0), obs(4.01)], [obs(4.01), obs(4.0)])
     assert s.status == "ok" and not s.findings
     (overhead,) = [f for f in s.figures if f.metric == "overhead.profiled"]
-    assert overhead.ratio_text() == "head/base 1.00x [0.98x-1.02x], 4 samples, noise ±2%"
+    assert overhead.ratio_text() == "head/base 1.00x [0.98x-1.02x], 8 samples, noise ±2%"
     assert any("overhead.profiled" in row and "[0.98x-1.02x]" in row for row in s.figure_table())
 
 
