@@ -56,26 +56,28 @@ def compare_markdown(c: Comparison, png_dir: Path | None = None) -> str:
     return "\n".join(out) + "\n"
 
 
-def _median_steps(observations: list[Observation]) -> dict[str, dict[int, float]]:
-    """Per run mode and step, the median over the repeats of the step time."""
+def _steps(observations: list[Observation]) -> dict[str, dict[int, list[float]]]:
+    """Per run mode and step, the step time of every repeat."""
     runs = [step_times(o) for o in observations]
     return {
-        mode: {
-            n: statistics.median(r[mode][n] for r in runs if n in r[mode]) for n in {n for r in runs for n in r[mode]}
-        }
+        mode: {n: [r[mode][n] for r in runs if n in r[mode]] for n in {n for r in runs for n in r[mode]}}
         for mode in ("off", "on")
     }
 
 
 def plot_compare(name: str, base: list[Observation], head: list[Observation], path: Path) -> Path:
-    """Left: step time per global step, off and on, base and head (median over repeats). Right: the largest
+    """Left: step time per global step, off and on, base and head (median over repeats, a band from the fastest
+    to the slowest repeat: the spread the overhead intervals come from). Right: the largest
     dump of each stage in one step (all ranks), base and head."""
     fig, (ax_t, ax_d) = plt.subplots(1, 2, figsize=(12, 5.2), gridspec_kw={"width_ratios": [3, 2]})
     for side, observations in (("base", base), ("head", head)):
-        times = _median_steps(observations)
+        times = _steps(observations)
         for mode, style in (("off", "o--"), ("on", "s-")):
             steps = sorted(times[mode])
-            ax_t.plot(steps, [times[mode][n] for n in steps], style, color=COLORS[side], label=f"{side}, {mode}")
+            medians = [statistics.median(times[mode][n]) for n in steps]
+            ax_t.plot(steps, medians, style, color=COLORS[side], label=f"{side}, {mode} (median, band: repeats)")
+            low, high = [min(times[mode][n]) for n in steps], [max(times[mode][n]) for n in steps]
+            ax_t.fill_between(steps, low, high, color=COLORS[side], alpha=0.15, linewidth=0)  # the spread
     ax_t.set_yscale("log")
     ax_t.set_xticks(sorted({n for obs in (*base, *head) for mode in step_times(obs).values() for n in mode}))
     ax_t.set_xlabel("global training step")
