@@ -39,11 +39,12 @@ def test_one_run_against_a_max_uses_the_median_and_its_interval():
     )
 
 
-def test_identical_samples_have_a_point_interval_and_one_sample_none():
+def test_identical_samples_have_a_point_interval_and_one_sample_the_assumed_noise():
     assert stats.one_side([{"a": 2.0, "b": 2.0}]).noise == 0
     single = stats.one_side([{"a": 2.0}])
-    assert math.isinf(single.noise)
-    assert stats.against_max(single, 3.0).outcome == "inconclusive"
+    assert single.text() == "2.00x [1.60x-2.50x], 1 samples, noise ±25% (assumed: one sample)"
+    assert stats.against_max(single, 3.0).outcome == "ok"
+    assert stats.against_max(single, 2.2).outcome == "inconclusive"
 
 
 def test_one_run_a_side_measures_no_run_noise_so_it_is_inconclusive():
