@@ -158,16 +158,18 @@ def decisions(args: argparse.Namespace) -> None:
             reference.append(p)
             continue
         heads = [*pending.pop(p["kind"], []), p]
-        cmp = compare_scenario(scenario.name, [r["obs"] for r in reference], [h["obs"] for h in heads])
+        ref = reference[-args.window :] if args.window else reference
+        cmp = compare_scenario(scenario.name, [r["obs"] for r in ref], [h["obs"] for h in heads])
         if cmp.status == "inconclusive" and len(heads) < args.max_pairs:
             pending[p["kind"]] = heads  # sequential: the next pair of this kind joins the decision
             continue
-        recs.append(_record(scenario, reference, heads, cmp, len(recs) + 1))
+        recs.append(_record(scenario, ref, heads, cmp, len(recs) + 1))
         if p["kind"] == "A/A":
             reference += heads  # clean pairs join the reference of the decisions after them
     for heads in pending.values():  # the series ended before their next pair: as they stand
-        cmp = compare_scenario(scenario.name, [r["obs"] for r in reference], [h["obs"] for h in heads])
-        recs.append(_record(scenario, reference, heads, cmp, len(recs) + 1))
+        ref = reference[-args.window :] if args.window else reference
+        cmp = compare_scenario(scenario.name, [r["obs"] for r in ref], [h["obs"] for h in heads])
+        recs.append(_record(scenario, ref, heads, cmp, len(recs) + 1))
     table(recs)
 
 
@@ -242,6 +244,9 @@ def main() -> int:
     p.add_argument("--p30", type=int, default=10, help="+30 %% decisions")
     p.add_argument("--reference", type=int, default=3, help="clean pairs before the first decision")
     p.add_argument("--max-pairs", type=int, default=2, help="pairs per decision at most (sequential sampling)")
+    p.add_argument(
+        "--window", type=int, default=0, help="table: only the last N clean pairs as reference (0: all; drift)"
+    )
     p.add_argument("--busy-core", action="store_true", help="run: keep one core busy (python -c 'while 1: pass')")
     p.add_argument("--until", help="run: start no pair at or after this UTC time (HH:MM)")
     args = p.parse_args()
