@@ -86,3 +86,36 @@ def test_a_known_gap_closing_on_head_is_news_not_a_regression():
     head = obs(checks={"layout": True, "known_gap[critic_update]": False})
     s = compare_scenario("tiny", [base, base], [head, head])
     assert s.status == "ok" and any("gap is closed on head" in n for n in s.notes)
+
+
+def test_inconclusive_scenarios_get_more_abba_pairs_up_to_the_cap(tmp_path, monkeypatch):
+    """Sequential sampling (harness.base_head): pairs are added while INCONCLUSIVE, the ABBA order goes on, and it
+    stops at the cap (noisy) or as soon as decided (quiet)."""
+    from builders import write_scenario
+
+    import harness.base_head as bh
+    from harness.loader import load_scenario
+
+    scenario = load_scenario(write_scenario(tmp_path))
+    ran: list[str] = []
+    noise = {"noisy": [4.0, 4.6, 4.3, 3.9, 4.5, 4.1], "quiet": [4.0, 4.01, 4.0, 4.01, 4.0, 4.01]}
+    kind = {"which": "noisy"}
+
+    def evaluate(scenario, where, *args, **kw):
+        ran.append(f"{where.parent.name} {int(where.name[1:]) + 1}")
+
+    def observe(path):
+        return obs(noise[kind["which"]][len(ran) - 1])
+
+    monkeypatch.setattr(bh, "evaluate", evaluate)
+    monkeypatch.setattr(bh, "observe_results", observe)
+    monkeypatch.setattr(bh, "ensure_env", lambda target: type("Env", (), {"label": lambda self: "env"})())
+    monkeypatch.setattr(bh, "write_comparison", lambda c, results: None)
+    target = type("T", (), {"describe": lambda self: "verl"})()
+    c, _ = bh.run_comparison([scenario], target, target, tmp_path, repeats=2, max_repeats=3, say=lambda m: None)
+    assert ran == ["base 1", "head 1", "head 2", "base 2", "base 3", "head 3"] and c.exit_code == 3
+    assert c.order == ran
+    ran.clear()
+    kind["which"] = "quiet"
+    c, _ = bh.run_comparison([scenario], target, target, tmp_path, repeats=2, max_repeats=3, say=lambda m: None)
+    assert ran == ["base 1", "head 1", "head 2", "base 2"] and c.exit_code == 0
