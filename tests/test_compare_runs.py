@@ -50,6 +50,10 @@ def test_a_commit_that_stops_dumping_a_stage_is_flagged_by_pytest_under_docker(
         run = json.loads((where / side / "r0" / "tiny_fsdp_l1" / "on" / "run.json").read_text())
         assert run["executor"] == "docker"
     assert json.loads((where / "compare.json").read_text())["exit_code"] == 1
+    head = json.loads((where / "head" / "r0" / "tiny_fsdp_l1" / "results.json").read_text())
+    assert {k: v["passed"] for k, v in head["checks"].items()} == {
+        "layout": False, "contents": True, "overhead": True, "disk": True,
+    }  # fmt: skip
 
 
 def test_a_neutral_commit_and_a_a_compare_clean(repo: VerlRepo, cache: Path, small: Path):

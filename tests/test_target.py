@@ -110,12 +110,8 @@ def test_environment_is_made_once_then_reused_at_a_fixed_width_path(repo: VerlRe
     assert len(str(other.facts["packages_dir"])) == len(str(env.facts["packages_dir"]))  # fair disk figures
 
 
-def test_bad_commit_fails_layout_and_neutral_commit_passes(repo: VerlRepo, cache: Path, small: Path) -> None:
-    bad = harness_pytest(small, cache, f"--verl={repo.path}@{repo.bad}", f"--harness-results={small / 'res_bad'}")
-    assert bad.returncode == 1, bad.stdout[-3000:]
-    assert "missing dump dir step_2/actor_update/step0/rank0" in bad.stdout
-    assert checks(small / "res_bad") == {"layout": False, "contents": True, "overhead": True, "disk": True}
-
+def test_neutral_commit_passes_and_is_named_everywhere(repo: VerlRepo, cache: Path, small: Path) -> None:
+    """The bad commit failing layout is test_compare_runs' (head against this release, under docker)."""
     xml = small / "neutral.xml"
     neutral = harness_pytest(
         small, cache, f"--verl={repo.path}@{repo.neutral}", f"--harness-results={small / 'res'}", f"--junitxml={xml}"
