@@ -40,7 +40,7 @@ def _doc(n: int) -> dict[str, Any]:
 
 def _streamed(path: Path) -> tuple[dict[str, Any], list[tuple[str, Any]]]:
     dump = DumpFile(path)
-    entries = list(dump.entries())
+    entries = [kv for batch in dump.batches() for kv in batch.items()]
     return dump.header, entries
 
 
@@ -106,7 +106,7 @@ def test_header_and_data_in_any_order(tmp_path, text, has_data, header):
     path = tmp_path / "dump.json"
     path.write_text(text)
     dump = DumpFile(path)
-    assert list(dump.entries()) == []
+    assert list(dump.batches()) == []
     assert (dump.has_data, dump.header) == (has_data, header)
 
 
