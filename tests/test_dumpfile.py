@@ -184,6 +184,22 @@ def test_symlinked_step_dir_is_a_stray_and_not_walked(good_case, monkeypatch):
     assert "unexpected path step_9 under the dump root (not step_N/stage/step0/rankR)" in layout
 
 
+def test_symlinked_dump_root_is_one_layout_line_and_not_walked(good_case, monkeypatch):
+    _, ctx = good_case
+    dumps = ctx.tree.root
+    dumps.rename(dumps.with_name("elsewhere"))
+    dumps.symlink_to("/")
+    listed: list[Path] = []
+    iterdir = Path.iterdir
+    monkeypatch.setattr(Path, "iterdir", lambda self: listed.append(self) or iterdir(self))
+    fresh = CheckContext(ctx.scenario, ctx.dir)
+    layout, seconds = _within(10, lambda: CHECKS["layout"](fresh))
+    assert not listed and seconds < 10
+    assert f"{dumps}: a symlink to /, not followed (dumps must lie in the run dir)" in layout.problems
+    assert not CHECKS["contents"](fresh).passed  # nothing to check: "see the layout check"
+    assert structure_of(dumps) == {}
+
+
 def test_every_tensor_is_counted(good_case):
     _, ctx = good_case
     write_dump(ctx.tree.root, 3, "actor_update", 0)  # an unexpected dir: not read by the contents check
