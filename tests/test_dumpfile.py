@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import os
@@ -53,6 +54,7 @@ def _same(a: Any, b: Any) -> bool:
 @pytest.mark.parametrize("chunk", [7, 1 << 20])
 def test_streaming_equals_a_whole_file_parse(tmp_path, monkeypatch, indent, chunk):
     monkeypatch.setattr(dumpfile, "CHUNK", chunk)  # tiny windows: every value is cut off somewhere
+    monkeypatch.setattr(dumpfile, "BATCH", chunk)  # one entry per orjson call, or all of them in one
     path = tmp_path / "dump.json"
     path.write_text(json.dumps(_doc(6), indent=indent, ensure_ascii=False))
     whole = json.loads(path.read_text())
@@ -69,6 +71,27 @@ def test_msprobe_written_nan_and_infinity_literals(tmp_path):
     entry = dict(_streamed(path)[1])["Functional.linear.0.forward"]
     stats = entry["output"][0]
     assert math.isnan(stats["Max"]) and stats["Min"] == -math.inf and stats["Mean"] == math.inf
+
+
+def test_the_collector_is_paused_only_while_a_dump_is_read(tmp_path):
+    path = tmp_path / "dump.json"
+    path.write_text(json.dumps(_doc(3), indent=1))
+    reading = DumpFile(path).batches()
+    next(reading)
+    assert not gc.isenabled()
+    reading.close()  # a reader that stops early
+    assert gc.isenabled()
+    path.write_text(json.dumps(_doc(3), indent=1)[:-40])
+    with pytest.raises(ValueError):
+        _streamed(path)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        path.write_text(json.dumps(_doc(3), indent=1))
+        _streamed(path)
+        assert not gc.isenabled()  # a caller's own pause is left as it was
+    finally:
+        gc.enable()
 
 
 def test_structure_equals_the_whole_file_reading(tmp_path):
