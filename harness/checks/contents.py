@@ -76,7 +76,7 @@ class _Problems:
 class _Names:
     """What the name checks need of a dump, gathered a run of entries at a time: counts and first examples per
     kind, and the required patterns no entry has matched yet. Counting and matching run in C (``map`` over the
-    names): a Python step per name was a large part of the check's time."""
+    names): a Python call per name was about a tenth of the check's time under cProfile."""
 
     unmatched: list[re.Pattern[str]]
     entries: int = 0
