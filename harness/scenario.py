@@ -32,6 +32,9 @@ else:
         **{name: (e.settings, e.settings()) for name, e in EXECUTORS.items() if e.settings},
     )
 
+MAX_STEPS = 10_000  # a regression scenario trains a handful of steps; more is a typo (and a list that size)
+MAX_WORLD_SIZE = 4096
+
 
 class Scenario(Strict):
     """One scenario file. Its name is the file's stem (set by the loader), so ``-k NAME`` selects it."""
@@ -39,8 +42,8 @@ class Scenario(Strict):
     description: str = ""
     device: Literal["cpu", "npu", "cuda"] = "cpu"
     engine: Literal["fsdp", "megatron"]
-    world_size: PositiveInt
-    steps: Annotated[PositiveInt, Field(description="total training steps")]
+    world_size: Annotated[PositiveInt, Field(le=MAX_WORLD_SIZE)]
+    steps: Annotated[PositiveInt, Field(le=MAX_STEPS, description="total training steps")]
     workload: WorkloadSettings
     precision_debugger: PrecisionDebuggerSettings
     expect: Expectations = Expectations()
