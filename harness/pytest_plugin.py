@@ -35,7 +35,7 @@ from harness.monitor import MAX_DUMP_ENV, MIN_FREE_ENV, PeriodicLines, Watch
 from harness.registry import EXECUTORS
 from harness.results import record_check
 from harness.rundir import ScenarioDir
-from harness.runs import ensure_runs, scenario_lock
+from harness.runs import ensure_runs, results_dir, scenario_lock
 from harness.scenario import Scenario
 from harness.settings import KnownGap
 from harness.signals import Interrupted, describe, interrupts, note_stopped
@@ -304,8 +304,8 @@ class ScenarioItem(pytest.Item):
                 f"{name} is heavy (heavy: true, minutes of training): run it with `pytest scenarios/ -k {name} "
                 "--harness-heavy` (or HARNESS_HEAVY=1)"
             )
-        results = Path(config.getoption("harness_results")).resolve()
         try:
+            results = results_dir(config.getoption("harness_results"))
             _hold_lock(config, ScenarioDir(results / self.scenario.name))
             self.runs = ensure_runs(
                 self.scenario,

@@ -32,7 +32,7 @@ from harness.target import Target, parse_target
 from harness.target_env import TargetEnv, check_api, ensure_env, environment
 from harness.workloads import fault_injection
 
-__all__ = ["LABEL_PREFIX", "RunRecord", "ScenarioRuns", "ensure_runs", "fingerprint", "scenario_lock"]
+__all__ = ["LABEL_PREFIX", "RunRecord", "ScenarioRuns", "ensure_runs", "fingerprint", "results_dir", "scenario_lock"]
 
 
 @dataclass
@@ -125,6 +125,14 @@ def target_env(scenario: Scenario, target: Target) -> TargetEnv:
     workload = WORKLOADS[scenario.workload.kind]
     check_api(env, workload.symbols, list(scenario.precision_debugger.stages), scenario.workload.kind)
     return env
+
+
+def results_dir(path: str | Path) -> Path:
+    """A results dir as given on the command line, absolute; InfraError when it is a file (said before any run)."""
+    root = Path(path).resolve()
+    if root.exists() and not root.is_dir():
+        raise InfraError(f"--results {path}: not a directory (a results dir is made there, or an existing one used)")
+    return root
 
 
 def scenario_lock(sdir: ScenarioDir) -> FileLock:
@@ -230,6 +238,6 @@ def _train(
                 "records": {m: asdict(r) for m, r in records.items()},
             },
             indent=2,
-        )
+        ),
     )
     return runs

@@ -91,4 +91,3 @@ def write_atomic(path: Path, data: str | bytes) -> None:
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             raise disk_full(path, f"{len(raw)} bytes") from None
         raise InfraError(f"cannot write {path}: {exc.strerror}") from None
-

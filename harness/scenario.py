@@ -77,6 +77,10 @@ class Scenario(Strict):
         gaps: set[str] = {s for g in self.expect.known_gaps for s in g.stages}
         if unexpected := sorted(gaps - set(self.expected_stages)):
             raise ValueError(f"expect.known_gaps names stages {unexpected} that are not expected")
+        for kind in EXECUTORS:  # every options block, used or not: `--executor docker` may pick one up
+            opts = self.executor.options(kind)
+            if opts is not None and (why := opts.refusal(f"executor.{kind}", self.device)):
+                raise ValueError(why)
         self.workload.check_scenario(self)
         return self
 
