@@ -123,8 +123,9 @@ class _Loader(yaml.SafeLoader):
 
 def parse_yaml(path: Path, text: str) -> tuple[yaml.Node | None, Any]:
     """The YAML document as a node tree (for line numbers) and as data; ScenarioError in one line otherwise."""
-    loader = _Loader(text)
+    loader = None
     try:
+        loader = _Loader(text)  # refuses control characters here
         root = loader.get_single_node()
         return root, loader.construct_document(root) if root is not None else None
     except yaml.YAMLError as exc:
@@ -137,7 +138,8 @@ def parse_yaml(path: Path, text: str) -> tuple[yaml.Node | None, Any]:
     except ValueError as exc:  # a scalar PyYAML resolves but cannot build (a timestamp like 2024-13-45)
         raise ScenarioError([f"{path}: YAML value error: {exc}"]) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def load_scenario(path: str | Path) -> Scenario:

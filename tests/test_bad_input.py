@@ -21,6 +21,7 @@ from gate_builders import write_results
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from harness.checks import CHECKS
 from harness.checks.base import CheckContext, CheckResult
 from harness.cli import main
 from harness.errors import InfraError, ScenarioError, WorkloadError
@@ -98,8 +99,14 @@ def test_duplicate_keys_are_an_error_not_last_wins(tmp_path):
 
 
 def test_merge_keys_still_override(tmp_path):
-    text = yaml.safe_dump(BASE, sort_keys=False).replace("budgets:", "x: &o {max_profiled_ratio: 1}\nbudgets:")
-    assert ":1: x: unknown field" in validate(tmp_path, text=text)[0]  # parsed, not refused as a duplicate
+    text = yaml.safe_dump({k: v for k, v in BASE.items() if k != "budgets"}, sort_keys=False) + (
+        "budgets:\n  overhead:\n    <<: &o {max_profiled_ratio: 1, max_unprofiled_ratio: 2}\n"
+        "    max_profiled_ratio: 5\n"
+    )
+    path = tmp_path / "scenarios" / "merged.yaml"
+    path.parent.mkdir()
+    path.write_text(text)
+    assert load_scenario(path).budgets.overhead.max_profiled_ratio == 5  # not refused as a duplicate
 
 
 def _yaml_values() -> st.SearchStrategy[Any]:
@@ -110,7 +117,9 @@ def _yaml_values() -> st.SearchStrategy[Any]:
     )
 
 
-FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+FUZZ = settings(
+    max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 
 
 @FUZZ
@@ -198,7 +207,7 @@ def test_a_results_json_link_is_replaced_never_followed(tmp_path):
     runs = _runs(tmp_path / "res")
     runs.dir.results.symlink_to(outside)
     scenario = load_scenario(write_scenario(tmp_path, name="tiny_case"))
-    record_check(scenario, runs, CheckResult("disk", True, "ok"))
+    record_check(scenario, runs, CheckResult("disk", summary="ok"))
     assert outside.read_text() == "keep me"
     assert not runs.dir.results.is_symlink() and json.loads(runs.dir.results.read_text())["checks"]["disk"]["passed"]
     assert sorted(os.listdir(runs.dir.root)) == ["results.json"]  # no temp file left
@@ -222,7 +231,7 @@ def test_report_never_takes_a_path_from_results_json(tmp_path, capsys, name):
     ("content", "expected"),
     [
         (b"", "is not valid JSON (Expecting value: line 1 column 1 (char 0)): a truncated or corrupt results file"),
-        (b"[" * 100_000, "is not valid JSON"),
+        pytest.param(b"[" * 100_000, "is not valid JSON", id="deep"),
         (b'{"scenario": "tiny_case", "checks": []}', ": checks: Input should be a valid dictionary"),
         (b'{"scenario": "tiny_case", "checks": {"d": {"passed": "yes"}}}', ": checks.d.passed: Input should be"),
         (b'{"scenario": "tiny_case", "runs": {"off": {"exit_code": "x"}}}', ": runs.off.exit_code: Input should be"),
@@ -327,7 +336,7 @@ def test_the_lock_is_held_through_the_checks_and_results_json(tmp_path, monkeypa
     def check(ctx: CheckContext) -> CheckResult:
         probe = subprocess.run([PY, "-c", PROBE, str(runs.dir.lock)], capture_output=True, text=True, timeout=60)
         seen.append(probe.stdout.strip())
-        return CheckResult("probe", True, "ok")
+        return CheckResult("probe")
 
     monkeypatch.setattr(ev, "ensure_runs", lambda *a, **k: runs)
     monkeypatch.setattr(ev, "CHECKS", {"probe": check})
@@ -344,3 +353,12 @@ def test_a_linked_scenario_dir_is_refused(tmp_path):
 
     with pytest.raises(InfraError, match=r"res/tiny_case is a link or not a directory"):
         scenario_lock(ScenarioDir(tmp_path / "res" / "tiny_case"))
+
+
+@pytest.mark.parametrize("value", ["fast", None, True, [1.0]])
+def test_a_timer_that_is_not_a_number_is_one_line(good_case, value):
+    scenario, ctx = good_case
+    path = ctx.dir.run("on").metrics
+    path.write_text(path.read_text() + json.dumps({"step": 3, "data": {"timing_s/step": value}}) + "\n")
+    result = CHECKS["overhead"](ctx)  # the check fails with the line (a metrics problem is the check's input)
+    assert result.problems == [f"{path}: step 3: timing_s/step is {value!r}, not a number of seconds"]
