@@ -180,6 +180,83 @@ for cmd in ("gate", "merge", "report"):
     ]
 
 
+ENOSPC = """
+import sys
+from pathlib import Path
+from harness.errors import HarnessError, one_line
+from harness.safeio import write_atomic
+run = Path(sys.argv[1])
+write_atomic(run / "run.json", "{}")
+(run / "train.log").write_text("step 1\\n")
+with open(run / "filler", "wb") as f:
+    try:
+        while True:
+            f.write(b"x" * 65536)
+    except OSError:
+        pass
+try:
+    write_atomic(run / "run.json", "y" * 100_000)
+except HarnessError as exc:
+    print(one_line(exc))
+print("after: run.json", (run / "run.json").read_text(), "| train.log", (run / "train.log").read_text().strip())
+"""
+
+
+def enospc(tmp: Path) -> str:
+    """A real ENOSPC: a 256 KB tmpfs in a private mount namespace."""
+    script = f'mount -t tmpfs -o size=256k tmpfs {tmp} && exec {sys.executable} -c "$0" {tmp}'
+    argv = ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script, ENOSPC]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    return " / ".join((proc.stdout + proc.stderr).strip().splitlines())
+
+
+def results_link(tmp: Path) -> str:
+    from harness.checks.base import CheckResult
+    from harness.launch import ExecResult
+    from harness.loader import load_scenario
+    from harness.results import record_check
+    from harness.rundir import ScenarioDir
+    from harness.runs import RunRecord, ScenarioRuns
+
+    sdir = ScenarioDir(tmp / "res" / "tiny_case")
+    sdir.root.mkdir(parents=True)
+    outside = tmp / "outside.txt"
+    outside.write_text("keep me")
+    sdir.results.symlink_to(outside)
+    rec = RunRecord("off", "local", ["python"], ExecResult(exit_code=0, wall_s=1.0))
+    runs = ScenarioRuns(sdir, "s", {"off": rec}, 0.0, target={"block": None, "environment": {}})
+    sc = load_scenario(scenario(tmp, yaml.safe_dump(BASE, sort_keys=False), "tiny_case.yaml")[1])
+    record_check(sc, runs, CheckResult("disk"))
+    return f"outside file still {outside.read_text()!r}; results.json a link: {sdir.results.is_symlink()}"
+
+
+def metrics(value: object) -> Callable[[Path], str]:
+    def make(tmp: Path) -> str:
+        from harness.checks import CHECKS
+        from harness.checks.base import CheckContext
+        from harness.loader import load_scenario
+        from harness.rundir import ScenarioDir
+
+        sc = load_scenario(scenario(tmp, yaml.safe_dump(BASE, sort_keys=False), "tiny_case.yaml")[1])
+        sdir = ScenarioDir(tmp / "res" / "tiny_case")
+        for mode in ("off", "on"):
+            path = sdir.run(mode).metrics
+            path.parent.mkdir(parents=True)
+            rows = [{"step": n, "data": {"timing_s/step": 1.0 if n != 3 else value}} for n in range(1, 6)]
+            path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return "overhead check: " + "; ".join(CHECKS["overhead"](CheckContext(sc, sdir)).problems)
+
+    return make
+
+
+IN_PROCESS: list[tuple[str, Callable[[Path], str]]] = [
+    ("full disk writing run.json (real ENOSPC, tmpfs)", enospc),
+    ("results.json is a link to an outside file (record_check)", results_link),
+    ('metrics `"timing_s/step": "fast"`', metrics("fast")),
+    ('metrics `"timing_s/step": null`', metrics(None)),
+]
+
+
 def main() -> int:
     print("| case | exit | output (last line) |\n|---|---|---|")
     bad = 0
@@ -201,7 +278,17 @@ def main() -> int:
             print(f"| {name} | {code} | `{last[:220]}` |", flush=True)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-    print(f"\n{len(CASES)} cases, {bad} with a traceback or a hang")
+    for name, run in IN_PROCESS:
+        tmp = Path(tempfile.mkdtemp(prefix="badin-"))
+        try:
+            line = run(tmp).replace(str(tmp), "$T").replace("|", "\\|")
+        except Exception as exc:  # a row, not a crash: the table is what is being shown
+            bad, line = bad + 1, f"BAD {type(exc).__name__}: {exc}"
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        print(f"| {name} | - | `{line[:260]}` |", flush=True)
+    print("| dump tree `step_9 -> /`, FIFO/link named dump.json | - | issue 15 (dump-tree readers) |")
+    print(f"\n{len(CASES) + len(IN_PROCESS)} cases, {bad} with a traceback or a hang")
     return 1 if bad else 0
 
 
