@@ -124,7 +124,7 @@ CASES: list[Case] = [
     ("docker: host / mounted rw", docker(mounts=[{"source": "/", "target": "/host", "read_only": False}])),
     ("docker: the docker socket", docker(mounts=[{"source": "/var/run/docker.sock", "target": "/s"}])),
     ("docker: /var/run (holds the socket)", docker(mounts=[{"source": "/var/run", "target": "/r"}])),
-    ("docker: user 0:0", docker(user="0:0")),
+    ("docker: user 0:0 (the harness runs as root here: allowed)", docker(user="0:0")),
     ("docker: LD_PRELOAD in env", docker(env={"LD_PRELOAD": "/x.so"})),
     ("docker: PYTHONPATH passed", docker(pass_env=["PYTHONPATH"])),
     ("docker: npu_devices on a cpu scenario", docker(npu_devices=[0])),
@@ -249,7 +249,14 @@ def metrics(value: object) -> Callable[[Path], str]:
     return make
 
 
+def root_user(tmp: Path) -> str:
+    from harness.executors.docker import DockerRuntime
+
+    return "; ".join(DockerRuntime(user="0:0").risks("cpu", host_uid=1000))
+
+
 IN_PROCESS: list[tuple[str, Callable[[Path], str]]] = [
+    ("docker: user 0:0, the harness as uid 1000 (risks)", root_user),
     ("full disk writing run.json (real ENOSPC, tmpfs)", enospc),
     ("results.json is a link to an outside file (record_check)", results_link),
     ('metrics `"timing_s/step": "fast"`', metrics("fast")),

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 from pydantic import Field, PositiveInt, PrivateAttr, create_model, model_validator
 
 from harness.registry import EXECUTORS, WORKLOADS
-from harness.settings import Budgets, ExecutorSettingsBase, Expectations, PrecisionDebuggerSettings
+from harness.settings import Budgets, ExecutorOptions, ExecutorSettingsBase, Expectations, PrecisionDebuggerSettings
 from harness.strict import Strict
 
 if TYPE_CHECKING:  # what a type checker sees; pydantic gets the unions built from the registries below
@@ -79,7 +79,7 @@ class Scenario(Strict):
             raise ValueError(f"expect.known_gaps names stages {unexpected} that are not expected")
         for kind in EXECUTORS:  # every options block, used or not: `--executor docker` may pick one up
             opts = self.executor.options(kind)
-            if opts is not None and (why := opts.refusal(f"executor.{kind}", self.device)):
+            if isinstance(opts, ExecutorOptions) and (why := opts.refusal(f"executor.{kind}", self.device)):
                 raise ValueError(why)
         self.workload.check_scenario(self)
         return self

@@ -26,7 +26,7 @@ from harness.errors import BaselineError
 from harness.figures import family
 from harness.gate.observe import Observation, observe_dir
 from harness.gate.structure import Structure
-from harness.safeio import MB, InputError, read_text
+from harness.safeio import MB, InputError, read_text, write_atomic
 
 # Environment keys that make two measurements incomparable: the gate reports them instead of comparing. The
 # series is the verl ref a baseline follows (main, a release): a release baseline says nothing about main.
@@ -101,7 +101,7 @@ class Baseline(BaseModel):
 
     def write(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(self.model_dump_json(indent=1) + "\n")
+        write_atomic(path, self.model_dump_json(indent=1) + "\n")
 
     @classmethod
     def read(cls, path: Path) -> Baseline:
