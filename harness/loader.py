@@ -19,6 +19,7 @@ from harness.scenario import Scenario
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_]*$")
 MAX_SCENARIO_BYTES = MB
+PLAIN_KEY = re.compile(r"[\w.-]+")  # shown as is in a problem line; any other key is quoted (a newline in a key)
 
 
 def _node_at(root: yaml.Node | None, loc: tuple[Any, ...]) -> tuple[yaml.Node | None, bool]:
@@ -98,8 +99,8 @@ def format_errors(path: Path, root: yaml.Node | None, exc: ValidationError) -> l
         line = _key_line(root, loc) if err["type"] == "extra_forbidden" or not exact else None
         if line is None and node is not None:
             line = node.start_mark.line + 1
-        field = ".".join(str(p) for p in loc) or "(top level)"
-        lines.append((line or 1, f"{path}:{line or 1}: {field}: {_describe(err)}"))
+        field = ".".join(p if PLAIN_KEY.fullmatch(p) else repr(p) for p in map(str, loc))
+        lines.append((line or 1, f"{path}:{line or 1}: {field or '(top level)'}: {_describe(err)}"))
     return lines
 
 
@@ -131,7 +132,7 @@ def parse_yaml(path: Path, text: str) -> tuple[yaml.Node | None, Any]:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        problem = (getattr(exc, "problem", None) or str(exc).splitlines()[0]).replace("\n", "\\n")
         raise ScenarioError([f"{where}: YAML syntax error: {problem}"]) from None
     except RecursionError:
         raise ScenarioError([f"{path}:1: YAML nested too deeply: flatten the document"]) from None
