@@ -22,6 +22,7 @@ from harness.gate.compare import Comparison, compare_scenario, interleaved
 from harness.gate.observe import Observation, observe_results
 from harness.monitor import Watch
 from harness.rundir import ScenarioDir
+from harness.safeio import write_atomic
 from harness.scenario import Scenario
 from harness.target import Target
 from harness.target_env import ensure_env
@@ -96,8 +97,8 @@ def write_comparison(c: Comparison, results: Path) -> None:
             for s in c.scenarios
         ],
     }
-    (results / "compare.json").write_text(json.dumps(doc, indent=1))
-    (results / "compare.txt").write_text("\n".join(c.lines()) + "\n")
+    write_atomic(results / "compare.json", json.dumps(doc, indent=1))
+    write_atomic(results / "compare.txt", "\n".join(c.lines()) + "\n")
 
 
 def write_reports(c: Comparison, observed: dict[str, dict[str, list[Observation]]], out: Path) -> list[Path]:
@@ -105,7 +106,7 @@ def write_reports(c: Comparison, observed: dict[str, dict[str, list[Observation]
     from harness.report.compare import compare_markdown, plot_compare  # matplotlib only here
 
     out.mkdir(parents=True, exist_ok=True)
-    (out / "summary.md").write_text(compare_markdown(c, png_dir=out))
+    write_atomic(out / "summary.md", compare_markdown(c, png_dir=out))
     pngs = [out / "summary.md"]
     for name, sides in observed.items():
         if sides["base"] or sides["head"]:

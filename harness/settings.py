@@ -122,6 +122,26 @@ class Budgets(Strict):
     disk: DiskBudget = DiskBudget()
 
 
+class ExecutorOptions(Strict):
+    """An executor's options block (``executor.<name>:``). Settings that open the host to the training (``risks``)
+    are refused unless the block says ``unsafe: true`` with an ``unsafe_reason``; the run then says so."""
+
+    unsafe: bool = Field(False, description="run even with the risks this block's settings carry (needs a reason)")
+    unsafe_reason: str = Field("", description="why the risks are needed: recorded and shown with every run")
+
+    def risks(self, device: str | None = None) -> list[str]:
+        """What these settings expose of the host, one phrase each (``device``: the scenario's, when known)."""
+        return []
+
+    def refusal(self, where: str, device: str | None = None) -> str | None:
+        """The one-line reason these settings may not run, or None."""
+        if self.unsafe and not self.unsafe_reason.strip():
+            return f"{where}.unsafe: true needs {where}.unsafe_reason (why the risks are needed)"
+        if (risks := self.risks(device)) and not self.unsafe:
+            return f"{where}: refused, {'; '.join(risks)} (or set unsafe: true and unsafe_reason: WHY)"
+        return None
+
+
 class ExecutorSettingsBase(Strict):
     """Where a scenario's trainings run. The model in ``harness.scenario`` adds ``kind`` (one of the registered
     executors) and one options block per executor that has options, named after it (``docker:``)."""
