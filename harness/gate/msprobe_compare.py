@@ -7,8 +7,8 @@ entries), ``compare -da`` runs too, to name the first diverging API.
 
 Usage: ``python -m harness.gate.msprobe_compare JOBS.json RESULT.json``. JOBS.json: ``{"nonfinite_ok": [regex],
 "jobs": [{"argv": [...], "out": DIR, "da_argv": [...]}]}`` (argv: what follows ``msprobe compare``). RESULT.json:
-per job its wall time and msprobe's error (one line, or null), and the peak RSS of this process and of the
-workers msprobe forked.
+per job its wall time and msprobe's errors (one line, or null; ``da_error`` for -da), and the peak RSS of this
+process and of the workers msprobe forked.
 """
 
 from __future__ import annotations
@@ -40,13 +40,13 @@ def main(jobs_path: str, result_path: str) -> int:
     done = []
     for job in doc["jobs"]:
         started = time.monotonic()
-        error = _msprobe(job["argv"])
+        error, da_error = _msprobe(job["argv"]), None
         probe = StageNumerics(0, "")
         if not error:
             read_csvs(probe, Path(job["out"]), patterns)
         if probe.diverged:
-            error = _msprobe(job["da_argv"])
-        done.append({"seconds": time.monotonic() - started, "error": error})
+            da_error = _msprobe(job["da_argv"])
+        done.append({"seconds": time.monotonic() - started, "error": error, "da_error": da_error})
     peak = max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
     Path(result_path).write_text(json.dumps({"jobs": done, "peak_rss_bytes": peak * 1024}))
     return 0

@@ -99,7 +99,7 @@ class StageNumerics:
         text = f"{self.where}: {self.rows} rows, {counts}"
         text += f" (+{self.nonfinite_ok} nonfinite_ok rows counted apart)" if self.nonfinite_ok else ""
         if self.first:
-            how = "msprobe -da" if self.first_da else "first non-pass row; msprobe -da names none"
+            how = "msprobe -da" if self.first_da else f"first non-pass row; msprobe -da names none{self.detail}"
             text += f"; first diverging API {self.first_api} ({how}): {self.first.text()}"
         return text
 
@@ -286,6 +286,7 @@ def compare_trees(
             continue
         read_csvs(s, where, patterns)
         s.first_da, s.seconds = _first_da(where / "da"), job["seconds"]
+        s.detail = f" (msprobe -da failed: {job['da_error']})" if job["da_error"] else ""
     return result, time.monotonic() - started, peak
 
 
