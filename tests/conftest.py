@@ -57,14 +57,6 @@ SMALL_TARGET: dict = {
 }
 
 
-@pytest.fixture
-def heavy(request: pytest.FixtureRequest) -> None:
-    """Tests of minutes (several trainings) run in the heavy tier only, as the heavy scenarios do."""
-    if not request.config.getoption("harness_heavy"):
-        name = request.node.name
-        pytest.skip(f"{name} is heavy (trainings of minutes): run it with --harness-heavy (or HARNESS_HEAVY=1)")
-
-
 @pytest.fixture(scope="session")
 def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("harness-cache")

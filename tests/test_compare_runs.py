@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from builders import write_scenario
 from conftest import SMALL_TARGET
 from verl_repo import VerlRepo
@@ -90,8 +91,9 @@ def test_a_neutral_commit_and_a_a_compare_clean(repo: VerlRepo, cache: Path, sma
     assert all(Path(c).is_file() and Path(c).is_relative_to(res / "numerics") for s in stages for c in s["csvs"])
 
 
+@pytest.mark.heavy
 def test_a_commit_that_changes_numerics_is_named_by_its_first_diverging_api(
-    heavy: None, repo: VerlRepo, cache: Path, tmp_path: Path
+    repo: VerlRepo, cache: Path, tmp_path: Path
 ):
     """GAE's advantages no longer whitened (verl's compute_gae_advantage_return, called by the critic scenarios):
     every check and figure as on base, only the numbers of actor_update move (its weights took a different update
