@@ -49,8 +49,11 @@ def _generated(root: Path, size: int) -> tuple[Path, Path, Path, Path]:
         trees.append(root / name)
     head = trees[3] / "step_2" / STAGE / "step0" / "rank0" / "dump.json"
     text = head.read_text()
-    at = text.index('"Max": ', text.index('"output"')) + len('"Max": ')  # an output: msprobe judges outputs
-    head.write_text(text[:at] + "1000.0" + text[text.index(",", at) :])
+    output = text.index('"output"')  # an output's Max and Norm: what msprobe's summary compare judges
+    for key in ('"Max": ', '"Norm": '):
+        at = text.index(key, output) + len(key)
+        text = text[:at] + "1000.0" + text[text.index(",", at) :]
+    head.write_text(text)
     return trees[0], trees[1], trees[2], trees[3]
 
 
