@@ -413,6 +413,7 @@ class CompareItem(pytest.Item):
             _fail(exc)
         (compared,) = comparison.scenarios
         self.user_properties += [(f"compare.{f.metric}", f.ratio_text()) for f in compared.figures]
+        self.user_properties += compared.numerics.properties() if compared.numerics else []
         self.add_report_section("call", "harness", "\n".join(comparison.lines()))
         if compared.status == "error":
             _fail(InfraError("; ".join(compared.errors)))

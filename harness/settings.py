@@ -76,6 +76,12 @@ class Expectations(Strict):
         "uninitialised all-gather buffer as seen by Tensor.narrow",
     )
     known_gaps: list[KnownGap] = Field(default_factory=list)
+    numerics_match: bool = Field(
+        True,
+        description="base against head: msprobe's compare of the two dump trees is judged (same seeds, same "
+        "numbers); false where numerics are not expected to match (a nondeterministic kernel on an accelerator): "
+        "its figures are reported, not judged",
+    )
     nonzero_backward: bool = Field(
         False,
         description="each update stage's dump holds a backward tensor with a non-zero Norm: a zero reward or "

@@ -20,6 +20,7 @@ from typing import Literal
 from harness.checks.known_gap import is_gap
 from harness.figures import FAMILIES, family, fmt, ratio, structure_names
 from harness.gate.baseline import DEFAULT_POLICY
+from harness.gate.numerics import NumericsReport
 from harness.gate.observe import Observation
 from harness.gate.structure import name_diff
 
@@ -90,6 +91,7 @@ class ScenarioComparison:
     findings: list[str] = field(default_factory=list)  # structure names and check verdicts: regressions
     notes: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    numerics: NumericsReport | None = None  # msprobe's compare of the "on" dumps (harness.gate.numerics)
 
     @property
     def status(self) -> Literal["ok", "regressed", "error"]:
