@@ -17,10 +17,10 @@ from harness.scenario import Scenario
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked heavy (minutes of verl's real trainer each) are the heavy tier, like heavy: true scenarios."""
+    """Tests marked heavy (minutes of training each) are the heavy tier, like heavy: true scenarios."""
     if config.getoption("harness_heavy"):
         return
-    skip = pytest.mark.skip(reason="heavy test (minutes of verl's real trainer): run it with --harness-heavy")
+    skip = pytest.mark.skip(reason="heavy test (minutes of training): run it with --harness-heavy")
     for item in items:
         if item.get_closest_marker("heavy"):
             item.add_marker(skip)
