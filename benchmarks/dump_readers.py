@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import resource
 import subprocess
@@ -164,6 +165,7 @@ def main() -> None:
     if args.child:
         return child(args.child[0], Path(args.child[1]))
     head = f"{'size':>7} {'entries':>8} {'reader':<9} {'wall s':>7} {'cpu s':>7} {'MB/s':>6} {'peak RSS':>9}  note"
+    print("load average (1, 5, 15 min): {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()), flush=True)
     print(head, flush=True)
     for size in (parse_size(s) for s in args.sizes.split(",")):
         with tempfile.TemporaryDirectory(dir=args.dir) as tmp:

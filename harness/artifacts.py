@@ -85,15 +85,20 @@ class DumpDir:
 class DumpTree:
     """Every ``step_N/stage/step0/rank{R}`` directory under a save_path, and whatever else is there.
 
-    Symlinks are never followed: a step dir linked to ``/`` is a stray path, not a walk of the whole disk."""
+    Symlinks are never followed: a step dir linked to ``/`` is a stray path, not a walk of the whole disk, and
+    a save_path that is itself a link (out of the run dir) is not scanned at all."""
 
     root: Path
     dirs: list[DumpDir] = field(default_factory=list)
     strays: list[str] = field(default_factory=list)  # paths that fit no dump-dir shape
+    link: str | None = None  # where the root points when it is a symlink (then nothing under it is read)
 
     @classmethod
     def scan(cls, root: Path) -> DumpTree:
         tree = cls(root)
+        if root.is_symlink():
+            tree.link = os.readlink(root)
+            return tree
         if not root.is_dir():
             return tree
         for step_dir in sorted(root.iterdir()):

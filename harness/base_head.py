@@ -10,6 +10,7 @@ directory, ``<results>/<base|head>/r<i>/<scenario>/``, checked as ``harness run`
 from __future__ import annotations
 
 import json
+import sys
 import uuid
 from collections.abc import Callable, Collection
 from dataclasses import asdict
@@ -18,10 +19,12 @@ from pathlib import Path
 from harness.errors import HarnessError
 from harness.evaluate import evaluate
 from harness.figures import FAMILIES
-from harness.gate.compare import Comparison, compare_scenario, interleaved
+from harness.gate.compare import Comparison, ScenarioComparison, compare_scenario, interleaved
+from harness.gate.numerics import compare_numerics
 from harness.gate.observe import Observation, observe_results
 from harness.monitor import Watch
 from harness.rundir import ScenarioDir
+from harness.safeio import write_atomic
 from harness.scenario import Scenario
 from harness.target import Target
 from harness.target_env import ensure_env
@@ -78,14 +81,36 @@ def run_comparison(
             sides[side].append(observe_results(ScenarioDir(where / scenario.name).results))
         observed[scenario.name] = sides
     compared = []
-    for name, sides in observed.items():
-        sc = compare_scenario(name, sides["base"], sides["head"], judge)
-        sc.errors = scenario_errors.get(name, []) + sc.errors
+    for scenario in scenarios:
+        sides = observed[scenario.name]
+        sc = compare_scenario(scenario.name, sides["base"], sides["head"], judge)
+        sc.errors = scenario_errors.get(scenario.name, []) + sc.errors
+        if not sc.errors:
+            say(f"{scenario.name}: numerics (msprobe compare)")
+            add_numerics(sc, scenario, sides, results, ensure_env(head).python)
         compared.append(sc)
     labels = [f"{side} {i + 1}" for side, i in interleaved(done)]
     comparison = Comparison(base.describe(), head.describe(), labels, compared)
     write_comparison(comparison, results)
     return comparison, observed
+
+
+def add_numerics(
+    sc: ScenarioComparison, scenario: Scenario, sides: dict[str, list[Observation]], results: Path, python: str | None
+) -> None:
+    """msprobe's compare of head's first "on" dumps against base's (and base's second against its first), in
+    msprobe's environment under test (head's), its CSVs under ``<results>/numerics/<scenario>/``."""
+    base, head = ([ScenarioDir(o.source).run("on").dumps for o in sides[side] if o.source] for side in SIDES)
+    try:
+        sc.numerics = compare_numerics(
+            base, head[0], results / "numerics" / scenario.name, scenario.expect.nonfinite_ok,
+            not scenario.expect.numerics_match, python or sys.executable,
+        )  # fmt: skip
+    except HarnessError as exc:
+        sc.errors.append(f"numerics: {exc}")
+        return
+    sc.findings += sc.numerics.findings(scenario.name)
+    sc.notes += sc.numerics.notes()
 
 
 def write_comparison(c: Comparison, results: Path) -> None:
@@ -105,12 +130,13 @@ def write_comparison(c: Comparison, results: Path) -> None:
                 "notes": s.notes,
                 "errors": s.errors,
                 "figures": [asdict(f) | {"line": f.line(), "ratio": f.ratio_text()} for f in s.figures],
+                "numerics": s.numerics.as_dict() if s.numerics else None,
             }
             for s in c.scenarios
         ],
     }
-    (results / "compare.json").write_text(json.dumps(doc, indent=1))
-    (results / "compare.txt").write_text("\n".join(c.lines()) + "\n")
+    write_atomic(results / "compare.json", json.dumps(doc, indent=1))
+    write_atomic(results / "compare.txt", "\n".join(c.lines()) + "\n")
 
 
 def write_reports(c: Comparison, observed: dict[str, dict[str, list[Observation]]], out: Path) -> list[Path]:
@@ -118,7 +144,7 @@ def write_reports(c: Comparison, observed: dict[str, dict[str, list[Observation]
     from harness.report.compare import compare_markdown, plot_compare  # matplotlib only here
 
     out.mkdir(parents=True, exist_ok=True)
-    (out / "summary.md").write_text(compare_markdown(c, png_dir=out))
+    write_atomic(out / "summary.md", compare_markdown(c, png_dir=out))
     pngs = [out / "summary.md"]
     for name, sides in observed.items():
         if sides["base"] or sides["head"]:

@@ -31,6 +31,7 @@ from harness.figures import FAMILIES
 from harness.loader import load_scenario, scenario_files
 from harness.monitor import MAX_DUMP_ENV, MIN_FREE_ENV, PeriodicLines, Progress, Show, Watch
 from harness.registry import EXECUTORS
+from harness.runs import results_dir
 from harness.scenario import ExecutorSettings, Scenario
 from harness.signals import describe, interrupts
 from harness.target import SERIES_HELP, TARGET_HELP, parse_target
@@ -122,8 +123,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"harness run: {exc}", file=sys.stderr)
         return 2
+    session, results, status = uuid.uuid4().hex, results_dir(args.results), 0
     sweep()
-    session, results, status = uuid.uuid4().hex, Path(args.results).resolve(), 0
     started, trained = time.monotonic(), 0.0
     target = parse_target(args.verl, args.msprobe, args.series)
     console.print(f"target: {escape(ensure_env(target).label())}", soft_wrap=True)
@@ -200,7 +201,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             console.print(f"[yellow]SKIPPED[/] {escape(reason)}", soft_wrap=True)
         else:
             runnable.append(s)
-    results = Path(args.results).resolve()
+    results = results_dir(args.results)
     started = time.monotonic()
     sweep()
     comparison, observed = run_comparison(

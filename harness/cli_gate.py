@@ -13,6 +13,7 @@ from harness.errors import BaselineError, HarnessError
 from harness.figures import FAMILIES, family, fmt
 from harness.gate.baseline import DEFAULT_POLICY, Baseline, Policy, build, max_rel_deviation
 from harness.gate.verdicts import gate_dirs
+from harness.safeio import write_atomic
 
 
 def _policy(args: argparse.Namespace) -> dict[str, Policy]:
@@ -86,7 +87,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
                 for s in report.scenarios
             ],
         }
-        Path(args.json).write_text(json.dumps(doc, indent=1, default=str))
+        write_atomic(Path(args.json), json.dumps(doc, indent=1, default=str))
     return report.exit_code
 
 

@@ -4,18 +4,21 @@ Real L1 dumps are hundreds of MB per rank and stage, and a whole one parsed take
 msprobe writes ``json.dump(..., indent=1)``, so each entry of ``data`` ends at a line ``\n  }``: runs of
 whole entries are cut there and parsed by orjson, the entry holding a ``NaN``/``Infinity`` literal (msprobe
 writes them, orjson rejects them) by the stdlib. A cut is used only if it parses as whole members, so any
-other layout still reads correctly, through the stdlib's decoder value by value. Every reader of dump.json
-goes through here."""
+other layout still reads correctly, through the stdlib's decoder value by value. Readers take the entries a
+run at a time (:meth:`DumpFile.batches`), so that their per-entry work can run in C (``map``, ``Counter``).
+Every reader of dump.json goes through here."""
 
 from __future__ import annotations
 
 import codecs
 import errno
+import gc
 import json
 import os
 import re
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -28,7 +31,7 @@ MAX_VALUE = 64 << 20  # one entry or header value; more than this is a broken fi
 LONGEST_TOKEN = 1 << 20  # names, dtypes, md5s: no string in a dump comes near this
 _ENTRY_START = '\n  "'  # data's first member, as json.dump(indent=1) lays it out
 _ENTRY_END = "\n  }"  # where such a member that is an object ends
-BATCH = 1 << 16  # characters of entries per orjson call: amortises the call, stays in cache
+BATCH = 1 << 14  # characters of entries per orjson call: amortises the call, and a NaN in it wastes little
 _SPACE = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()  # accepts NaN, Infinity and -Infinity
 _KINDS = (
@@ -80,11 +83,27 @@ class DumpFile:
     header: dict[str, Any] = field(default_factory=dict)
     has_data: bool = False  # "data" is present and a mapping
 
-    def entries(self) -> Iterator[tuple[str, Any]]:
-        """``(name, value)`` of each entry of ``data``. Raises OSError (NotRegularFile included) and
-        ValueError (not JSON, possibly after some entries: a truncated dump)."""
-        with open_regular(self.path) as f:
+    def batches(self) -> Iterator[dict[str, Any]]:
+        """The entries of ``data`` (name -> value) in file order, a run of them at a time. Raises OSError
+        (NotRegularFile included) and ValueError (not JSON, possibly after some runs: a truncated dump)."""
+        with open_regular(self.path) as f, _collector_paused():
             yield from _document(_Window(f), self)
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Parsed entries hold no reference cycles, and reference counting frees each run once it is read; the
+    cyclic collector, triggered by every 700 new containers, only walks them (a third of a read's time where a
+    reader holds one run while the next is parsed; a full collection walks every object of a big process), so
+    it is paused while a dump is read."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 class _Window:
@@ -151,7 +170,7 @@ class _Window:
         self.take(":")
         return key
 
-    def members(self) -> Iterable[tuple[str, Any]]:
+    def members(self) -> dict[str, Any]:
         """The next members of an object: in msprobe's layout the whole entries of the next BATCH characters
         (at least one entry), in one orjson call; else one member by the decoder."""
         end = self.buf.rfind(_ENTRY_END, self.pos, self.pos + BATCH)
@@ -163,30 +182,31 @@ class _Window:
             items, length = cut
             self.pos += length
             return items
-        return [(self.key(), self.value())]
+        return {self.key(): self.value()}
 
 
-def _leading_members(text: str) -> tuple[Iterable[tuple[str, Any]], int] | None:
-    """Items of the leading entries of ``text`` (``"k": {...}, ...``, ending at an entry's end) and their length;
-    None when they are not whole members. orjson rejects NaN and Infinity: on its error, the entries before
-    the error go in one orjson call and the entry holding it through the stdlib."""
+def _leading_members(text: str) -> tuple[dict[str, Any], int] | None:
+    """The leading entries of ``text`` (``"k": {...}, ...``, ending at an entry's end) and their length; None
+    when they are not whole members. orjson rejects NaN and Infinity: on its error, the entries before the
+    error go in one orjson call and the entry holding it through the stdlib (a text search for the literals
+    first costs more than the parse it saves where they are rare)."""
     try:
-        return orjson.loads("{" + text + "}").items(), len(text)
+        return orjson.loads("{" + text + "}"), len(text)
     except orjson.JSONDecodeError as exc:
         before = text.rfind(_ENTRY_END, 0, max(exc.pos - 1, 0))  # exc.pos counts the "{" in front
     if before >= 0:
         try:
-            return orjson.loads("{" + text[: before + len(_ENTRY_END)] + "}").items(), before + len(_ENTRY_END)
+            return orjson.loads("{" + text[: before + len(_ENTRY_END)] + "}"), before + len(_ENTRY_END)
         except orjson.JSONDecodeError:
             pass
     first = text.find(_ENTRY_END) + len(_ENTRY_END)
     try:
-        return _DECODER.decode("{" + text[:first] + "}").items(), first
+        return _DECODER.decode("{" + text[:first] + "}"), first
     except ValueError:
         return None
 
 
-def _document(w: _Window, dump: DumpFile) -> Iterator[tuple[str, Any]]:
+def _document(w: _Window, dump: DumpFile) -> Iterator[dict[str, Any]]:
     """The top-level object: header values kept, ``data`` streamed, anything else parsed and dropped."""
     w.take("{")
     if w.peek() != "}":
@@ -211,13 +231,13 @@ def _document(w: _Window, dump: DumpFile) -> Iterator[tuple[str, Any]]:
         raise w.error("extra data after the document")
 
 
-def _data(w: _Window, cut: bool) -> Iterator[tuple[str, Any]]:
+def _data(w: _Window, cut: bool) -> Iterator[dict[str, Any]]:
     """The members of ``data``, from after its ``{`` to after its ``}``; cut at entry ends in msprobe's layout."""
     if w.peek() == "}":
         w.pos += 1
         return
     while True:
         w.peek()
-        yield from w.members() if cut else [(w.key(), w.value())]
+        yield w.members() if cut else {w.key(): w.value()}
         if w.take(",}") == "}":
             return

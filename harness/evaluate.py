@@ -9,7 +9,8 @@ from harness.checks import CHECKS, CheckContext, CheckResult
 from harness.checks.known_gap import check_gap
 from harness.monitor import Watch
 from harness.results import record_check
-from harness.runs import ensure_runs
+from harness.rundir import ScenarioDir
+from harness.runs import ensure_runs, scenario_lock
 from harness.scenario import Scenario
 from harness.target import Target
 
@@ -24,14 +25,16 @@ def evaluate(
     watch: Watch | None = None,
 ) -> tuple[float, list[CheckResult]]:
     """The same runs and checks as the pytest items, outside pytest; returns the training time too. ``watch``:
-    the runner's dump cap, free-space floor and live line (default: from the environment, no live line)."""
-    runs = ensure_runs(scenario, results, session, executor, reuse=reuse, target=target, watch=watch)
-    ctx = CheckContext(scenario, runs.dir)
-    out = []
-    for check in CHECKS.values():
-        out.append(result := check(ctx))
-        record_check(scenario, runs, result)
-    for gap in scenario.expect.known_gaps:
-        out.append(result := check_gap(ctx, gap))
-        record_check(scenario, runs, result, xfail_reason=gap.reason)
+    the runner's dump cap, free-space floor and live line (default: from the environment, no live line). The
+    scenario's lock is held throughout, so another harness run on the same results dir waits."""
+    with scenario_lock(ScenarioDir(results / scenario.name)):  # no other harness run between runs and results
+        runs = ensure_runs(scenario, results, session, executor, reuse=reuse, target=target, watch=watch)
+        ctx = CheckContext(scenario, runs.dir)
+        out = []
+        for check in CHECKS.values():
+            out.append(result := check(ctx))
+            record_check(scenario, runs, result)
+        for gap in scenario.expect.known_gaps:
+            out.append(result := check_gap(ctx, gap))
+            record_check(scenario, runs, result, xfail_reason=gap.reason)
     return runs.trained_s, out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +14,12 @@ from pydantic_core import ErrorDetails
 
 from harness.errors import ScenarioError
 from harness.registry import WORKLOADS
+from harness.safeio import MB, InputError, read_text
 from harness.scenario import Scenario
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_]*$")
+MAX_SCENARIO_BYTES = MB
+PLAIN_KEY = re.compile(r"[\w.-]+")  # shown as is in a problem line; any other key is quoted (a newline in a key)
 
 
 def _node_at(root: yaml.Node | None, loc: tuple[Any, ...]) -> tuple[yaml.Node | None, bool]:
@@ -79,11 +82,13 @@ def _describe(err: ErrorDetails) -> str:
         return "required field is missing"
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] not in ("value_error", "assertion_error") and "input" in err and not isinstance(err["input"], dict):
-        msg += f" (got {err['input']!r})"
+        got = repr(err["input"])
+        msg += f" (got {got if len(got) <= 80 else got[:77] + '...'})"
     return msg
 
 
-def format_errors(path: Path, root: yaml.Node | None, exc: ValidationError) -> list[str]:
+def format_errors(path: Path, root: yaml.Node | None, exc: ValidationError) -> list[tuple[int, str]]:
+    """Each problem as (line, printable line)."""
     lines = []
     for err in exc.errors():
         # a tagged union adds the tag to the location ("workload.cpu_ppo.seed"): drop it for the user
@@ -94,25 +99,59 @@ def format_errors(path: Path, root: yaml.Node | None, exc: ValidationError) -> l
         line = _key_line(root, loc) if err["type"] == "extra_forbidden" or not exact else None
         if line is None and node is not None:
             line = node.start_mark.line + 1
-        field = ".".join(str(p) for p in loc) or "(top level)"
-        lines.append(f"{path}:{line or 1}: {field}: {_describe(err)}")
+        field = ".".join(p if PLAIN_KEY.fullmatch(p) else repr(p) for p in map(str, loc))
+        lines.append((line or 1, f"{path}:{line or 1}: {field or '(top level)'}: {_describe(err)}"))
     return lines
 
 
-def load_scenario(path: str | Path) -> Scenario:
-    """Parse and validate one scenario file; raise ScenarioError with every problem found."""
-    path = Path(path)
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader, but a key given twice in one mapping is an error, not a silent last-wins."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, yaml.Node] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # `<<: *defaults` is meant to be overridden
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, Hashable) and key in seen:
+                first = seen[key].start_mark.line + 1
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (first at line {first})", key_node.start_mark
+                )
+            seen[key] = key_node
+        return super().construct_mapping(node, deep=deep)
+
+
+def parse_yaml(path: Path, text: str) -> tuple[yaml.Node | None, Any]:
+    """The YAML document as a node tree (for line numbers) and as data; ScenarioError in one line otherwise."""
+    loader = None
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ScenarioError([f"{path}: cannot read: {exc.strerror}"]) from None
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        loader = _Loader(text)  # refuses control characters here
+        root = loader.get_single_node()
+        return root, loader.construct_document(root) if root is not None else None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise ScenarioError([f"{where}: YAML syntax error: {getattr(exc, 'problem', exc)}"]) from None
+        problem = (getattr(exc, "problem", None) or str(exc).splitlines()[0]).replace("\n", "\\n")
+        raise ScenarioError([f"{where}: YAML syntax error: {problem}"]) from None
+    except RecursionError:
+        raise ScenarioError([f"{path}:1: YAML nested too deeply: flatten the document"]) from None
+    except ValueError as exc:  # a scalar PyYAML resolves but cannot build (a timestamp like 2024-13-45)
+        raise ScenarioError([f"{path}: YAML value error: {exc}"]) from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Parse and validate one scenario file; raise ScenarioError with every problem found. Only a regular UTF-8
+    file of at most 1 MB is read (a FIFO or a device named .yaml is refused before it is opened)."""
+    path = Path(path)
+    try:
+        text = read_text(path, MAX_SCENARIO_BYTES)
+    except InputError as exc:
+        raise ScenarioError([f"{path}: {exc}"]) from None
+    root, data = parse_yaml(path, text)
     problems = []
     if not NAME_RE.match(path.stem):
         problems.append(f"{path}:1: file name: scenario names are lowercase letters, digits and '_' (rename the file)")
@@ -121,7 +160,7 @@ def load_scenario(path: str | Path) -> Scenario:
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
-        problems += sorted(format_errors(path, root, exc), key=lambda line: int(line.split(":")[1]))
+        problems += [line for _, line in sorted(format_errors(path, root, exc), key=lambda p: p[0])]
     if problems:
         raise ScenarioError(problems)
     scenario._name = path.stem

@@ -245,9 +245,10 @@ def _free(statvfs: Callable[[str], os.statvfs_result], path: Path) -> int | None
 
 
 def tree_size(top: Path) -> tuple[int, int]:
-    """Bytes and number of the regular files under ``top``; symlinks are not followed, vanished entries skipped."""
+    """Bytes and number of the regular files under ``top``; symlinks (``top`` too) are not followed, vanished
+    entries skipped."""
     total = files = 0
-    pending = [str(top)]
+    pending = [] if top.is_symlink() else [str(top)]
     while pending:
         try:
             entries = os.scandir(pending.pop())

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import pytest
+from filelock import FileLock
 
 from harness.checks import CHECKS, Check, CheckContext, CheckResult
 from harness.checks.known_gap import check_gap, gap_name
@@ -33,7 +34,8 @@ from harness.loader import load_scenario
 from harness.monitor import MAX_DUMP_ENV, MIN_FREE_ENV, PeriodicLines, Watch
 from harness.registry import EXECUTORS
 from harness.results import record_check
-from harness.runs import ensure_runs
+from harness.rundir import ScenarioDir
+from harness.runs import ensure_runs, results_dir, scenario_lock
 from harness.scenario import Scenario
 from harness.settings import KnownGap
 from harness.signals import Interrupted, describe, interrupts, note_stopped
@@ -182,6 +184,7 @@ def _interrupt_when_orphaned() -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    _release_lock(config)
     if _SIGNALS in config.stash:
         config.stash[_SIGNALS].close()
 
@@ -282,6 +285,24 @@ class ScenarioFile(pytest.File):
         return items
 
 
+def _hold_lock(config: pytest.Config, sdir: ScenarioDir) -> None:
+    """Hold the scenario's results-dir lock from its first item's setup until the next scenario's (or the session's
+    end), so that no other harness run trains or writes results.json between this scenario's items."""
+    held = config.stash.get(_HELD, None)
+    if held is not None and held.lock_file == str(sdir.lock):
+        return
+    _release_lock(config)
+    lock = scenario_lock(sdir)
+    lock.acquire()
+    config.stash[_HELD] = lock
+
+
+def _release_lock(config: pytest.Config) -> None:
+    if (held := config.stash.get(_HELD, None)) is not None:
+        held.release()
+        del config.stash[_HELD]
+
+
 class ScenarioItem(pytest.Item):
     def __init__(self, *, scenario: Scenario, **kw: Any) -> None:
         super().__init__(**kw)
@@ -298,9 +319,11 @@ class ScenarioItem(pytest.Item):
                 "--harness-heavy` (or HARNESS_HEAVY=1)"
             )
         try:
+            results = results_dir(config.getoption("harness_results"))
+            _hold_lock(config, ScenarioDir(results / self.scenario.name))
             self.runs = ensure_runs(
                 self.scenario,
-                Path(config.getoption("harness_results")).resolve(),
+                results,
                 config.stash[_SESSION],
                 config.getoption("executor"),
                 reuse=config.getoption("harness_reuse"),
@@ -405,6 +428,7 @@ class CompareItem(pytest.Item):
             _fail(exc)
         (compared,) = comparison.scenarios
         self.user_properties += [(f"compare.{f.metric}", f.ratio_text()) for f in compared.figures]
+        self.user_properties += compared.numerics.properties() if compared.numerics else []
         self.add_report_section("call", "harness", "\n".join(comparison.lines()))
         if compared.status == "error":
             _fail(InfraError("; ".join(compared.errors)))
@@ -425,6 +449,7 @@ _TARGET = pytest.StashKey[Target]()
 _BASELINE = pytest.StashKey[Baseline]()
 _WATCH = pytest.StashKey[Watch]()
 _SIGNALS = pytest.StashKey[contextlib.ExitStack]()
+_HELD = pytest.StashKey[FileLock]()  # the results-dir lock of the scenario whose items are running
 _INTERRUPTS: list[KeyboardInterrupt] = []  # pytest_keyboard_interrupt -> pytest_sessionfinish
 
 

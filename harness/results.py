@@ -4,17 +4,24 @@ from __future__ import annotations
 
 import json
 import platform
-from typing import Any
+from pathlib import Path
+from typing import Annotated, Any
 
 from filelock import FileLock
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.checks.base import CheckResult
+from harness.errors import BaselineError
+from harness.loader import NAME_RE
 from harness.registry import EXECUTORS
 from harness.runs import ScenarioRuns
+from harness.safeio import MB, InputError, read_text, write_atomic
 from harness.scenario import Scenario
 from harness.target import pinned_target
 from harness.target_env import ensure_env
 from harness.target_env import environment as target_environment
+
+MAX_RESULTS_BYTES = 64 * MB
 
 
 def environment(scenario: Scenario, target: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -43,10 +50,10 @@ def record_check(scenario: Scenario, runs: ScenarioRuns, result: CheckResult, xf
     path = runs.dir.results
     with FileLock(str(runs.dir.lock) + ".results"):
         try:
-            doc = json.loads(path.read_text())
-        except (OSError, ValueError):
+            doc = json.loads(read_text(path, MAX_RESULTS_BYTES, follow=False))
+        except (InputError, ValueError):
             doc = {}
-        if doc.get("session") != runs.session:
+        if not isinstance(doc, dict) or doc.get("session") != runs.session or not isinstance(doc.get("checks"), dict):
             doc = {
                 "scenario": scenario.name,
                 "session": runs.session,
@@ -67,4 +74,52 @@ def record_check(scenario: Scenario, runs: ScenarioRuns, result: CheckResult, xf
             "figures": result.figures,
             **({"xfail_reason": xfail_reason} if xfail_reason else {}),
         }
-        path.write_text(json.dumps(doc, indent=2, sort_keys=False))
+        write_atomic(path, json.dumps(doc, indent=2, sort_keys=False))
+
+
+class _Lenient(BaseModel):
+    """Fields the readers use, checked; anything else a results.json holds (older or newer harnesses) kept."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+
+class RunDoc(_Lenient):
+    exit_code: int | None = None
+    timed_out: bool = False
+
+
+class CheckDoc(_Lenient):
+    passed: bool
+    figures: dict[str, float | int | str] = {}
+    problems: list[str] = []
+    inconclusive: list[str] = []
+
+
+class ResultsDoc(_Lenient):
+    """What the gate, the baselines and the reports read from a results.json."""
+
+    scenario: Annotated[str, Field(pattern=NAME_RE.pattern)]
+    settings: dict[str, Any] = {}
+    environment: dict[str, Any] = {}
+    runs: dict[str, RunDoc] = {}
+    checks: dict[str, CheckDoc] = {}
+
+
+def read_results(path: Path) -> ResultsDoc:
+    """``<results>/<scenario>/results.json``, checked; BaselineError in one line (file, field, what) otherwise. The
+    scenario it names must be its directory's: a name from a file never becomes a path of its own."""
+    try:
+        doc = ResultsDoc.model_validate(json.loads(read_text(path, MAX_RESULTS_BYTES, follow=False)))
+    except InputError as exc:
+        raise BaselineError(f"cannot read {path}: {exc}") from None
+    except (ValueError, RecursionError) as exc:
+        if isinstance(exc, ValidationError):
+            err = exc.errors()[0]
+            where = ".".join(map(str, err["loc"])) or "(top level)"
+            more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+            raise BaselineError(f"{path}: {where}: {err['msg']}{more}: not a harness results.json") from None
+        why = str(exc)[:80]
+        raise BaselineError(f"{path} is not valid JSON ({why}): a truncated or corrupt results file") from None
+    if doc.scenario != path.parent.name:
+        raise BaselineError(f"{path}: scenario: {doc.scenario!r} is not its directory's name {path.parent.name!r}")
+    return doc

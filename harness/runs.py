@@ -25,13 +25,14 @@ from harness.launch import ExecResult
 from harness.monitor import Monitor, Watch, dump_cap
 from harness.registry import EXECUTORS, WORKLOADS
 from harness.rundir import MODES, Mode, ScenarioDir
+from harness.safeio import MB, InputError, read_text, write_atomic
 from harness.scenario import Scenario
 from harness.slots import heavy_slot
 from harness.target import Target, parse_target
 from harness.target_env import TargetEnv, check_api, ensure_env, environment
 from harness.workloads import fault_injection
 
-__all__ = ["LABEL_PREFIX", "RunRecord", "ScenarioRuns", "ensure_runs", "fingerprint"]
+__all__ = ["LABEL_PREFIX", "RunRecord", "ScenarioRuns", "ensure_runs", "fingerprint", "results_dir", "scenario_lock"]
 
 
 @dataclass
@@ -92,10 +93,18 @@ def fingerprint(scenario: Scenario, target: Target) -> str:
 
 
 def _load(sdir: ScenarioDir, session: str, scenario: Scenario, target: Target, reuse: bool) -> ScenarioRuns | None:
+    """This session's runs (or, with ``reuse``, an earlier session's good ones); None when there are none to reuse,
+    including a runs.json that is not one (corrupt, a link, not a file): those runs are made again."""
     try:
-        raw = json.loads(sdir.runs_record.read_text())
-    except (OSError, ValueError):
+        raw = json.loads(read_text(sdir.runs_record, 16 * MB, follow=False))
+        return _from_record(raw, sdir, session, scenario, target, reuse)
+    except (InputError, ValueError, TypeError, KeyError, AttributeError):
         return None
+
+
+def _from_record(
+    raw: dict, sdir: ScenarioDir, session: str, scenario: Scenario, target: Target, reuse: bool
+) -> ScenarioRuns | None:
     same_session = raw.get("session") == session
     if raw.get("fingerprint") != fingerprint(scenario, target):
         return None  # another target (or other settings) in the same session: train again
@@ -118,6 +127,28 @@ def target_env(scenario: Scenario, target: Target) -> TargetEnv:
     return env
 
 
+def results_dir(path: str | Path) -> Path:
+    """A results dir as given on the command line, absolute; InfraError when it is a file (said before any run)."""
+    root = Path(path).resolve()
+    if root.exists() and not root.is_dir():
+        raise InfraError(f"--results {path}: not a directory (a results dir is made there, or an existing one used)")
+    return root
+
+
+def scenario_lock(sdir: ScenarioDir) -> FileLock:
+    """The lock of one scenario's results dir, to hold from its trainings to its last results.json write (a
+    ``--reuse`` re-check too): one instance per path in a process, so taking it again while held is free.
+    Makes the results dir and refuses one that is not a plain directory (a link would move every write)."""
+    for p in (sdir.root.parent, sdir.root):
+        if p.is_symlink() or (p.exists() and not p.is_dir()):
+            raise InfraError(f"results dir {p} is a link or not a directory: results are written in place only")
+    try:
+        sdir.root.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InfraError(f"cannot make the results dir {sdir.root.parent}: {exc.strerror}") from None
+    return FileLock(str(sdir.lock), is_singleton=True)
+
+
 def ensure_runs(
     scenario: Scenario,
     results: Path,
@@ -135,8 +166,7 @@ def ensure_runs(
     the environment, no live line)."""
     target = target or parse_target()
     sdir = ScenarioDir(Path(results) / scenario.name)
-    sdir.root.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(sdir.lock)):
+    with scenario_lock(sdir):
         runs = _load(sdir, session, scenario, target, reuse)
         if runs is None:
             env = target_env(scenario, target)
@@ -193,12 +223,13 @@ def _train(
             res, error = ExecResult(exit_code=None, wall_s=0.0, detail=str(exc)), str(exc)
         argv = res.argv or launch.argv("python")
         records[mode] = RunRecord(mode, executor.name, argv, res, error, block, stopped)
-        run.record.write_text(json.dumps(asdict(records[mode]), indent=2))
+        write_atomic(run.record, json.dumps(asdict(records[mode]), indent=2))
         if error or stopped:
             break  # the on run is pointless without a baseline; a stopped on run is the last anyway
     recorded = {"block": block, "environment": environment(env)}
     runs = ScenarioRuns(sdir, session, records, trained_s=time.monotonic() - started, target=recorded)
-    sdir.runs_record.write_text(
+    write_atomic(
+        sdir.runs_record,
         json.dumps(
             {
                 "session": session,
@@ -207,6 +238,6 @@ def _train(
                 "records": {m: asdict(r) for m, r in records.items()},
             },
             indent=2,
-        )
+        ),
     )
     return runs

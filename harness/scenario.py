@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 from pydantic import Field, PositiveInt, PrivateAttr, create_model, model_validator
 
 from harness.registry import EXECUTORS, WORKLOADS
-from harness.settings import Budgets, ExecutorSettingsBase, Expectations, PrecisionDebuggerSettings
+from harness.settings import Budgets, ExecutorOptions, ExecutorSettingsBase, Expectations, PrecisionDebuggerSettings
 from harness.strict import Strict
 
 if TYPE_CHECKING:  # what a type checker sees; pydantic gets the unions built from the registries below
@@ -32,6 +32,9 @@ else:
         **{name: (e.settings, e.settings()) for name, e in EXECUTORS.items() if e.settings},
     )
 
+MAX_STEPS = 10_000  # a regression scenario trains a handful of steps; more is a typo (and a list that size)
+MAX_WORLD_SIZE = 4096
+
 
 class Scenario(Strict):
     """One scenario file. Its name is the file's stem (set by the loader), so ``-k NAME`` selects it."""
@@ -39,8 +42,8 @@ class Scenario(Strict):
     description: str = ""
     device: Literal["cpu", "npu", "cuda"] = "cpu"
     engine: Literal["fsdp", "megatron"]
-    world_size: PositiveInt
-    steps: Annotated[PositiveInt, Field(description="total training steps")]
+    world_size: Annotated[PositiveInt, Field(le=MAX_WORLD_SIZE)]
+    steps: Annotated[PositiveInt, Field(le=MAX_STEPS, description="total training steps")]
     workload: WorkloadSettings
     precision_debugger: PrecisionDebuggerSettings
     expect: Expectations = Expectations()
@@ -74,6 +77,10 @@ class Scenario(Strict):
         gaps: set[str] = {s for g in self.expect.known_gaps for s in g.stages}
         if unexpected := sorted(gaps - set(self.expected_stages)):
             raise ValueError(f"expect.known_gaps names stages {unexpected} that are not expected")
+        for kind in EXECUTORS:  # every options block, used or not: `--executor docker` may pick one up
+            opts = self.executor.options(kind)
+            if isinstance(opts, ExecutorOptions) and (why := opts.refusal(f"executor.{kind}", self.device)):
+                raise ValueError(why)
         self.workload.check_scenario(self)
         return self
 

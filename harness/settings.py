@@ -76,6 +76,12 @@ class Expectations(Strict):
         "uninitialised all-gather buffer as seen by Tensor.narrow",
     )
     known_gaps: list[KnownGap] = Field(default_factory=list)
+    numerics_match: bool = Field(
+        True,
+        description="base against head: msprobe's compare of the two dump trees is judged (same seeds, same "
+        "numbers); false where numerics are not expected to match (a nondeterministic kernel on an accelerator): "
+        "its figures are reported, not judged",
+    )
     nonzero_backward: bool = Field(
         False,
         description="each update stage's dump holds a backward tensor with a non-zero Norm: a zero reward or "
@@ -119,6 +125,26 @@ class DiskBudget(Strict):
 class Budgets(Strict):
     overhead: OverheadBudget
     disk: DiskBudget = DiskBudget()
+
+
+class ExecutorOptions(Strict):
+    """An executor's options block (``executor.<name>:``). Settings that open the host to the training (``risks``)
+    are refused unless the block says ``unsafe: true`` with an ``unsafe_reason``; the run then says so."""
+
+    unsafe: bool = Field(False, description="run even with the risks this block's settings carry (needs a reason)")
+    unsafe_reason: str = Field("", description="why the risks are needed: recorded and shown with every run")
+
+    def risks(self, device: str | None = None) -> list[str]:
+        """What these settings expose of the host, one phrase each (``device``: the scenario's, when known)."""
+        return []
+
+    def refusal(self, where: str, device: str | None = None) -> str | None:
+        """The one-line reason these settings may not run, or None."""
+        if self.unsafe and not self.unsafe_reason.strip():
+            return f"{where}.unsafe: true needs {where}.unsafe_reason (why the risks are needed)"
+        if (risks := self.risks(device)) and not self.unsafe:
+            return f"{where}: refused, {'; '.join(risks)} (or set unsafe: true and unsafe_reason: WHY)"
+        return None
 
 
 class ExecutorSettingsBase(Strict):

@@ -16,6 +16,16 @@ from harness.rundir import ScenarioDir
 from harness.scenario import Scenario
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked heavy (minutes of training each) are the heavy tier, like heavy: true scenarios."""
+    if config.getoption("harness_heavy"):
+        return
+    skip = pytest.mark.skip(reason="heavy test (minutes of training): run it with --harness-heavy")
+    for item in items:
+        if item.get_closest_marker("heavy"):
+            item.add_marker(skip)
+
+
 @pytest.fixture
 def good_case(tmp_path: Path) -> tuple[Scenario, CheckContext]:
     """A scenario with a complete, correct set of artifacts (as a successful pair of runs leaves them)."""

@@ -9,9 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from builders import write_scenario
+from conftest import SMALL_TARGET
 from verl_repo import VerlRepo
 
 from harness.gate.compare import compare_scenario
+from harness.gate.numerics import entry_of
 from harness.gate.observe import observe_results
 
 SCENARIO = "scenarios/tiny_fsdp_l1.yaml"  # the small variant (conftest.SMALL_TARGET)
@@ -45,11 +49,16 @@ def test_a_commit_that_stops_dumping_a_stage_is_flagged_by_pytest_under_docker(
     )
     assert "REGRESSED tiny_fsdp_l1: structure.actor_update.rank0.names -Functional" in out
     assert "MISSING tiny_fsdp_l1: structure.actor_update.rank0.entries" in out
+    assert "MISSING tiny_fsdp_l1: numerics step_2/actor_update dumped on base, missing on head: not compared" in out
     where = res / "compare" / "tiny_fsdp_l1"
     for side in ("base", "head"):
         run = json.loads((where / side / "r0" / "tiny_fsdp_l1" / "on" / "run.json").read_text())
         assert run["executor"] == "docker"
     assert json.loads((where / "compare.json").read_text())["exit_code"] == 1
+    head = json.loads((where / "head" / "r0" / "tiny_fsdp_l1" / "results.json").read_text())
+    assert {k: v["passed"] for k, v in head["checks"].items()} == {
+        "layout": False, "contents": True, "overhead": True, "disk": True,
+    }  # fmt: skip
 
 
 def test_a_neutral_commit_and_a_a_compare_clean(repo: VerlRepo, cache: Path, small: Path):
@@ -71,3 +80,41 @@ def test_a_neutral_commit_and_a_a_compare_clean(repo: VerlRepo, cache: Path, sma
     base = [observe_results(res / "base" / f"r{i}" / "tiny_fsdp_l1" / "results.json") for i in (0, 1)]
     a_a = compare_scenario("tiny_fsdp_l1", base[:1], base[1:], judge=("disk", "structure"))
     assert a_a.status == "ok" and not a_a.findings, a_a.lines()
+    # numerics: msprobe's compare of the "on" dumps, head against base, and base's two runs against each other
+    assert "note tiny_fsdp_l1: numerics: determinism self-check clean (" in proc.stdout
+    assert "note tiny_fsdp_l1: numerics: 3 of 3 step/stage dumps match base (" in proc.stdout
+    numerics = doc["scenarios"][0]["numerics"]
+    assert numerics["judged"] is True
+    stages = numerics["head_vs_base"]["stages"]
+    assert [s["stage"] for s in stages] == ["actor_compute_log_prob", "actor_update", "ref_compute_log_prob"]
+    assert all(s["rows"] > 100 and s["counts"]["pass"] + s["nonfinite_ok"] == s["rows"] for s in stages), stages
+    assert all(Path(c).is_file() and Path(c).is_relative_to(res / "numerics") for s in stages for c in s["csvs"])
+
+
+@pytest.mark.heavy
+def test_a_commit_that_changes_numerics_is_named_by_its_first_diverging_api(
+    repo: VerlRepo, cache: Path, tmp_path: Path
+):
+    """GAE's advantages no longer whitened (verl's compute_gae_advantage_return, called by the critic scenarios):
+    every check and figure as on base, only the numbers of actor_update move (its weights took a different update
+    at step 1). The verdict names an API whose statistics really differ in the two dump.json files."""
+    critic = {
+        "workload": {"kind": "cpu_ppo", "critic": True},
+        "precision_debugger": SMALL_TARGET["precision_debugger"] | {"stages": ["actor_update"]},
+        "expect": {"nonfinite_ok": [r"^Tensor\.narrow\.\d+\.(forward|backward)$"]},
+    }
+    write_scenario(tmp_path, name="tiny_fsdp_l1", **(SMALL_TARGET | critic))
+    res = tmp_path / "cmp_numerics"
+    proc = compare(tmp_path, cache, f"--base={repo.path}@v0.9.1", f"--head={repo.path}@numerics", "--repeats=1",
+                   f"--results={res}", "--judge=disk,structure")  # fmt: skip
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
+    regressed = [line for line in proc.stdout.splitlines() if line.startswith("REGRESSED")]
+    assert len(regressed) == 1 and regressed[0].startswith("REGRESSED tiny_fsdp_l1: numerics step_2/actor_update: ")
+    assert "; first diverging API " in regressed[0], regressed
+    (stage,) = json.loads((res / "compare.json").read_text())["scenarios"][0]["numerics"]["head_vs_base"]["stages"]
+    named = {entry_of(stage["first"]["name"]), *([stage["first_da"].split(" (")[0]] if stage["first_da"] else [])}
+    dumps = {side: res / side / "r0" / "tiny_fsdp_l1" / "on" / "dumps" / "step_2" / "actor_update" / "step0" / "rank0"
+             for side in ("base", "head")}  # fmt: skip
+    data = {side: json.loads((d / "dump.json").read_text())["data"] for side, d in dumps.items()}
+    for api in named:
+        assert data["base"][api] != data["head"][api], f"{api} is named, but its statistics are the same"

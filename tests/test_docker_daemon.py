@@ -174,7 +174,8 @@ def test_missing_image_failing_and_oom_killed_containers_are_infrastructure_erro
     client = daemon()
     tag = f"{uuid.uuid4().hex[:6]}"
     write_scenario(tmp_path, name=f"noimage_{tag}", executor={**DOCKER, "docker": {"image": "harness-test:absent"}})
-    write_scenario(tmp_path, name=f"exit1_{tag}", executor={**DOCKER, "docker": {"env": {"PYTHONHOME": "/absent"}}})
+    broken = {"env": {"PYTHONHOME": "/absent"}, "unsafe": True, "unsafe_reason": "test: a broken interpreter"}
+    write_scenario(tmp_path, name=f"exit1_{tag}", executor={**DOCKER, "docker": broken})
     write_scenario(tmp_path, name=f"oom_{tag}", executor={**DOCKER, "docker": {"memory": "150m"}}, world_size=1)
     proc = pytest_run("scenarios", f"--harness-results={tmp_path / 'res'}", "-rE", cwd=tmp_path)
     out = proc.stdout
@@ -186,6 +187,7 @@ def test_missing_image_failing_and_oom_killed_containers_are_infrastructure_erro
         and "`python -m harness image build-cpu --tag harness-test:absent`" in out
     )
     assert "off run: training exited with code 1. Log tail" in out and "Fatal Python error" in out
+    assert "UNSAFE container (test: a broken interpreter): env/pass_env PYTHONHOME" in proc.stderr + out
     assert "off run: killed for memory (OOM) with exit code 137: raise executor.docker.memory" in out
     for name in ("noimage", "exit1", "oom"):
         assert leftovers(client, scenario=f"{name}_{tag}") == []

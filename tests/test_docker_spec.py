@@ -51,7 +51,7 @@ def test_cpu_self_contained_image(tmp_path):
     assert spec["working_dir"] == run_dir
     assert spec["labels"] == LABELS
     assert spec["user"] == f"{os.getuid()}:{os.getgid()}"  # files written in the run dir stay the user's
-    assert (spec["shm_size"], spec["network_mode"], spec["init"]) == ("2g", "host", True)
+    assert (spec["shm_size"], spec["network_mode"], spec["init"]) == ("2g", "none", True)
     for key in ("devices", "device_requests", "runtime", "mem_limit", "nano_cpus"):
         assert key not in spec
     assert spec["environment"]["VERL_FILE_LOGGER_PATH"] == f"{run_dir}/metrics.jsonl"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import os
@@ -40,7 +41,7 @@ def _doc(n: int) -> dict[str, Any]:
 
 def _streamed(path: Path) -> tuple[dict[str, Any], list[tuple[str, Any]]]:
     dump = DumpFile(path)
-    entries = list(dump.entries())
+    entries = [kv for batch in dump.batches() for kv in batch.items()]
     return dump.header, entries
 
 
@@ -53,6 +54,7 @@ def _same(a: Any, b: Any) -> bool:
 @pytest.mark.parametrize("chunk", [7, 1 << 20])
 def test_streaming_equals_a_whole_file_parse(tmp_path, monkeypatch, indent, chunk):
     monkeypatch.setattr(dumpfile, "CHUNK", chunk)  # tiny windows: every value is cut off somewhere
+    monkeypatch.setattr(dumpfile, "BATCH", chunk)  # one entry per orjson call, or all of them in one
     path = tmp_path / "dump.json"
     path.write_text(json.dumps(_doc(6), indent=indent, ensure_ascii=False))
     whole = json.loads(path.read_text())
@@ -69,6 +71,27 @@ def test_msprobe_written_nan_and_infinity_literals(tmp_path):
     entry = dict(_streamed(path)[1])["Functional.linear.0.forward"]
     stats = entry["output"][0]
     assert math.isnan(stats["Max"]) and stats["Min"] == -math.inf and stats["Mean"] == math.inf
+
+
+def test_the_collector_is_paused_only_while_a_dump_is_read(tmp_path):
+    path = tmp_path / "dump.json"
+    path.write_text(json.dumps(_doc(3), indent=1))
+    reading = DumpFile(path).batches()
+    next(reading)
+    assert not gc.isenabled()
+    reading.close()  # a reader that stops early
+    assert gc.isenabled()
+    path.write_text(json.dumps(_doc(3), indent=1)[:-40])
+    with pytest.raises(ValueError):
+        _streamed(path)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        path.write_text(json.dumps(_doc(3), indent=1))
+        _streamed(path)
+        assert not gc.isenabled()  # a caller's own pause is left as it was
+    finally:
+        gc.enable()
 
 
 def test_structure_equals_the_whole_file_reading(tmp_path):
@@ -106,7 +129,7 @@ def test_header_and_data_in_any_order(tmp_path, text, has_data, header):
     path = tmp_path / "dump.json"
     path.write_text(text)
     dump = DumpFile(path)
-    assert list(dump.entries()) == []
+    assert list(dump.batches()) == []
     assert (dump.has_data, dump.header) == (has_data, header)
 
 
@@ -182,6 +205,22 @@ def test_symlinked_step_dir_is_a_stray_and_not_walked(good_case, monkeypatch):
     assert {"step_9", "step_2/actor_update/step0/rank5"} <= set(tree.strays)
     layout = CHECKS["layout"](CheckContext(ctx.scenario, ctx.dir)).problems
     assert "unexpected path step_9 under the dump root (not step_N/stage/step0/rankR)" in layout
+
+
+def test_symlinked_dump_root_is_one_layout_line_and_not_walked(good_case, monkeypatch):
+    _, ctx = good_case
+    dumps = ctx.tree.root
+    dumps.rename(dumps.with_name("elsewhere"))
+    dumps.symlink_to("/")
+    listed: list[Path] = []
+    iterdir = Path.iterdir
+    monkeypatch.setattr(Path, "iterdir", lambda self: listed.append(self) or iterdir(self))
+    fresh = CheckContext(ctx.scenario, ctx.dir)
+    layout, seconds = _within(10, lambda: CHECKS["layout"](fresh))
+    assert not listed and seconds < 10
+    assert f"{dumps}: a symlink to /, not followed (dumps must lie in the run dir)" in layout.problems
+    assert not CHECKS["contents"](fresh).passed  # nothing to check: "see the layout check"
+    assert structure_of(dumps) == {}
 
 
 def test_every_tensor_is_counted(good_case):

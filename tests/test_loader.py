@@ -49,7 +49,7 @@ def test_bad_file_gives_one_line_per_problem(tmp_path):
     with pytest.raises(ScenarioError) as exc:
         load_scenario(path)
     assert exc.value.problems == [
-        f"{path}:3: world_size: Input should be a valid integer, unable to parse string as an integer (got 'two')",
+        f"{path}:3: world_size: Input should be a valid integer (got 'two')",
         f"{path}:9: precision_debugger.levle: unknown field; did you mean 'level'? (allowed: async_dump, data_mode, "
         "extra_info, level, list, ranks, scope, stages, steps, strict, summary_mode, task)",
         f"{path}:10: precision_debugger.level: Input should be 'L0', 'L1' or 'mix' (got 'L3')",

@@ -53,6 +53,7 @@ def test_tree_size_counts_regular_files_and_never_follows_symlinks(tmp_path):
     os.mkfifo(tmp_path / "fifo")
     assert tree_size(tmp_path) == (1024, 2)
     assert tree_size(tmp_path / "absent") == (0, 0)
+    assert tree_size(tmp_path / "a" / "root") == (0, 0)
 
 
 def _run(tmp_path: Path) -> RunDir:

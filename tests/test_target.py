@@ -29,6 +29,8 @@ from harness.report.summary import summary_markdown
 from harness.target import TargetError, parse_target
 from harness.target_env import _MADE, ensure_env
 
+pytestmark = pytest.mark.xdist_group("target")  # the docker test re-reads the neutral commit's local results
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -96,8 +98,7 @@ def test_environment_is_made_once_then_reused_at_a_fixed_width_path(repo: VerlRe
     proc = subprocess.run(cli, capture_output=True, text=True, check=True, env={**os.environ}, cwd=ROOT)
     warm = time.monotonic() - started  # a new process: what a second session pays
     print(f"environment set-up for {env.target.verl.identity}: cold {cold:.2f}s, warm (new process) {warm:.2f}s")
-    assert "reused in" in proc.stdout and str(env.root) in proc.stdout
-    assert warm < 5, proc.stdout
+    assert "reused in" in proc.stdout and str(env.root) in proc.stdout  # not remade (timings: printed, not judged)
     assert env.root is not None and env.root.parent == use_cache / "envs"
     verl_file = subprocess.run(
         [str(env.python), "-c", "import verl, harness, torch; print(verl.__file__)"],
@@ -109,12 +110,8 @@ def test_environment_is_made_once_then_reused_at_a_fixed_width_path(repo: VerlRe
     assert len(str(other.facts["packages_dir"])) == len(str(env.facts["packages_dir"]))  # fair disk figures
 
 
-def test_bad_commit_fails_layout_and_neutral_commit_passes(repo: VerlRepo, cache: Path, small: Path) -> None:
-    bad = harness_pytest(small, cache, f"--verl={repo.path}@{repo.bad}", f"--harness-results={small / 'res_bad'}")
-    assert bad.returncode == 1, bad.stdout[-3000:]
-    assert "missing dump dir step_2/actor_update/step0/rank0" in bad.stdout
-    assert checks(small / "res_bad") == {"layout": False, "contents": True, "overhead": True, "disk": True}
-
+def test_neutral_commit_passes_and_is_named_everywhere(repo: VerlRepo, cache: Path, small: Path) -> None:
+    """The bad commit failing layout is test_compare_runs' (head against this release, under docker)."""
     xml = small / "neutral.xml"
     neutral = harness_pytest(
         small, cache, f"--verl={repo.path}@{repo.neutral}", f"--harness-results={small / 'res'}", f"--junitxml={xml}"

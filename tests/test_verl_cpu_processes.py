@@ -1,5 +1,7 @@
 """Process hygiene of verl's real trainer on CPU: Ray's daemons, workers and actors (17-19 processes) are
-all gone after a run killed by its timeout and after Ctrl-C (SIGINT) to the harness."""
+all gone after a run killed by its timeout and after Ctrl-C (SIGINT) to the harness. The heavy tier (~3 min):
+``pytest tests/test_verl_cpu_processes.py --harness-heavy``; the tiny workload's timeout and signal paths run in
+the everyday suite (test_e2e, test_long_runs)."""
 
 from __future__ import annotations
 
@@ -10,9 +12,11 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.heavy
 
 
 def ours(results: Path) -> list[psutil.Process]:

@@ -2,8 +2,9 @@
 
 ``release``: the installed package as it is (verl 0.9.1) plus a minimal build file (a wheel's files carry none).
 On top of it, each on its own branch: ``bad`` (verl's precision_debugger integration no longer dumps
-actor_update: a silent regression the layout check must catch), ``neutral`` (a comment) and ``drift``
-(``DistProfiler`` renamed: the harness's workload no longer finds what it drives).
+actor_update: a silent regression the layout check must catch), ``neutral`` (a comment), ``drift``
+(``DistProfiler`` renamed: the harness's workload no longer finds what it drives) and ``numerics`` (GAE's
+advantages no longer whitened: every check passes, only the numbers of actor_update change).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ include = ["verl*"]
 "*" = ["**/*.yaml", "**/*.json", "version/*", "py.typed"]
 """
 PROFILE = Path("verl/utils/profiler/precision_debugger_profile.py")
+CORE_ALGOS = Path("verl/trainer/ppo/core_algos.py")
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,7 @@ class VerlRepo:
     bad: str
     neutral: str
     drift: str
+    numerics: str
 
 
 def git(repo: Path, *args: str) -> str:
@@ -91,4 +94,10 @@ def make_verl_repo(root: Path) -> VerlRepo:
     )
     neutral = _commit(root, "neutral", "comment only", {PROFILE: (r"\Z", "# a comment that changes nothing\n")})
     drift = _commit(root, "drift", "rename DistProfiler to Profiler", {Path("verl"): (r"\bDistProfiler\b", "Profiler")})
-    return VerlRepo(root, release, bad, neutral, drift)
+    numerics = _commit(
+        root,
+        "numerics",
+        "GAE: advantages not whitened",
+        {CORE_ALGOS: (r"^(\s+returns = advantages \+ values\n)\s+advantages = verl_F\.masked_whiten\(.*\n", r"\1")},
+    )
+    return VerlRepo(root, release, bad, neutral, drift, numerics)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 from typing import Protocol
 
 from harness.artifacts import DumpDir, DumpTree, Metrics
+from harness.errors import MetricsError
 from harness.rundir import MODES, Mode, ScenarioDir
 from harness.scenario import Scenario
 
@@ -28,6 +31,18 @@ class CheckResult:
         return not self.problems and not self.inconclusive
 
 
+def _timings_checked(path: Path) -> Metrics:
+    """A run's metrics whose timers (``timing_s/*``) are all finite numbers: ``"fast"`` or ``null`` is a
+    MetricsError naming the step and key, not a traceback in the check that reads it."""
+    metrics = Metrics.read(path)
+    for step, data in sorted(metrics.steps.items()):
+        for key, value in data.items():
+            ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+            if key.startswith("timing_s/") and not ok:
+                raise MetricsError(f"{path}: step {step}: {key} is {value!r}, not a number of seconds")
+    return metrics
+
+
 @dataclass
 class CheckContext:
     scenario: Scenario
@@ -43,11 +58,11 @@ class CheckContext:
 
     @cached_property
     def metrics_off(self) -> Metrics:
-        return Metrics.read(self.dir.run("off").metrics)
+        return _timings_checked(self.dir.run("off").metrics)
 
     @cached_property
     def metrics_on(self) -> Metrics:
-        return Metrics.read(self.dir.run("on").metrics)
+        return _timings_checked(self.dir.run("on").metrics)
 
     @cached_property
     def stopped(self) -> list[str]:

@@ -31,6 +31,9 @@ def check_layout(ctx: CheckContext) -> CheckResult:
         else:
             why = f"rank {r} or step {step} is not expected"
         res.problems.append(f"unexpected dump dir {rel}: {why}")
+    for tree in (ctx.tree, ctx.off_tree):
+        if tree.link is not None:
+            res.problems.append(f"{tree.root}: a symlink to {tree.link}, not followed (dumps must lie in the run dir)")
     for stray in ctx.tree.strays:
         res.problems.append(f"unexpected path {stray} under the dump root (not step_N/stage/step0/rankR)")
 
@@ -42,7 +45,7 @@ def check_layout(ctx: CheckContext) -> CheckResult:
             res.problems.append(f"{where}: missing {', '.join(missing)}")
         for name in sorted(want & d.not_regular.keys()):  # a reader would hang on a FIFO or never end on a device
             res.problems.append(f"{where}/{name}: not a regular file ({d.not_regular[name]})")
-    if ctx.off_tree.dirs or ctx.off_tree.strays:
+    if ctx.off_tree.dirs or ctx.off_tree.strays:  # a link is reported above
         res.problems.append(f"the off run (precision_debugger disabled) wrote dumps under {ctx.off_tree.root}")
 
     res.figures["layout.expected_dirs"] = len(expected)

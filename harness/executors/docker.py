@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import stat
 import sys
 import threading
 import time
@@ -24,11 +26,11 @@ from docker.types import DeviceRequest
 from docker.types import Mount as MountSpec
 from pydantic import Field, PositiveFloat
 
-from harness.errors import InfraError
+from harness.errors import InfraError, WorkloadError
 from harness.executors.base import ENV_ALLOWLIST, LABEL_PREFIX, owner_gone
 from harness.launch import ExecResult, Launch, argv_lines
 from harness.rundir import RunDir
-from harness.settings import ExecutorSettingsBase
+from harness.settings import ExecutorOptions, ExecutorSettingsBase
 from harness.signals import interrupts, note_stopped
 from harness.strict import Strict
 
@@ -59,7 +61,24 @@ class Mount(Strict):
     read_only: bool = True
 
 
-class DockerRuntime(Strict):
+def unsafe_line(rt: DockerRuntime) -> str | None:
+    """What a run with ``unsafe: true`` says, on stderr, in the dry run and in results.json's environment."""
+    risks = rt.risks() if rt.unsafe else []
+    return f"UNSAFE container ({rt.unsafe_reason}): {'; '.join(risks)}" if risks else None
+
+
+def _is_socket(path: str) -> bool:
+    try:
+        return stat.S_ISSOCK(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+DOCKER_SOCKETS = ("/var/run/docker.sock", "/run/docker.sock")
+DANGEROUS_ENV = re.compile(r"^(LD_|PYTHON)")  # the loader and the interpreter: code run before the training's
+
+
+class DockerRuntime(ExecutorOptions):
     """Container settings; used when the executor kind is ``docker``."""
 
     image: str = Field(
@@ -84,7 +103,36 @@ class DockerRuntime(Strict):
     user: str | None = Field(None, description="uid:gid; default: the host user running the harness")
     cpus: PositiveFloat | None = None
     memory: str | None = Field(None, description='e.g. "8g"; the container is OOM-killed above it')
-    network: Literal["none", "host", "bridge"] = "host"
+    network: Literal["none", "host", "bridge"] | None = Field(
+        None, description="default: host with accelerators (HCCL/NCCL bind the host's interfaces), none without"
+    )
+
+    @property
+    def accelerators(self) -> bool:
+        return bool(self.npu_devices or self.gpus or self.ascend_runtime)
+
+    def risks(self, device: str | None = None, host_uid: int | None = None) -> list[str]:
+        """The host `/`, a docker socket (or a dir holding one), root in the container where the harness is not,
+        LD_*/PYTHON* variables, host network without accelerators, devices on a CPU scenario. (Privileges and
+        capabilities cannot be asked for at all: not fields.)"""
+        out = []
+        for m in self.mounts:
+            real = os.path.realpath(m.source)
+            sockets = [s for s in DOCKER_SOCKETS if s == real or s.startswith(real.rstrip("/") + "/")]
+            if real == "/":
+                out.append(f"mounts: the host's / ({m.source})")
+            elif sockets or _is_socket(real) or real.endswith("docker.sock"):
+                out.append(f"mounts: the docker socket ({m.source}): control of the host")
+        uid = os.getuid() if host_uid is None else host_uid
+        if self.user is not None and self.user.split(":")[0] in ("0", "root") and uid != 0:
+            out.append(f"user {self.user}: root in the container while the harness runs as uid {uid}")
+        if bad := sorted(k for k in [*self.env, *self.pass_env] if DANGEROUS_ENV.match(k)):
+            out.append(f"env/pass_env {', '.join(bad)}: loader or interpreter variables")
+        if self.network == "host" and not self.accelerators:
+            out.append("network: host without accelerators (none is enough)")
+        if device == "cpu" and self.accelerators:
+            out.append("npu_devices/gpus/ascend_runtime on a cpu scenario")
+        return out
 
 
 @dataclass(frozen=True)
@@ -178,7 +226,7 @@ def container_spec(
         "labels": dict(labels),
         "user": rt.user or f"{os.getuid()}:{os.getgid()}",
         "shm_size": rt.shm_size,
-        "network_mode": rt.network,
+        "network_mode": rt.network or ("host" if rt.accelerators else "none"),
         "init": True,  # docker-init as pid 1: forwards SIGTERM on stop and reaps the rank processes
     }
     if rt.memory:
@@ -268,6 +316,11 @@ class DockerExecutor:
         labels: dict[str, str],
         stop: threading.Event | None = None,
     ) -> ExecResult:
+        rt: DockerRuntime = settings.options("docker")
+        if why := rt.refusal("executor.docker"):  # settings made in code, past the scenario's validation
+            raise WorkloadError(why)
+        if line := unsafe_line(rt):
+            print(f"harness: {line}", file=sys.stderr, flush=True)
         client = self._client or connect()
         settings = resolve_settings(client, settings, launch.target)
         spec = container_spec(launch, run, settings, labels)
@@ -290,6 +343,7 @@ class DockerExecutor:
         spec = container_spec(launch, run, settings, labels)
         rt: DockerRuntime = settings.options("docker")
         out = [f"image: {spec['image']}" + ("" if rt.image_kind == "auto" else f" ({rt.image_kind})")]
+        out += [line] if (line := unsafe_line(rt)) else []
         devices = spec.get("devices", [])
         if spec.get("runtime"):
             devices = [*devices, f"runtime={spec['runtime']}"]
@@ -313,7 +367,8 @@ class DockerExecutor:
         return out
 
     def environment(self, settings: ExecutorSettingsBase, packages_dir: str | None) -> dict[str, Any]:
-        return {"image": settings.options("docker").image}
+        rt: DockerRuntime = settings.options("docker")
+        return {"image": rt.image, **({"container_unsafe": line} if (line := unsafe_line(rt)) else {})}
 
     def device_ids(self, settings: ExecutorSettingsBase, device: str) -> list[int] | None:
         rt: DockerRuntime = settings.options("docker")

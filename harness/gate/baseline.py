@@ -20,12 +20,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.errors import BaselineError
 from harness.figures import family, parse, samples_of
 from harness.gate.observe import Observation, observe_dir
 from harness.gate.structure import Structure
+from harness.safeio import MB, InputError, read_text, write_atomic
 
 # Environment keys that make two measurements incomparable: the gate reports them instead of comparing. The
 # series is the verl ref a baseline follows (main, a release): a release baseline says nothing about main.
@@ -106,16 +107,18 @@ class Baseline(BaseModel):
 
     def write(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(self.model_dump_json(indent=1) + "\n")
+        write_atomic(path, self.model_dump_json(indent=1) + "\n")
 
     @classmethod
     def read(cls, path: Path) -> Baseline:
         try:
-            return cls.model_validate_json(Path(path).read_bytes())
-        except OSError as exc:
-            raise BaselineError(f"cannot read baseline {path}: {exc.strerror}") from None
-        except ValueError as exc:
-            raise BaselineError(f"{path} is not a harness baseline: {exc}") from None
+            return cls.model_validate_json(read_text(Path(path), 256 * MB))
+        except InputError as exc:
+            raise BaselineError(f"cannot read baseline {path}: {exc}") from None
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(map(str, err["loc"])) or "(top level)"
+            raise BaselineError(f"{path}: {where}: {err['msg']}: not a harness baseline") from None
 
 
 def git_commit(cwd: Path | None = None) -> str | None:

@@ -21,6 +21,7 @@ from harness import stats
 from harness.checks.known_gap import is_gap
 from harness.figures import FAMILIES, family, fmt, ratio, samples_of, structure_names
 from harness.gate.baseline import DEFAULT_POLICY
+from harness.gate.numerics import NumericsReport
 from harness.gate.observe import Observation
 from harness.gate.structure import name_diff
 
@@ -92,6 +93,7 @@ class ScenarioComparison:
     undecided: list[str] = field(default_factory=list)  # check verdicts the noise left undecided on head
     notes: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    numerics: NumericsReport | None = None  # msprobe's compare of the "on" dumps (harness.gate.numerics)
 
     @property
     def status(self) -> Literal["ok", "regressed", "inconclusive", "error"]:

@@ -6,7 +6,6 @@ BaselineError naming the file, never a traceback.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from harness import figures as fig
 from harness.errors import BaselineError
 from harness.figures import family
 from harness.gate.structure import Structure, structure_of
+from harness.results import read_results
 
 
 @dataclass
@@ -58,29 +58,22 @@ def structure_figures(structure: Structure | None) -> dict[str, float | int | st
 def observe_results(path: Path) -> Observation:
     """Read ``<results>/<scenario>/results.json`` and the structure of its dumps (when they are there)."""
     sdir = path.parent
-    try:
-        doc = json.loads(path.read_text())
-    except OSError as exc:
-        raise BaselineError(f"cannot read {path}: {exc.strerror}") from None
-    except ValueError as exc:
-        raise BaselineError(f"{path} is not valid JSON ({exc}): a truncated or corrupt results file") from None
-    if not isinstance(doc, dict):
-        raise BaselineError(f"{path} is not a harness results.json (top level is not a mapping)")
+    doc = read_results(path)
     figures: dict[str, float | int | str] = {}
     checks: dict[str, bool] = {}
     problems: dict[str, list[str]] = {}
     inconclusive: dict[str, list[str]] = {}
-    for name, check in doc.get("checks", {}).items():
-        checks[name] = bool(check.get("passed"))
-        figures.update(check.get("figures", {}))
-        if check.get("problems"):
-            problems[name] = list(check["problems"])
-        if check.get("inconclusive"):
-            inconclusive[name] = list(check["inconclusive"])
+    for name, check in doc.checks.items():
+        checks[name] = check.passed
+        figures.update(check.figures)
+        if check.problems:
+            problems[name] = list(check.problems)
+        if check.inconclusive:
+            inconclusive[name] = list(check.inconclusive)
     errors = [
-        f"{mode} run exited with {r.get('exit_code')}{' (timed out)' if r.get('timed_out') else ''}"
-        for mode, r in doc.get("runs", {}).items()
-        if r.get("exit_code") != 0
+        f"{mode} run exited with {r.exit_code}{' (timed out)' if r.timed_out else ''}"
+        for mode, r in doc.runs.items()
+        if r.exit_code != 0
     ]
     if fig.OVERHEAD_PROFILED not in figures and not errors:
         errors.append("no overhead figures in results.json (did the overhead check run?)")
@@ -88,9 +81,9 @@ def observe_results(path: Path) -> Observation:
     structure = structure_of(dumps) if dumps.is_dir() else None
     figures.update(structure_figures(structure))
     return Observation(
-        scenario=doc.get("scenario", sdir.name),
-        settings=doc.get("settings", {}),
-        environment=with_kind(doc.get("environment", {})),
+        scenario=doc.scenario,
+        settings=doc.settings,
+        environment=with_kind(doc.environment),
         figures=figures,
         structure=structure,
         checks=checks,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Collection
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,7 @@ def _folded_names(path: Path) -> Counter[str] | None:
     """Normalised entry names of one dump with their counts; None unless it reads to the end with a data mapping."""
     dump = DumpFile(path)
     try:
-        names = Counter(normalise(name) for name, _ in dump.entries())
+        names = Counter(map(normalise, chain.from_iterable(dump.batches())))
     except (OSError, ValueError):
         return None
     return names if dump.has_data else None

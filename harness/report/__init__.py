@@ -11,6 +11,7 @@ from harness.gate.verdicts import gate
 from harness.report.doc_tables import doc_tables
 from harness.report.plots import plot_scenario
 from harness.report.summary import summary_markdown
+from harness.safeio import write_atomic
 
 
 @dataclass
@@ -33,7 +34,7 @@ def build_report(results: list[Path], out: Path, baseline: Baseline | None = Non
             pngs.append(plot_scenario(obs, png_dir / f"{name}.png"))
         tables.append(f"## {label}\n\n" + doc_tables(list(observations.values())))
     summary = out / "summary.md"
-    summary.write_text(summary_markdown(runs, gates, png_dir=out))
+    write_atomic(summary, summary_markdown(runs, gates, png_dir=out))
     tables_md = out / "tables.md"
-    tables_md.write_text("\n".join(tables))
+    write_atomic(tables_md, "\n".join(tables))
     return Report(summary, tables_md, pngs)

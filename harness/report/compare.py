@@ -38,12 +38,13 @@ def compare_markdown(c: Comparison, png_dir: Path | None = None) -> str:
         f"- head: {c.head}",
         f"- run order per scenario, on one machine: {', '.join(c.order)}",
         "",
-        "| scenario | verdict | figures within tolerance | findings |",
-        "|---|---|---:|---|",
+        "| scenario | verdict | figures within tolerance | findings | numerics (msprobe compare) |",
+        "|---|---|---:|---|---|",
     ]
     for s in c.scenarios:
         within = f"{sum(f.verdict == 'ok' for f in s.figures)}/{len(s.figures)}"
-        out.append(f"| {s.scenario} | {ICON[s.status]} | {within} | {len(s.findings) + len(s.errors)} |")
+        numerics = s.numerics.summary() if s.numerics else "-"
+        out.append(f"| {s.scenario} | {ICON[s.status]} | {within} | {len(s.findings) + len(s.errors)} | {numerics} |")
     for s in c.scenarios:
         out += ["", f"### {s.scenario}: {ICON[s.status]}", ""]
         lines = [*s.errors, *s.findings, *s.undecided, *(f.line() for f in s.figures if f.verdict != "ok")]

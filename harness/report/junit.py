@@ -12,6 +12,11 @@ from pathlib import Path
 
 from junitparser import Error, Failure, JUnitXml, Properties, Property, Skipped, TestCase, TestSuite
 
+from harness.errors import BaselineError
+from harness.safeio import MB, InputError, read_text
+
+MAX_JUNIT_BYTES = 256 * MB
+
 
 def _rank(case: TestCase) -> int:
     results = case.result
@@ -51,7 +56,12 @@ def merge_junit(inputs: list[Path], output: Path, suite_name: str = "harness") -
     props: dict[tuple[str, str], list[tuple[str, str]]] = {}
     duplicates = 0
     for path in inputs:
-        for suite in _suites(JUnitXml.fromfile(str(path))):
+        try:
+            read_text(path, MAX_JUNIT_BYTES)  # a regular UTF-8 file of sane size, checked before the parser opens it
+            parsed = JUnitXml.fromfile(str(path))
+        except (InputError, ValueError, SyntaxError) as exc:  # ElementTree's ParseError is a SyntaxError
+            raise BaselineError(f"{path}: not a JUnit XML file ({str(exc).splitlines()[0][:120]})") from None
+        for suite in _suites(parsed):
             for case in suite:
                 key = (case.classname or "", case.name or "")
                 seen = props.setdefault(key, [])

@@ -1,0 +1,306 @@
+"""Numerics of base against head: msprobe's own compare on the two targets' "on" dump trees.
+
+Same seeds, data and steps on both sides, so every API's statistics should match; a change in numerics (a dtype,
+an op order, a loss term, a changed default) shows up API by API. For each profiled step and stage dumped on both
+sides, ``msprobe compare`` (its CLI, all pairs in one child process: ``harness.gate.msprobe_compare``) writes one
+CSV per rank under the results dir; each row's ``Result`` is msprobe's verdict on its thresholds (pass, warning,
+error). Rows of entries the scenario lists in ``expect.nonfinite_ok`` (NaN statistics that are expected) are
+counted apart. Where a stage diverges, msprobe's own first-divergence analysis (``compare -da``,
+``msprobe.core.compare.find_first``) names the first diverging API; the first non-pass row in execution order is
+given too (with its statistics on both sides), and stands alone where ``-da`` finds nothing on its thresholds.
+
+With two runs of base, base against itself is the determinism self-check: where it drifts, head's numbers are
+reported, not judged.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import InfraError
+
+RESULTS = ("pass", "warning", "error")
+STATS = ("max", "min", "mean", "l2norm")
+_ENTRY = re.compile(r"^(.*?\.(?:forward|backward)(?:\.\d+)?)\.(?:input|output|parameters_grad|parameters|kwargs)\b")
+csv.field_size_limit(1 << 30)  # NPU_Stack_Info holds a whole stack in one cell
+
+
+def entry_of(row_name: str) -> str:
+    """The dump.json entry a CSV row belongs to: ``Tensor.narrow.0.forward.output.0`` -> ``Tensor.narrow.0.forward``."""
+    m = _ENTRY.match(row_name)
+    return m.group(1) if m else row_name
+
+
+@dataclass
+class Row:
+    """One non-pass CSV row: a tensor of an API call whose statistics moved beyond msprobe's thresholds."""
+
+    name: str
+    rank: str
+    result: str
+    base: dict[str, str]
+    head: dict[str, str]
+
+    def text(self) -> str:
+        def side(d: dict[str, str]) -> str:
+            return " ".join(f"{k} {d.get(k, '-')}" for k in STATS)
+
+        return f"{self.name} ({self.rank}, {self.result}): {side(self.base)} -> {side(self.head)}"
+
+
+@dataclass
+class StageNumerics:
+    """One profiled step and stage: what msprobe compared and found. ``status``: compared, missing (dumped on
+    base only), new (head only), error (msprobe failed)."""
+
+    step: int
+    stage: str
+    sides: tuple[str, str] = ("head", "base")  # what the two trees are
+    status: str = "compared"
+    rows: int = 0
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RESULTS, 0))
+    nonfinite_ok: int = 0  # non-pass rows of entries listed in expect.nonfinite_ok: counted apart, not judged
+    first: Row | None = None  # the first non-pass row in execution order (rank by rank)
+    first_da: str = ""  # msprobe -da's first diverging API, "" when it names none
+    detail: str = ""  # missing ranks, msprobe's error
+    csvs: list[str] = field(default_factory=list)
+    seconds: float = 0.0  # msprobe's wall time on this pair, -da included
+
+    @property
+    def where(self) -> str:
+        return f"step_{self.step}/{self.stage}"
+
+    @property
+    def diverged(self) -> int:
+        return self.counts["warning"] + self.counts["error"]
+
+    @property
+    def first_api(self) -> str:
+        return self.first_da or (entry_of(self.first.name) if self.first else "")
+
+    def line(self) -> str:
+        new, old = self.sides
+        if self.status == "missing":
+            return f"{self.where} dumped on {old}, missing on {new}{self.detail}: not compared"
+        if self.status == "new":
+            return f"{self.where} dumped on {new} only{self.detail}: not compared"
+        if self.status == "error":
+            return f"{self.where}: msprobe compare failed: {self.detail}"
+        counts = ", ".join(f"{self.counts[r]} {r}" for r in RESULTS)
+        text = f"{self.where}: {self.rows} rows, {counts}"
+        text += f" (+{self.nonfinite_ok} nonfinite_ok rows counted apart)" if self.nonfinite_ok else ""
+        if self.first:
+            how = "msprobe -da" if self.first_da else f"first non-pass row; msprobe -da names none{self.detail}"
+            text += f"; first diverging API {self.first_api} ({how}): {self.first.text()}"
+        return text
+
+
+@dataclass
+class Numerics:
+    """One comparison of two dump trees (head against base, or base against itself)."""
+
+    label: str
+    stages: list[StageNumerics] = field(default_factory=list)
+    dump_bytes: int = 0  # both trees' dump.json bytes
+
+    @property
+    def rows(self) -> int:
+        return sum(s.rows for s in self.stages)
+
+    @property
+    def diverged(self) -> list[StageNumerics]:
+        return [s for s in self.stages if s.diverged]
+
+    @property
+    def clean(self) -> bool:
+        return all(s.status == "compared" and not s.diverged for s in self.stages)
+
+
+@dataclass
+class NumericsReport:
+    """Head against base, and (with two base runs) base against itself; ``judged`` False: reported only."""
+
+    head_vs_base: Numerics
+    determinism: Numerics | None = None
+    declared_unmatched: bool = False  # expect.numerics_match: false
+    seconds: float = 0.0  # msprobe's wall time, every comparison and -da included
+    peak_rss_bytes: int = 0
+
+    @property
+    def judged(self) -> bool:
+        return not self.declared_unmatched and (self.determinism is None or self.determinism.clean)
+
+    def findings(self, scenario: str) -> list[str]:
+        """Regressions, one line each: a stage missing on head, and numerics beyond msprobe's thresholds."""
+        out = [f"MISSING {scenario}: numerics {s.line()}" for s in self.head_vs_base.stages if s.status == "missing"]
+        if self.judged:
+            out += [f"REGRESSED {scenario}: numerics {s.line()}" for s in self.head_vs_base.diverged]
+        return out
+
+    def notes(self) -> list[str]:
+        hb, out = self.head_vs_base, []
+        if self.declared_unmatched:
+            out.append("numerics: not judged (expect.numerics_match: false), reported only")
+        if self.determinism is not None and not self.determinism.clean:
+            drift = "; ".join(s.line() for s in self.determinism.stages if s.status != "compared" or s.diverged)
+            out.append(f"numerics: not judged: base drifts between its own runs (determinism self-check): {drift}")
+        elif self.determinism is not None:
+            out.append(f"numerics: determinism self-check clean ({self.determinism.rows} rows, base run 2 vs 1)")
+        if not self.judged:
+            out += [f"numerics (reported) {s.line()}" for s in hb.diverged]
+        out += [f"numerics {s.line()}" for s in hb.stages if s.status in ("new", "error")]
+        clean = [s for s in hb.stages if s.status == "compared" and not s.diverged]
+        if clean:
+            apart = sum(s.nonfinite_ok for s in clean)
+            out.append(
+                f"numerics: {len(clean)} of {len(hb.stages)} step/stage dumps match base ({sum(s.rows for s in clean)} "
+                f"rows all pass{f', {apart} nonfinite_ok rows counted apart' if apart else ''})"
+            )
+        mb = (hb.dump_bytes + (self.determinism.dump_bytes if self.determinism else 0)) / 1e6
+        out.append(f"numerics: msprobe compare {self.seconds:.1f}s for {mb:.1f} MB of dump.json, peak RSS "
+                   f"{self.peak_rss_bytes / 2**20:.0f} MiB")  # fmt: skip
+        return out
+
+    def summary(self) -> str:
+        """One cell: rows compared, non-pass rows, the first divergence, missing stages."""
+        hb = self.head_vs_base
+        text = f"{hb.rows} rows, {sum(s.diverged for s in hb.stages)} non-pass"
+        text += "".join(f"; first {s.first_api} ({s.where})" for s in hb.diverged[:1])
+        text += "".join(f"; {s.where} missing on head" for s in hb.stages if s.status == "missing")
+        return text + ("" if self.judged else " (reported, not judged)")
+
+    def properties(self) -> list[tuple[str, str | int]]:
+        """JUnit properties: per step/stage, rows compared, non-pass counts and the first divergence."""
+        out: list[tuple[str, str | int]] = [("numerics.judged", str(self.judged).lower())]
+        for s in self.head_vs_base.stages:
+            key = f"numerics.{s.where}"
+            out += [(f"{key}.status", s.status), (f"{key}.rows", s.rows)]
+            out += [(f"{key}.{r}", s.counts[r]) for r in RESULTS if r != "pass"]
+            out += [(f"{key}.nonfinite_ok", s.nonfinite_ok)] if s.nonfinite_ok else []
+            out += [(f"{key}.first", s.first_api)] if s.first else []
+        return out
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self) | {"judged": self.judged}
+
+
+def _dumped(dumps: Path) -> dict[tuple[int, str], set[str]]:
+    """(step, stage) -> rank dirs, for the ``step_N/<stage>/step0/rank*`` dirs of a dump tree."""
+    out: dict[tuple[int, str], set[str]] = {}
+    for step0 in sorted(dumps.glob("step_*/*/step0")) if dumps.is_dir() else []:
+        step = step0.parent.parent.name.removeprefix("step_")
+        if step.isdigit() and step0.is_dir() and not step0.is_symlink():
+            out[(int(step), step0.parent.name)] = {r.name for r in step0.iterdir() if (r / "dump.json").is_file()}
+    return out
+
+
+def _run_msprobe(doc: dict[str, Any], work: Path, python: str) -> tuple[list[dict[str, Any]], int]:
+    """Every job in one child process (its log: ``work/msprobe.log``); per job its error, and the peak RSS."""
+    work.mkdir(parents=True, exist_ok=True)
+    jobs_file, result_file = work / "jobs.json", work / "result.json"
+    jobs_file.write_text(json.dumps(doc))
+    result_file.unlink(missing_ok=True)
+    argv = [python, "-m", "harness.gate.msprobe_compare", str(jobs_file), str(result_file)]
+    with (work / "msprobe.log").open("w") as log:
+        proc = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, check=False, cwd=work)
+    if proc.returncode != 0 or not result_file.is_file():
+        raise InfraError(f"msprobe compare exited with {proc.returncode}: see {work / 'msprobe.log'}")
+    result = json.loads(result_file.read_text())
+    return result["jobs"], int(result["peak_rss_bytes"])
+
+
+def read_csvs(stage: StageNumerics, out: Path, nonfinite_ok: list[re.Pattern[str]]) -> None:
+    """Count the rows of msprobe's CSVs in ``out`` (one per rank) into ``stage``; keep the first non-pass row."""
+    for path in sorted(out.glob("compare_result_rank*.csv")):
+        stage.csvs.append(str(path))
+        rank = path.name.split("_")[2]
+        with path.open(newline="") as f:
+            for row in csv.DictReader(f):
+                stage.rows += 1
+                result = row.get("Result", "")
+                if result == "pass":
+                    stage.counts["pass"] += 1
+                elif any(p.search(entry_of(row["NPU Name"])) for p in nonfinite_ok):
+                    stage.nonfinite_ok += 1
+                else:
+                    stage.counts["error" if result != "warning" else "warning"] += 1
+                    if stage.first is None:
+                        base = {k: row.get(f"Bench {k}", "") for k in STATS}
+                        head = {k: row.get(f"NPU {k}", "") for k in STATS}
+                        stage.first = Row(row["NPU Name"], rank, result or "?", base, head)
+
+
+def _first_da(out: Path) -> str:
+    """msprobe -da's first diverging API (``diff_analyze_*.json``: rank -> nodes), "" when it wrote none."""
+    for path in sorted(out.glob("diff_analyze_*.json")):
+        for rank, nodes in sorted(json.loads(path.read_text()).items()):
+            if nodes:
+                return f"{nodes[0].get('op_name', '?')} ({rank.replace('_', '')})"
+    return ""
+
+
+def compare_trees(
+    pairs: dict[tuple[str, str], tuple[Path, Path]], out: Path, nonfinite_ok: list[str], python: str
+) -> tuple[dict[str, Numerics], float, int]:
+    """Each pair of dump trees, named (new, old) as (head, base), compared step/stage by step/stage; CSVs
+    under ``out/<new>_vs_<old>/step_N/<stage>/``. Returns the comparisons, msprobe's wall time and its peak RSS."""
+    patterns = [re.compile(p) for p in nonfinite_ok]
+    result: dict[str, Numerics] = {}
+    jobs: list[tuple[StageNumerics, Path, list[str]]] = []
+    for sides, (head, base) in pairs.items():
+        name = "_vs_".join(sides).replace(" ", "")
+        num = result[name] = Numerics(name)
+        on_head, on_base = _dumped(head), _dumped(base)
+        for step, stage in sorted(set(on_head) | set(on_base)):
+            s = StageNumerics(step, stage, sides)
+            num.stages.append(s)
+            ranks_h, ranks_b = on_head.get((step, stage), set()), on_base.get((step, stage), set())
+            if ranks_h != ranks_b:
+                s.status = "missing" if ranks_b - ranks_h else "new"
+                s.detail = f" ({', '.join(sorted(ranks_b ^ ranks_h))})" if ranks_h and ranks_b else ""
+                continue
+            num.dump_bytes += sum((d / f"step_{step}/{stage}/step0/{r}/dump.json").stat().st_size
+                                  for d in (head, base) for r in ranks_h)  # fmt: skip
+            tp, gp = (d / f"step_{step}" / stage / "step0" for d in (head, base))
+            where = out / name / s.where
+            shutil.rmtree(where, ignore_errors=True)  # a rerun into the same results dir: no stale CSVs
+            jobs.append((s, where, ["-tp", str(tp), "-gp", str(gp), "-o", str(where)]))
+    if not jobs:
+        return result, 0.0, 0
+    started, work = time.monotonic(), out / "msprobe"
+    doc = {"nonfinite_ok": nonfinite_ok, "jobs": [{"argv": a, "out": str(w), "da_argv": [*a[:-1], str(w / "da"), "-da"]}
+                                                  for _, w, a in jobs]}  # fmt: skip
+    done, peak = _run_msprobe(doc, work, python)
+    for (s, where, _), job in zip(jobs, done, strict=True):
+        if job["error"]:
+            s.status, s.detail, s.seconds = "error", f"{job['error']} (log: {work / 'msprobe.log'})", job["seconds"]
+            continue
+        read_csvs(s, where, patterns)
+        s.first_da, s.seconds = _first_da(where / "da"), job["seconds"]
+        s.detail = f" (msprobe -da failed: {job['da_error']})" if job["da_error"] else ""
+    return result, time.monotonic() - started, peak
+
+
+def compare_numerics(
+    base: list[Path],
+    head: Path,
+    out: Path,
+    nonfinite_ok: list[str],
+    declared_unmatched: bool = False,
+    python: str = sys.executable,
+) -> NumericsReport:
+    """Head's "on" dump tree against base's first; base's second against its first (determinism self-check)."""
+    pairs = {("head", "base"): (head, base[0])}
+    if len(base) > 1:
+        pairs[("base run 2", "base run 1")] = (base[1], base[0])
+    nums, seconds, peak = compare_trees(pairs, out, nonfinite_ok, python)
+    return NumericsReport(nums["head_vs_base"], nums.get("baserun2_vs_baserun1"), declared_unmatched, seconds, peak)

@@ -1,0 +1,93 @@
+"""Reading inputs and writing results without surprises: a named file that is a FIFO, a device or a link is refused
+before it is opened (a FIFO would hang the read), inputs have a size cap, and every record is written whole or not
+at all (temp file + ``os.replace``: a full disk leaves the previous file, never a half-written one, and a link at
+the path is replaced, never followed). A full disk is an InfraError saying how much space is left."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import shutil
+import stat
+import tempfile
+from pathlib import Path
+
+from harness.errors import InfraError
+
+MB = 1 << 20
+
+
+class InputError(ValueError):
+    """A file that cannot be read as the input it should be; the message says why, in a few words."""
+
+
+def read_text(path: Path, max_bytes: int = MB, follow: bool = True) -> str:
+    """The UTF-8 text of a regular file of at most ``max_bytes``. ``follow=False``: a symlink is refused too."""
+    try:
+        st = os.stat(path) if follow else os.lstat(path)
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise InputError("is a symbolic link (not followed)")
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(f"not a regular file ({_kind(st.st_mode)})")
+    if st.st_size > max_bytes:
+        raise InputError(f"{st.st_size} bytes, over the {max_bytes} byte limit")
+    flags = os.O_RDONLY | os.O_NONBLOCK | (0 if follow else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags)
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):  # swapped between the stat and the open
+                raise InputError("not a regular file")
+            data = f.read(max_bytes + 1)
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}") from None
+    if len(data) > max_bytes:
+        raise InputError(f"over the {max_bytes} byte limit")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text (byte {exc.start}: {data[exc.start : exc.start + 1]!r})") from None
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a device")):
+        if test(mode):
+            return name
+    return "a socket or device" if stat.S_ISSOCK(mode) or stat.S_ISBLK(mode) else "not a file"
+
+
+def free_space(path: Path) -> str:
+    """The free space of the filesystem holding ``path`` (or its nearest existing parent), for error lines."""
+    for p in (path, *path.parents):
+        try:
+            return f"{shutil.disk_usage(p).free / MB:.1f} MB free on {p}"
+        except OSError:
+            continue
+    return "free space unknown"
+
+
+def disk_full(path: Path, what: str) -> InfraError:
+    return InfraError(f"no space left writing {path} ({what}): {free_space(path.parent)}; free some space, rerun")
+
+
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Write ``path`` whole or not at all: a temp file in the same directory, then ``os.replace``. A link at
+    ``path`` is replaced, never followed. ENOSPC/EDQUOT: an InfraError naming the file and the free space."""
+    raw = data.encode() if isinstance(data, str) else data
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(raw)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise disk_full(path, f"{len(raw)} bytes") from None
+        raise InfraError(f"cannot write {path}: {exc.strerror}") from None

@@ -1,0 +1,365 @@
+"""Issue 16: nothing written outside the results dir, nothing half-written, one line for every bad input.
+
+Each defect found by the hostile-user pass has a test here that fails on the code before the fix: files and links
+on disk, real child processes (a FIFO that would hang, a lock held by another process, a full tmpfs in a mount
+namespace), and the scenario loader fuzzed with hypothesis.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from builders import BASE, merge, write_scenario
+from gate_builders import write_results
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from harness.checks import CHECKS
+from harness.checks.base import CheckContext, CheckResult
+from harness.cli import main
+from harness.errors import InfraError, ScenarioError, WorkloadError
+from harness.executors.docker import DockerExecutor, DockerRuntime
+from harness.launch import ExecResult, Launch
+from harness.loader import load_scenario
+from harness.results import record_check
+from harness.rundir import RunDir, ScenarioDir
+from harness.runs import RunRecord, ScenarioRuns
+from harness.safeio import write_atomic
+from harness.scenario import ExecutorSettings
+
+PY = sys.executable
+
+
+def validate(tmp_path: Path, over: dict[str, Any] | None = None, text: str | None = None) -> list[str]:
+    path = tmp_path / "scenarios" / "bad_case.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text if text is not None else yaml.safe_dump(merge(BASE, over or {}), sort_keys=False))
+    with pytest.raises(ScenarioError) as exc:
+        load_scenario(path)
+    assert all("\n" not in p and p.startswith(str(path)) for p in exc.value.problems), exc.value.problems
+    return [p.removeprefix(str(path)) for p in exc.value.problems]
+
+
+# --- scenario files: one line each, exit 2, no traceback, no hang --------------------------------------------
+
+
+def test_bad_files_each_give_one_line_in_a_real_process_and_a_fifo_never_hangs(tmp_path):
+    d = tmp_path / "a:b"  # a ':' in the path once broke the sorting of the lines by line number
+    d.mkdir()
+    os.mkfifo(d / "fifo.yaml")
+    (d / "binary.yaml").write_bytes(bytes(range(256)))
+    (d / "deep.yaml").write_text("[" * 50_000)
+    (d / "big.yaml").write_text("description: " + "x" * (1 << 20))
+    (d / "two.yaml").write_text("engine: x\nworld_size: 0\n")
+    proc = subprocess.run(
+        [PY, "-m", "harness", "validate", *(str(d / f) for f in sorted(os.listdir(d))), "/dev/zero"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    lines = proc.stderr.replace(str(d), "D").splitlines()
+    assert "D/big.yaml: 1048589 bytes, over the 1048576 byte limit" in lines
+    assert "D/binary.yaml: not UTF-8 text (byte 128: b'\\x80')" in lines
+    assert "D/deep.yaml:1: YAML nested too deeply: flatten the document" in lines
+    assert "D/fifo.yaml: not a regular file (a FIFO)" in lines
+    assert "/dev/zero: not a regular file (a device)" in lines
+    two = [ln for ln in lines if ln.startswith("D/two.yaml")]  # sorted by line number
+    assert two[0] == "D/two.yaml:1: engine: Input should be 'fsdp' or 'megatron' (got 'x')"
+    assert two[-1] == "D/two.yaml:2: world_size: Input should be greater than 0 (got 0)"
+
+
+@pytest.mark.parametrize(
+    ("over", "expected"),
+    [
+        ({"steps": 100_000_000}, ":3: steps: Input should be less than or equal to 10000 (got 100000000)"),
+        ({"world_size": True}, ":2: world_size: Input should be a valid integer (got True)"),
+        (
+            {"executor": {"timeout_s": float("inf")}},
+            ":23: executor.timeout_s: Input should be a finite number (got inf)",
+        ),
+        (
+            {"budgets": {"disk": {"max_per_step": True}}},
+            ":21: budgets.disk.max_per_step: could not parse value and unit from byte string (got True)",
+        ),
+    ],
+)
+def test_nonsense_values_are_refused(tmp_path, over, expected):
+    assert validate(tmp_path, over) == [expected]
+
+
+def test_duplicate_keys_are_an_error_not_last_wins(tmp_path):
+    text = yaml.safe_dump(BASE, sort_keys=False) + "executor: {kind: local}\nexecutor: {kind: docker}\n"
+    assert validate(tmp_path, text=text) == [":23: YAML syntax error: duplicate key 'executor' (first at line 22)"]
+
+
+def test_merge_keys_still_override(tmp_path):
+    text = yaml.safe_dump({k: v for k, v in BASE.items() if k != "budgets"}, sort_keys=False) + (
+        "budgets:\n  overhead:\n    <<: &o {max_profiled_ratio: 1, max_unprofiled_ratio: 2}\n"
+        "    max_profiled_ratio: 5\n"
+    )
+    path = tmp_path / "scenarios" / "merged.yaml"
+    path.parent.mkdir()
+    path.write_text(text)
+    assert load_scenario(path).budgets.overhead.max_profiled_ratio == 5  # not refused as a duplicate
+
+
+def _yaml_values() -> st.SearchStrategy[Any]:
+    scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20)
+    keys = st.sampled_from(["steps", "world_size", "precision_debugger", "budgets", "executor", "kind", "docker"])
+    return st.recursive(
+        scalars, lambda kids: st.lists(kids, max_size=4) | st.dictionaries(keys | st.text(max_size=8), kids, max_size=4)
+    )
+
+
+FUZZ = settings(
+    max_examples=100, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+
+
+@FUZZ
+@example(b"? '\n\n'")  # found by this test: a key holding a newline once printed a line break
+@given(
+    st.one_of(
+        st.binary(max_size=400),  # bytes as they come (decode errors, control characters)
+        st.text(max_size=400).map(str.encode),  # any unicode
+        _yaml_values().map(lambda v: yaml.safe_dump(v).encode()),  # well-formed YAML, odd shapes
+        _yaml_values().map(lambda v: yaml.safe_dump({**BASE, "budgets": v}).encode()),  # a scenario, one odd block
+        st.lists(st.sampled_from(["[", "{", "- ", ": ", "&a ", "*a ", "!!", "\n", "'", '"', "#", "<<: "])).map(
+            lambda p: "".join(p).encode()
+        ),
+    )
+)
+def test_fuzz_loader_gives_one_line_per_problem(tmp_path, data):
+    """Arbitrary input: either a scenario, or ScenarioError whose problems are single lines naming the file."""
+    path = tmp_path / "scenarios" / "fuzz.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    try:
+        load_scenario(path)
+    except ScenarioError as exc:
+        assert exc.problems and all(p.startswith(str(path)) and "\n" not in p for p in exc.problems), exc.problems
+
+
+# --- container policy ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("docker", "risk"),
+    [
+        ({"mounts": [{"source": "/", "target": "/host", "read_only": False}]}, "mounts: the host's / (/)"),
+        ({"mounts": [{"source": "/var/run/docker.sock", "target": "/s"}]}, "mounts: the docker socket"),
+        ({"mounts": [{"source": "/run", "target": "/r"}]}, "mounts: the docker socket (/run)"),
+        ({"env": {"LD_PRELOAD": "/x.so"}}, "env/pass_env LD_PRELOAD: loader or interpreter variables"),
+        ({"pass_env": ["PYTHONPATH"]}, "env/pass_env PYTHONPATH"),
+        ({"npu_devices": [0]}, "npu_devices/gpus/ascend_runtime on a cpu scenario"),
+        ({"network": "host"}, "network: host without accelerators (none is enough)"),
+    ],
+)
+def test_dangerous_container_settings_are_refused_unless_unsafe_with_a_reason(tmp_path, docker, risk):
+    (line,) = validate(tmp_path, {"executor": {"kind": "docker", "docker": docker}})
+    assert line.startswith(":1: (top level): executor.docker: refused, ") and risk in line, line
+    (line,) = validate(tmp_path, {"executor": {"kind": "docker", "docker": {**docker, "unsafe": True}}})
+    assert "executor.docker.unsafe: true needs executor.docker.unsafe_reason" in line
+    path = write_scenario(tmp_path, name="ok", executor={"docker": {**docker, "unsafe": True, "unsafe_reason": "r"}})
+    assert load_scenario(path).executor.options("docker").risks("cpu")  # accepted, risks still known
+
+
+def test_privileges_cannot_be_asked_for_and_root_only_where_the_harness_is_root(tmp_path):
+    (line,) = validate(tmp_path, {"executor": {"docker": {"privileged": True}}})
+    assert "executor.docker.privileged: unknown field" in line
+    assert DockerRuntime(user="0:0").risks(host_uid=1000) == [
+        "user 0:0: root in the container while the harness runs as uid 1000"
+    ]
+    assert DockerRuntime(user="0:0").risks(host_uid=0) == []
+    assert DockerRuntime().risks("cpu") == [] and DockerRuntime(npu_devices=[0], network="host").risks("npu") == []
+
+
+def test_unsafe_runs_say_so_and_code_built_settings_are_refused_before_the_daemon(tmp_path):
+    run = RunDir(tmp_path / "on")
+    launch = Launch(module="m", args=[], env={}, workdir=tmp_path, inputs=[])
+    risky = DockerRuntime(network="host")
+    with pytest.raises(WorkloadError, match=r"executor.docker: refused, network: host without accelerators"):
+        DockerExecutor(client=object()).execute(launch, run, ExecutorSettings(kind="docker", docker=risky), {})  # type: ignore[arg-type]
+    opted = ExecutorSettings(kind="docker", docker=risky.model_copy(update={"unsafe": True, "unsafe_reason": "why"}))
+    line = "UNSAFE container (why): network: host without accelerators (none is enough)"
+    assert line in DockerExecutor().describe(launch, run, opted, {})
+    assert DockerExecutor().environment(opted, None)["container_unsafe"] == line
+
+
+# --- results: never outside, never half-written ------------------------------------------------------------------
+
+
+def _runs(root: Path) -> ScenarioRuns:
+    sdir = ScenarioDir(root / "tiny_case")
+    sdir.root.mkdir(parents=True, exist_ok=True)
+    rec = RunRecord("off", "local", ["python"], ExecResult(exit_code=0, wall_s=1.0))
+    return ScenarioRuns(sdir, "s1", {"off": rec}, 0.0, target={"block": None, "environment": {"verl": "x"}})
+
+
+def test_a_results_json_link_is_replaced_never_followed(tmp_path):
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep me")
+    runs = _runs(tmp_path / "res")
+    runs.dir.results.symlink_to(outside)
+    scenario = load_scenario(write_scenario(tmp_path, name="tiny_case"))
+    record_check(scenario, runs, CheckResult("disk", summary="ok"))
+    assert outside.read_text() == "keep me"
+    assert not runs.dir.results.is_symlink() and json.loads(runs.dir.results.read_text())["checks"]["disk"]["passed"]
+    assert sorted(os.listdir(runs.dir.root)) == ["results.json"]  # no temp file left
+
+
+@pytest.mark.parametrize("name", ["../escaped", "/tmp/abs", "a/b"])
+def test_report_never_takes_a_path_from_results_json(tmp_path, capsys, name):
+    sdir = write_results(tmp_path / "res", "tiny_case", dumps=False)
+    doc = json.loads((sdir / "results.json").read_text())
+    (sdir / "results.json").write_text(json.dumps({**doc, "scenario": name}))
+    assert main(["report", str(tmp_path / "res"), "--out", str(tmp_path / "out" / "report")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"BASELINE ERROR: {sdir}/results.json: scenario: String should match pattern '^[a-z0-9][a-z0-9_]*$': "
+        "not a harness results.json"
+    )
+    assert not list(tmp_path.rglob("*.png"))
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (b"", "is not valid JSON (Expecting value: line 1 column 1 (char 0)): a truncated or corrupt results file"),
+        pytest.param(b"[" * 100_000, "is not valid JSON", id="deep"),
+        (b'{"scenario": "tiny_case", "checks": []}', ": checks: Input should be a valid dictionary"),
+        (b'{"scenario": "tiny_case", "checks": {"d": {"passed": "yes"}}}', ": checks.d.passed: Input should be"),
+        (b'{"scenario": "tiny_case", "runs": {"off": {"exit_code": "x"}}}', ": runs.off.exit_code: Input should be"),
+        (b'{"scenario": "tiny_case", "checks": {"d": {"passed": true, "figures": [1]}}}', ": checks.d.figures: Input"),
+    ],
+)
+@pytest.mark.parametrize("command", ["gate", "baseline"])
+def test_corrupt_results_json_is_one_line_in_gate_and_baseline_merge(tmp_path, capsys, content, expected, command):
+    sdir = write_results(tmp_path / "res", "tiny_case", dumps=False)
+    assert main(["baseline", "merge", str(tmp_path / "res"), "-o", str(tmp_path / "b.json")]) == 0
+    (sdir / "results.json").write_bytes(content)
+    argv = {
+        "gate": ["gate", "--baseline", str(tmp_path / "b.json"), "--results", str(tmp_path / "res")],
+        "baseline": ["baseline", "merge", str(tmp_path / "res"), "-o", str(tmp_path / "b2.json")],
+    }[command]
+    capsys.readouterr()
+    assert main(argv) == 2
+    (err,) = capsys.readouterr().err.strip().splitlines()
+    assert err.startswith("BASELINE ERROR: ") and expected in err, err
+
+
+def test_truncated_junit_a_results_file_and_a_baseline_that_is_not_one(tmp_path, capsys):
+    (tmp_path / "a.xml").write_text('<?xml version="1.0"?><testsuites><testsuite name="x"><testcase name="a" cl')
+    (tmp_path / "file").write_text("x")
+    assert main(["junit-merge", str(tmp_path / "o.xml"), str(tmp_path / "a.xml")]) == 2
+    assert main(["run", str(write_scenario(tmp_path)), "--results", str(tmp_path / "file")]) == 2
+    assert main(["gate", "--baseline", str(tmp_path / "file"), "--results", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.replace(str(tmp_path), "T").splitlines() == [
+        "BASELINE ERROR: T/a.xml: not a JUnit XML file (unclosed token: line 1, column 53)",
+        "INFRASTRUCTURE ERROR (not a check verdict): --results T/file: not a directory (a results dir is made there, "
+        "or an existing one used)",
+        "BASELINE ERROR: T/file: (top level): Invalid JSON: expected value at line 1 column 1: not a harness baseline",
+    ]
+
+
+ENOSPC_CHILD = """
+import os, sys
+from pathlib import Path
+from harness.errors import HarnessError, one_line
+from harness.safeio import write_atomic
+run = Path(sys.argv[1])
+write_atomic(run / "run.json", '{"ok": 1}')
+(run / "train.log").write_text("step 1\\n")
+with open(run / "filler", "wb") as f:  # fill the filesystem
+    try:
+        while True:
+            f.write(b"x" * 65536)
+    except OSError:
+        pass
+try:
+    write_atomic(run / "run.json", "y" * 100_000)
+except HarnessError as exc:
+    print(one_line(exc))
+"""
+
+
+def test_a_full_disk_is_one_infrastructure_line_and_leaves_the_previous_file_whole(tmp_path):
+    """A real ENOSPC: a 256 KB tmpfs in a private mount namespace (``unshare``: no root needed on the host)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    script = f'mount -t tmpfs -o size=256k tmpfs {run} && exec {PY} -c "$0" {run} && true'
+    proc = subprocess.run(
+        ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script, ENOSPC_CHILD],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stdout.strip().replace(str(run), "R") == (
+        "INFRASTRUCTURE ERROR (not a check verdict): no space left writing R/run.json (100000 bytes): "
+        "0.0 MB free on R; free some space, rerun"
+    )
+
+
+def test_an_atomic_write_leaves_no_temp_file_and_refuses_nothing_silently(tmp_path):
+    write_atomic(tmp_path / "a.json", "1")
+    with pytest.raises(InfraError, match=r"cannot write .*/missing/a.json: No such file or directory"):
+        write_atomic(tmp_path / "missing" / "a.json", "1")
+    assert os.listdir(tmp_path) == ["a.json"]
+
+
+# --- the results-dir lock covers the whole scenario --------------------------------------------------------------
+
+PROBE = """
+import sys
+from filelock import FileLock, Timeout
+try:
+    FileLock(sys.argv[1]).acquire(timeout=0.2)
+    print("free")
+except Timeout:
+    print("held")
+"""
+
+
+def test_the_lock_is_held_through_the_checks_and_results_json(tmp_path, monkeypatch):
+    """Another harness process (a --reuse re-check, a fresh run) cannot take the scenario between its runs and its
+    results: probed from a real child process while a check runs."""
+    import harness.evaluate as ev
+
+    scenario = load_scenario(write_scenario(tmp_path, name="tiny_case"))
+    runs = _runs(tmp_path / "res")
+    seen = []
+
+    def check(ctx: CheckContext) -> CheckResult:
+        probe = subprocess.run([PY, "-c", PROBE, str(runs.dir.lock)], capture_output=True, text=True, timeout=60)
+        seen.append(probe.stdout.strip())
+        return CheckResult("probe")
+
+    monkeypatch.setattr(ev, "ensure_runs", lambda *a, **k: runs)
+    monkeypatch.setattr(ev, "CHECKS", {"probe": check})
+    ev.evaluate(scenario, tmp_path / "res", "s1", None, True, target=None)  # type: ignore[arg-type]
+    assert seen == ["held"]
+    probe = subprocess.run([PY, "-c", PROBE, str(runs.dir.lock)], capture_output=True, text=True, timeout=60)
+    assert probe.stdout.strip() == "free"  # released at the end
+
+
+def test_a_linked_scenario_dir_is_refused(tmp_path):
+    (tmp_path / "res").mkdir()
+    (tmp_path / "res" / "tiny_case").symlink_to(tmp_path)
+    from harness.runs import scenario_lock
+
+    with pytest.raises(InfraError, match=r"res/tiny_case is a link or not a directory"):
+        scenario_lock(ScenarioDir(tmp_path / "res" / "tiny_case"))
+
+
+@pytest.mark.parametrize("value", ["fast", None, True, [1.0]])
+def test_a_timer_that_is_not_a_number_is_one_line(good_case, value):
+    _, ctx = good_case
+    path = ctx.dir.run("on").metrics
+    path.write_text(path.read_text() + json.dumps({"step": 3, "data": {"timing_s/step": value}}) + "\n")
+    result = CHECKS["overhead"](ctx)  # the check fails with the line (a metrics problem is the check's input)
+    assert result.problems == [f"{path}: step 3: timing_s/step is {value!r}, not a number of seconds"]

@@ -1,0 +1,90 @@
+"""Numerics of base against head (``harness.gate.numerics``): msprobe's real compare on msprobe-shaped dump trees
+(one entry's statistics moved, a stage missing, expected NaN statistics), and the verdict logic around it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from builders import tensor, write_dump
+
+from harness.gate.numerics import Numerics, NumericsReport, StageNumerics, compare_numerics, entry_of
+
+NARROW = r"^Tensor\.narrow\.\d+\.(forward|backward)$"
+
+
+def tree(root: Path, stages: tuple[str, ...] = ("actor_update", "ref_compute_log_prob"), nan: bool = False) -> Path:
+    """A dump tree as msprobe writes it (step 2, rank 0), each dump led by the narrow entry that reads FSDP's
+    uninitialised all-gather buffer (``nan``: NaN statistics, as they may come out)."""
+    for stage in stages:
+        d = write_dump(root, 2, stage, 0)
+        doc = json.loads((d / "dump.json").read_text())
+        out = tensor(*[float("nan")] * 4) if nan else tensor()
+        doc["data"] = {"Tensor.narrow.0.forward": {"input_args": [tensor()], "input_kwargs": {}, "output": [out]}}
+        doc["data"] |= json.loads((d / "dump.json").read_text())["data"]
+        (d / "dump.json").write_text(json.dumps(doc))
+    return root
+
+
+def move(root: Path, stage: str, entry: str, **stats: float) -> None:
+    path = root / "step_2" / stage / "step0" / "rank0" / "dump.json"
+    doc = json.loads(path.read_text())
+    doc["data"][entry]["output"][0] |= stats
+    path.write_text(json.dumps(doc))
+
+
+def test_msprobe_names_the_first_diverging_api_and_a_missing_stage(tmp_path: Path):
+    base1, base2 = tree(tmp_path / "base1"), tree(tmp_path / "base2")
+    head = tree(tmp_path / "head", stages=("actor_update",), nan=True)  # no ref_compute_log_prob on head
+    move(head, "actor_update", "Functional.linear.2.forward", Max=9.0, Norm=20.0)
+    move(head, "actor_update", "Functional.linear.3.forward", Max=7.0, Norm=15.0)
+    report = compare_numerics([base1, base2], head, tmp_path / "out", [NARROW])
+
+    assert report.judged, report.notes()  # base run 2 matches base run 1 exactly
+    findings = report.findings("tiny")
+    missing = "MISSING tiny: numerics step_2/ref_compute_log_prob dumped on base, missing on head: not compared"
+    assert findings[0] == missing
+    assert findings[1].startswith("REGRESSED tiny: numerics step_2/actor_update: ")
+    assert "first diverging API Functional.linear.2.forward" in findings[1], findings
+    assert "Functional.linear.2.forward.output.0 (rank0, " in findings[1]  # with its statistics on both sides
+    assert "max 1.0 " in findings[1] and "-> max 9.0 " in findings[1]
+    assert len(findings) == 2
+    (stage, gone) = report.head_vs_base.stages
+    assert gone.status == "missing" and stage.status == "compared"
+    assert stage.diverged >= 2 and stage.nonfinite_ok >= 1  # the NaN narrow rows, counted apart
+    assert stage.rows == stage.diverged + stage.nonfinite_ok + stage.counts["pass"]
+    assert [Path(c).parent for c in stage.csvs] == [tmp_path / "out" / "head_vs_base" / "step_2" / "actor_update"]
+    props = dict(report.properties())
+    assert props["numerics.step_2/actor_update.first"].startswith("Functional.linear.2.forward")
+    assert props["numerics.step_2/ref_compute_log_prob.status"] == "missing"
+    assert report.determinism is not None and report.determinism.clean
+    assert [s.status for s in report.determinism.stages] == ["compared", "compared"]
+    assert "Functional.linear.2.forward" in report.summary()
+
+
+def drift_report(declared_unmatched: bool = False) -> NumericsReport:
+    moved = StageNumerics(2, "actor_update", rows=10, counts={"pass": 9, "warning": 1, "error": 0})
+    drift = StageNumerics(2, "actor_update", ("base run 2", "base run 1"), rows=10)
+    drift.counts |= {"pass": 8, "error": 2}
+    return NumericsReport(Numerics("head_vs_base", [moved]), Numerics("base", [drift]), declared_unmatched)
+
+
+def test_a_drifting_base_or_a_declared_mismatch_reports_numerics_without_judging():
+    report = drift_report()
+    assert not report.judged and report.findings("tiny") == []
+    notes = "\n".join(report.notes())
+    drifts = "not judged: base drifts between its own runs (determinism self-check): step_2/actor_update: 10 rows"
+    assert drifts in notes
+    assert "numerics (reported) step_2/actor_update: 10 rows, 9 pass, 1 warning" in notes
+    declared = NumericsReport(Numerics("head_vs_base", drift_report().head_vs_base.stages), None, True)
+    assert not declared.judged and declared.findings("tiny") == []
+    assert "expect.numerics_match: false" in "\n".join(declared.notes())
+
+
+def test_csv_rows_map_to_dump_entries():
+    assert entry_of("Tensor.narrow.0.forward.output.0") == "Tensor.narrow.0.forward"
+    assert entry_of("Functional.linear.3.backward.input.1") == "Functional.linear.3.backward"
+    assert entry_of("Module.model.layers.0.Qwen2DecoderLayer.forward.0.input.0") == (
+        "Module.model.layers.0.Qwen2DecoderLayer.forward.0"
+    )
+    assert entry_of("Functional.linear.0.forward.parameters.weight") == "Functional.linear.0.forward"
