@@ -111,6 +111,7 @@ def test_inconclusive_scenarios_get_more_abba_pairs_up_to_the_cap(tmp_path, monk
     monkeypatch.setattr(bh, "observe_results", observe)
     monkeypatch.setattr(bh, "ensure_env", lambda target: type("Env", (), {"label": lambda self: "env"})())
     monkeypatch.setattr(bh, "write_comparison", lambda c, results: None)
+    monkeypatch.setattr(bh, "add_numerics", lambda *args: None)  # msprobe's compare of real dumps: not here
     target = type("T", (), {"describe": lambda self: "verl"})()
     c, _ = bh.run_comparison([scenario], target, target, tmp_path, repeats=2, max_repeats=3, say=lambda m: None)
     assert ran == ["base 1", "head 1", "head 2", "base 2", "base 3", "head 3"] and c.exit_code == 3
