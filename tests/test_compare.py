@@ -109,7 +109,9 @@ def test_inconclusive_scenarios_get_more_abba_pairs_up_to_the_cap(tmp_path, monk
 
     monkeypatch.setattr(bh, "evaluate", evaluate)
     monkeypatch.setattr(bh, "observe_results", observe)
-    monkeypatch.setattr(bh, "ensure_env", lambda target: type("Env", (), {"label": lambda self: "env"})())
+    monkeypatch.setattr(
+        bh, "ensure_env", lambda target: type("Env", (), {"label": lambda self: "env", "python": None})()
+    )
     monkeypatch.setattr(bh, "write_comparison", lambda c, results: None)
     monkeypatch.setattr(bh, "add_numerics", lambda *args: None)  # msprobe's compare of real dumps: not here
     target = type("T", (), {"describe": lambda self: "verl"})()
