@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -104,3 +105,10 @@ def write_metrics(path: Path, times: dict[int, float], stage_scale: float = 0.2)
         for n, t in times.items()
     ]
     path.write_text("\n".join(lines) + "\n")
+
+
+def default_signals() -> None:
+    """``preexec_fn`` for a child a test signals: the dispositions a terminal gives. A shell's background job
+    inherits SIGINT ignored and ``nohup`` SIGHUP, and an ignored signal is inherited (the harness keeps it so)."""
+    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)

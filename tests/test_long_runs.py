@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from builders import write_scenario
+from builders import default_signals, write_scenario
 
 SMALL: dict[str, Any] = {
     "world_size": 1,
@@ -101,7 +101,9 @@ def test_free_space_under_the_floor_stops_the_run_as_an_infrastructure_error(tmp
 
 def _signal_mid_training(argv: list[str], cwd: Path, spec: Path, sig: int) -> subprocess.CompletedProcess[str]:
     """Start ``argv``, wait until its training has forked its rank, send ``sig`` to the harness alone."""
-    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_signals
+    )
     try:
         deadline = time.monotonic() + 240
         while len(processes_with(str(spec))) < 2 and proc.poll() is None and time.monotonic() < deadline:

@@ -14,6 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 import yaml
+from builders import default_signals
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.heavy
@@ -54,8 +55,7 @@ def start(tmp_path: Path, timeout_s: int) -> tuple[subprocess.Popen[str], Path]:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        # as from a terminal: a shell's background job (CI scripts) inherits SIGINT ignored
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=default_signals,
     )
     return proc, results
 
