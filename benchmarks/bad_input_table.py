@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 from builders import BASE, merge  # noqa: E402
 from gate_builders import write_results  # noqa: E402
+from test_bad_input import ENOSPC_CHILD  # noqa: E402
 
 Case = tuple[str, Callable[[Path], list[str]]]
 
@@ -181,32 +182,12 @@ for cmd in ("gate", "merge", "report"):
     ]
 
 
-ENOSPC = """
-import sys
-from pathlib import Path
-from harness.errors import HarnessError, one_line
-from harness.safeio import write_atomic
-run = Path(sys.argv[1])
-write_atomic(run / "run.json", "{}")
-(run / "train.log").write_text("step 1\\n")
-with open(run / "filler", "wb") as f:
-    try:
-        while True:
-            f.write(b"x" * 65536)
-    except OSError:
-        pass
-try:
-    write_atomic(run / "run.json", "y" * 100_000)
-except HarnessError as exc:
-    print(one_line(exc))
-print("after: run.json", (run / "run.json").read_text(), "| train.log", (run / "train.log").read_text().strip())
-"""
 
 
 def enospc(tmp: Path) -> str:
     """A real ENOSPC: a 256 KB tmpfs in a private mount namespace."""
     script = f'mount -t tmpfs -o size=256k tmpfs {tmp} && exec {sys.executable} -c "$0" {tmp}'
-    argv = ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script, ENOSPC]
+    argv = ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script, ENOSPC_CHILD]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
     return " / ".join((proc.stdout + proc.stderr).strip().splitlines())
 

@@ -286,6 +286,7 @@ try:
     write_atomic(run / "run.json", "y" * 100_000)
 except HarnessError as exc:
     print(one_line(exc))
+print("after: run.json", (run / "run.json").read_text(), "| train.log", (run / "train.log").read_text().strip())
 """
 
 
@@ -299,10 +300,11 @@ def test_a_full_disk_is_one_infrastructure_line_and_leaves_the_previous_file_who
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
-    assert proc.stdout.strip().replace(str(run), "R") == (
+    assert proc.stdout.strip().replace(str(run), "R").splitlines() == [
         "INFRASTRUCTURE ERROR (not a check verdict): no space left writing R/run.json (100000 bytes): "
-        "0.0 MB free on R; free some space, rerun"
-    )
+        "0.0 MB free on R; free some space, rerun",
+        'after: run.json {"ok": 1} | train.log step 1',  # the previous run.json whole, the log kept
+    ]
 
 
 def test_an_atomic_write_leaves_no_temp_file_and_refuses_nothing_silently(tmp_path):
