@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -40,6 +40,13 @@ MAX_MORE = 99  # "needs 99+ more repeats": the estimate sits on the threshold
 # one timed ratio on a shared 2-core runner stands in (calibrate over 3 runs: 11-31 % per overhead ratio).
 ONE_SAMPLE_NOISE = 0.25
 EXIT_INCONCLUSIVE = 3  # gate, compare, run: 0 pass, 1 a regression, 2 an error, 3 the noise left one undecided
+
+
+def exit_code(statuses: Iterable[str]) -> int:
+    """The gate's and the comparison's exit code from their scenarios' statuses: an error outranks a
+    regression, which outranks an undecided figure."""
+    seen = set(statuses)
+    return 2 if "error" in seen else 1 if "regressed" in seen else EXIT_INCONCLUSIVE if "inconclusive" in seen else 0
 
 
 @dataclass(frozen=True)

@@ -212,11 +212,7 @@ class Comparison:
     @property
     def exit_code(self) -> int:
         """As the gate: 0 pass, 1 a regression, 2 an error, 3 inconclusive (``stats.EXIT_INCONCLUSIVE``)."""
-        if any(s.status == "error" for s in self.scenarios):
-            return 2
-        if any(s.status == "regressed" for s in self.scenarios):
-            return 1
-        return stats.EXIT_INCONCLUSIVE if any(s.status == "inconclusive" for s in self.scenarios) else 0
+        return stats.exit_code(s.status for s in self.scenarios)
 
     def lines(self, figures: bool = True) -> list[str]:
         out = [

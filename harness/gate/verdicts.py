@@ -136,11 +136,7 @@ class GateReport:
 
     @property
     def exit_code(self) -> int:
-        if any(s.status == "error" for s in self.scenarios):
-            return 2
-        if any(s.status == "regressed" for s in self.scenarios):
-            return 1
-        return stats.EXIT_INCONCLUSIVE if any(s.status == "inconclusive" for s in self.scenarios) else 0
+        return stats.exit_code(s.status for s in self.scenarios)
 
     def count(self, status: Status) -> int:
         return sum(s.status == status for s in self.scenarios)
