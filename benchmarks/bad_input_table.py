@@ -182,8 +182,6 @@ for cmd in ("gate", "merge", "report"):
     ]
 
 
-
-
 def enospc(tmp: Path) -> str:
     """A real ENOSPC: a 256 KB tmpfs in a private mount namespace."""
     script = f'mount -t tmpfs -o size=256k tmpfs {tmp} && exec {sys.executable} -c "$0" {tmp}'

@@ -1,11 +1,15 @@
-"""Overhead: step (and stage) time with precision_debugger on / off at the same global step number.
+"""Overhead: step (and stage) time with precision_debugger on against off.
 
-Each ratio is estimated from its samples (one per step and rank: the embedded workload logs every rank's CPU
-time per timer, which another process on the core does not inflate; verl's trainer logs wall time, one sample
-per step) and decided against its max by ``harness.stats``: over only when the whole interval is, INCONCLUSIVE
-when the interval straddles the max."""
+Each ratio is estimated from its samples, one per step and rank, and decided against its max by
+``harness.stats``: over only when the whole interval is, INCONCLUSIVE when the interval straddles the max.
+The embedded workload logs every rank's CPU time per timer (a process sharing the core doubles a rank's wall
+time here, not its CPU time) and does the same work every step, so a profiled step is divided by the same rank's
+unprofiled steps of the same run (``in_run``: one process, one minute of the machine) and the unprofiled steps by
+the off run. verl's trainer logs wall time and its steps differ (rollouts): every ratio is on/off at one step."""
 
 from __future__ import annotations
+
+import statistics
 
 from harness import figures as fig
 from harness import stats
@@ -21,6 +25,24 @@ def ratios(on: dict[int, float], off: dict[int, float], steps: list[int]) -> dic
 def samples(on: dict[tuple[int, int], float], off: dict[tuple[int, int], float], steps: list[int]) -> dict[str, float]:
     """on/off per (step, rank) at ``steps``, keyed ``step<N>.rank<R>`` (``figures.overhead_sample``)."""
     return {f"step{n}.rank{r}": on[n, r] / off[n, r] for n, r in sorted(on) if n in steps and off.get((n, r), 0) > 0}
+
+
+def in_run(on: dict[tuple[int, int], float], steps: list[int], reference: list[int]) -> dict[tuple[int, int], float]:
+    """Each rank's median at the ``reference`` (unprofiled) steps of the same run, as that rank's denominator at
+    every one of ``steps``: ``samples(on, in_run(on, ...), steps)`` is profiled against unprofiled in one process.
+
+    Measured with another process keeping one of two cores busy (8 rounds, on and off runs interleaved): one
+    process ran every step of a run, profiled or not, up to ~20 % faster than another, so against the off run each
+    ratio carried both processes' offsets. The run-to-run spread of the profiled step ratio was 15.2 % against the
+    off run at the same step and 5.4 % against the run's own unprofiled steps (ranks pinned; 18.3 % and 10.1 %
+    unpinned). Valid only where every step does the same work (the embedded workload: same shapes every step)."""
+    ranks = {r for _, r in on}
+    med = {
+        r: statistics.median(v for (n, q), v in on.items() if q == r and n in reference)
+        for r in ranks
+        if any((n, r) in on for n in reference)
+    }
+    return {(n, r): med[r] for n in steps for r in ranks if r in med}
 
 
 def _clock(times: dict[int, float]) -> dict[tuple[int, int], float]:
@@ -56,7 +78,11 @@ def check_overhead(ctx: CheckContext) -> CheckResult:
         res.figures[fig.step_time("on", n)] = round(t_on[n], 4)
 
     cpu_off, cpu_on = off.cpu_times(), on.cpu_times()
-    clock = "CPU time per rank" if cpu_off and cpu_on else "wall time"
+    # CPU time per rank (the embedded workload: identical steps): profiled steps against the same process's
+    # unprofiled steps (``in_run``), unprofiled against the off run. Wall time (verl's trainer: every step's
+    # rollout differs): both against the off run at the same step, which saw the same data.
+    in_process = bool(cpu_off and cpu_on)
+    clock = "CPU time per rank; profiled against the run's own unprofiled steps" if in_process else "wall time"
     if not (cpu_off and cpu_on):  # verl's trainer logs wall time only
         cpu_off = {"step": _clock(t_off)} | {k: _clock(v) for k, v in off.stage_times().items()}
         cpu_on = {"step": _clock(t_on)} | {k: _clock(v) for k, v in on.stage_times().items()}
@@ -71,7 +97,10 @@ def check_overhead(ctx: CheckContext) -> CheckResult:
         for stage in sorted(set(cpu_on) & set(cpu_off) - {"step"})
     ]
     for metric, timer, steps, limit in judged:
-        values = samples(cpu_on.get(timer, {}), cpu_off.get(timer, {}), steps)
+        on_t = cpu_on.get(timer, {})
+        within = in_process and steps == profiled
+        off_t = in_run(on_t, profiled, unprofiled) if within else cpu_off.get(timer, {})
+        values = samples(on_t, off_t, steps)
         if not values:
             continue
         est = stats.one_side([values])

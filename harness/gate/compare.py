@@ -20,7 +20,7 @@ from typing import Literal
 from harness import stats
 from harness.checks.known_gap import is_gap
 from harness.figures import FAMILIES, family, fmt, ratio, samples_of, structure_names
-from harness.gate.baseline import DEFAULT_POLICY
+from harness.gate.baseline import floor
 from harness.gate.numerics import NumericsReport
 from harness.gate.observe import Observation
 from harness.gate.structure import name_diff
@@ -36,7 +36,7 @@ def decide(
     samples of each repeat (``samples``: base's and head's, one mapping per repeat), else of the repeats' values,
     with its interval against the family's tolerance; disk and structure counts (deterministic) exactly."""
     fam = family(metric) or "structure"
-    tol = DEFAULT_POLICY[fam].floor
+    tol = floor(metric)
     if fam != "overhead":
         return stats.exact(base, head, tol, two_sided=fam == "structure")
     base_s, head_s = samples or ([], [])
