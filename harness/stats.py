@@ -54,6 +54,11 @@ def exit_code(statuses: Iterable[str]) -> int:
     return 2 if "error" in seen else 1 if "regressed" in seen else EXIT_INCONCLUSIVE if "inconclusive" in seen else 0
 
 
+def _pct(noise: float) -> str:
+    """``±12%``; ``±>999%`` past that (one run against two: t with one degree of freedom is 64 wide)."""
+    return f"±{100 * noise:.0f}%" if noise < 9.995 else "±>999%"
+
+
 @dataclass(frozen=True)
 class Estimate:
     """A ratio (head/base, now/baseline, or on/off) with its interval; ``n`` samples, ``runs`` repeats behind them."""
@@ -85,7 +90,7 @@ class Estimate:
         if self.n == 1:
             noise = f"±{100 * ONE_SAMPLE_NOISE:.0f}% (assumed: one sample)"
         elif math.isfinite(self.noise):
-            noise = f"±{100 * self.noise:.0f}%"
+            noise = _pct(self.noise)
         else:
             noise = "unknown (one run a side)"
         return f"{self.value:.2f}x [{self.low:.2f}x-{self.high:.2f}x], {self.n} samples, noise {noise}"
@@ -108,7 +113,7 @@ class Decision:
         """``: INCONCLUSIVE: noise ±12%, needs 3 more repeats`` for an inconclusive decision, else nothing."""
         if self.outcome != "inconclusive" or self.estimate is None:
             return ""
-        noise = f"±{100 * self.estimate.noise:.0f}%" if math.isfinite(self.estimate.noise) else "unknown"
+        noise = _pct(self.estimate.noise) if math.isfinite(self.estimate.noise) else "unknown"
         more = f"{self.more}+" if self.more >= MAX_MORE else str(self.more)
         return f": INCONCLUSIVE: noise {noise}, needs {more} more repeats"
 

@@ -45,6 +45,7 @@ def test_identical_samples_have_a_point_interval_and_one_sample_the_assumed_nois
     assert single.text() == "2.00x [1.60x-2.50x], 1 samples, noise ±25% (assumed: one sample)"
     assert stats.against_max(single, 3.0).outcome == "ok"
     assert stats.against_max(single, 2.2).outcome == "inconclusive"
+    assert stats.Estimate(1.0, 1e-4, 1e4, 18, 1).text().endswith("noise ±>999%")  # one run against two: t(1)
 
 
 def test_one_run_a_side_measures_no_run_noise_so_it_is_inconclusive():
