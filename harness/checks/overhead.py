@@ -36,13 +36,11 @@ def in_run(on: dict[tuple[int, int], float], steps: list[int], reference: list[i
     ratio carried both processes' offsets. The run-to-run spread of the profiled step ratio was 15.2 % against the
     off run at the same step and 5.4 % against the run's own unprofiled steps (ranks pinned; 18.3 % and 10.1 %
     unpinned). Valid only where every step does the same work (the embedded workload: same shapes every step)."""
-    ranks = {r for _, r in on}
-    med = {
-        r: statistics.median(v for (n, q), v in on.items() if q == r and n in reference)
-        for r in ranks
-        if any((n, r) in on for n in reference)
-    }
-    return {(n, r): med[r] for n in steps for r in ranks if r in med}
+    by_rank: dict[int, list[float]] = {}
+    for (n, r), v in on.items():
+        if n in reference:
+            by_rank.setdefault(r, []).append(v)
+    return {(n, r): statistics.median(vs) for r, vs in by_rank.items() for n in steps}
 
 
 def _clock(times: dict[int, float]) -> dict[tuple[int, int], float]:
@@ -78,12 +76,9 @@ def check_overhead(ctx: CheckContext) -> CheckResult:
         res.figures[fig.step_time("on", n)] = round(t_on[n], 4)
 
     cpu_off, cpu_on = off.cpu_times(), on.cpu_times()
-    # CPU time per rank (the embedded workload: identical steps): profiled steps against the same process's
-    # unprofiled steps (``in_run``), unprofiled against the off run. Wall time (verl's trainer: every step's
-    # rollout differs): both against the off run at the same step, which saw the same data.
-    in_process = bool(cpu_off and cpu_on)
+    in_process = bool(cpu_off and cpu_on)  # the embedded workload; verl's trainer logs wall time only
     clock = "CPU time per rank; profiled against the run's own unprofiled steps" if in_process else "wall time"
-    if not (cpu_off and cpu_on):  # verl's trainer logs wall time only
+    if not in_process:
         cpu_off = {"step": _clock(t_off)} | {k: _clock(v) for k, v in off.stage_times().items()}
         cpu_on = {"step": _clock(t_on)} | {k: _clock(v) for k, v in on.stage_times().items()}
     judged = [
