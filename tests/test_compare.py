@@ -53,8 +53,8 @@ def test_same_numbers_compare_clean_with_interval_samples_and_noise():
     s = compare_scenario("tiny", [obs(4.0), obs(4.01)], [obs(4.01), obs(4.0)])
     assert s.status == "ok" and not s.findings
     (overhead,) = [f for f in s.figures if f.metric == "overhead.profiled"]
-    assert overhead.ratio_text() == "head/base 1.00x [0.98x-1.02x], 8 samples, noise ±2%"
-    assert any("overhead.profiled" in row and "[0.98x-1.02x]" in row for row in s.figure_table())
+    assert overhead.ratio_text() == "head/base 1.00x [0.95x-1.06x], 8 samples, noise ±6%"  # 99.9 %
+    assert any("overhead.profiled" in row and "[0.95x-1.06x]" in row for row in s.figure_table())
 
 
 def test_noisy_repeats_are_inconclusive_with_their_own_exit_code():
@@ -62,7 +62,7 @@ def test_noisy_repeats_are_inconclusive_with_their_own_exit_code():
     assert s.status == "inconclusive"
     (line,) = [ln for ln in s.lines() if ln.startswith("INCONCLUSIVE")]
     # 0.98x with 2 runs a side: the 90 % interval must shrink under x1.156 (the change to catch) to say ok
-    assert "overhead.profiled" in line and line.endswith("noise ±132%, needs 3 more repeats")
+    assert "overhead.profiled" in line and line.endswith("noise ±>999%, needs 3 more repeats")
     c = Comparison("verl 0.9.1", "verl @pr", ["base", "head"], [s])
     assert c.exit_code == 3 and c.lines()[-1] == "compare: 1 inconclusive -> INCONCLUSIVE"
 
