@@ -187,12 +187,13 @@ def paired(base: Sequence[Mapping[str, float]], head: Sequence[Mapping[str, floa
     return Estimate(math.exp(delta), math.exp(delta - half), math.exp(delta + half), n, runs, se, dof)
 
 
-def _more(est: Estimate, threshold: float, confidence: float = CONFIDENCE_CHANGE) -> int:
-    """Repeats more until the interval (at ``confidence``) would clear the threshold, if the estimate stayed."""
+def _more(est: Estimate, threshold: float, confidence: float | None = None) -> int:
+    """Repeats more until the interval (the estimate's own, or at ``confidence``) would clear the threshold, if the
+    estimate stayed."""
     room = abs(math.log(est.value) - math.log(threshold))
     if not math.isfinite(est.noise):
         return 1  # no spread measured yet: a repeat measures it
-    low, high = est.bounds(confidence)
+    low, high = (est.low, est.high) if confidence is None else est.bounds(confidence)
     width = math.log(high / low) / 2
     if room == 0:
         return MAX_MORE
