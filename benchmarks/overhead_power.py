@@ -20,7 +20,9 @@ has its table; ``table`` re-checks every pair with the code as it is and replays
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -113,11 +115,12 @@ def stream(args: argparse.Namespace) -> None:
     out.mkdir(parents=True, exist_ok=True)
     n = args.max_pairs
     kinds = ["A/A"] * args.reference + plan(args.aa * n, args.p15 * n, args.p30 * n)
+    deadline = _deadline(args.until) if args.until else math.inf
     busy = subprocess.Popen([sys.executable, "-c", "while 1: pass"]) if args.busy_core else None
     try:
         with (out / "pairs.jsonl").open("a") as log:
             for i, kind in enumerate(kinds, 1):
-                if args.until and time.strftime("%H:%M", time.gmtime()) >= args.until:
+                if time.time() >= deadline:
                     print(f"stopped at {args.until} UTC after {i - 1} pairs", flush=True)
                     break
                 _, wall, root = run_pair(scenario, out, PCT[kind])
@@ -128,6 +131,13 @@ def stream(args: argparse.Namespace) -> None:
     finally:
         if busy is not None:
             busy.terminate()
+
+
+def _deadline(hhmm: str) -> float:
+    """The next ``HH:MM`` UTC from now (a series started at 22:25 ``--until 00:10`` runs past midnight)."""
+    now = datetime.datetime.now(datetime.UTC)
+    at = datetime.datetime.combine(now.date(), datetime.time.fromisoformat(hhmm), datetime.UTC)
+    return (at if at > now else at + datetime.timedelta(days=1)).timestamp()
 
 
 def recheck(scenario: Any, root: Path) -> Observation:

@@ -10,6 +10,7 @@ from builders import write_dump, write_metrics, write_scenario
 
 from harness.checks import CHECKS, CheckContext
 from harness.checks.known_gap import check_gap
+from harness.checks.overhead import around
 from harness.loader import load_scenario
 
 
@@ -205,6 +206,13 @@ def test_overhead_samples_are_cpu_time_per_rank_and_step(good_case):
         "overhead.profiled: 8.49x [8.00x-9.00x], 4 samples, noise ±6% against 20x "
         "(CPU time per rank; profiled against the run's own unprofiled steps)"
     ) in result.notes
+
+
+def test_the_in_run_reference_is_the_unprofiled_steps_among_the_profiled_ones():
+    """The machine drifts within a run: steps long after the last profiled one are a worse denominator."""
+    assert around([3, 5, 7, 9, 10, 11, 12, 13], [2, 4, 6, 8]) == [3, 5, 7, 9]
+    assert around([9, 10], [2, 4]) == [9, 10]  # none among them: all of them
+    assert around([3, 5], []) == [3, 5]
 
 
 def test_an_interval_across_the_max_is_inconclusive_not_a_pass(good_case):

@@ -10,13 +10,22 @@ import json
 import os
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import requests
 from docker.models.containers import _create_container_args
 from docker.types import DeviceRequest
 
-from harness.executors.docker import ASCEND_DRIVER_PATHS, DockerRuntime, Mount, container_spec, host_python
+from harness.executors.docker import (
+    ASCEND_DRIVER_PATHS,
+    DockerExecutor,
+    DockerRuntime,
+    Mount,
+    container_spec,
+    host_python,
+)
 from harness.launch import Launch
 from harness.rundir import RunDir
 from harness.scenario import ExecutorSettings
@@ -161,3 +170,25 @@ def test_user_and_limits(tmp_path, memory, cpus):
 def test_runtime_settings_reject_unknown_fields():
     with pytest.raises(ValueError, match="Extra inputs are not permitted"):
         DockerRuntime(gpu=[0])  # type: ignore[call-arg]
+
+
+class _Containers:
+    def __init__(self, exc: Exception) -> None:
+        self.exc = exc
+
+    def list(self, **_: Any) -> list[Any]:
+        raise self.exc
+
+
+@pytest.mark.parametrize(
+    ("exc", "lines"),
+    [
+        (requests.ReadTimeout("read timed out"), ["stale containers not looked for: the Docker daemon did not answer"]),
+        (requests.ConnectionError("no such socket"), []),
+    ],
+)
+def test_the_sweep_says_when_a_busy_daemon_kept_it_from_looking(exc, lines):
+    """No daemon: nothing of ours can be on it. A daemon too busy to answer may hold a stale container: said."""
+    client = SimpleNamespace(containers=_Containers(exc))
+    got = DockerExecutor(client=client).sweep()  # type: ignore[arg-type]
+    assert [line[: len(want)] for line, want in zip(got, lines, strict=True)] == lines

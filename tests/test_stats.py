@@ -46,7 +46,7 @@ def test_identical_samples_have_a_point_interval_and_one_sample_the_assumed_nois
     assert single.text() == "2.00x [1.60x-2.50x], 1 samples, noise ±25% (assumed: one sample)"
     assert stats.against_max(single, 3.0).outcome == "ok"
     assert stats.against_max(single, 2.2).outcome == "inconclusive"
-    assert stats.Estimate(1.0, 1e-4, 1e4, 18, 1).text().endswith("noise ±>999%")  # one run against two: t(1)
+    assert stats.Estimate(1.0, 1e-4, 1e4, 18, 1).text() == "1.00x [0.00x->999x], 18 samples, noise ±>999%"  # t(1)
 
 
 def test_one_run_a_side_measures_no_run_noise_so_it_is_inconclusive():
@@ -68,17 +68,20 @@ def test_quiet_runs_decide_a_change_either_way(effect, expected):
     assert d.estimate is not None and d.estimate.value == pytest.approx(effect, rel=0.03)
 
 
-def test_a_shared_runner_run_level_noise_does_not_raise_false_alarms():
-    """A/A at 10 % run-to-run noise (measured here on a loaded 2-core runner): 200 comparisons of 2 runs a side
-    never call a regression or an improvement more often than the 95 % interval allows."""
+@pytest.mark.parametrize(("effect", "wrong", "at_most"), [(1.0, ("regressed", "improved"), 4), (1.156, ("ok",), 10)])
+def test_a_shared_runner_run_level_noise_keeps_each_wrong_verdict_rare(effect, wrong, at_most):
+    """10 % run-to-run noise (measured here on a loaded 2-core runner), 2 runs a side, 200 comparisons: no change
+    is called a change at most 2 % of the time, the change to catch (x1.156) ok at most 5 % (the 90 % interval's
+    one side); most of both are INCONCLUSIVE, saying so instead of guessing (A/A 141, x1.156 192 of 200)."""
     rng = np.random.default_rng(2026)
     outcomes = [
-        stats.against_tolerance(stats.paired(_runs(rng, 2, 1, 0.10, 0.03), _runs(rng, 2, 1, 0.10, 0.03)), TOL).outcome
+        stats.against_tolerance(
+            stats.paired(_runs(rng, 2, 1, 0.10, 0.03), _runs(rng, 2, effect, 0.10, 0.03)), TOL
+        ).outcome
         for _ in range(200)
     ]
-    wrong = outcomes.count("regressed") + outcomes.count("improved")
-    assert wrong <= 4  # 2 %: a 95 % two-sided interval beyond a 7.5 % margin
-    assert outcomes.count("inconclusive") > 150  # and it says so, instead of guessing
+    assert sum(outcomes.count(w) for w in wrong) <= at_most
+    assert outcomes.count("inconclusive") >= 120
 
 
 def _spread_runs(n: int, sd: float) -> list[dict[str, float]]:
@@ -109,7 +112,7 @@ def test_a_change_is_flagged_at_99_9_percent_for_the_looks_a_decision_takes(sds,
 def test_four_repeats_a_side_at_3_percent_run_noise_decide_no_change_and_the_change_to_catch(
     effect, expected, at_least
 ):
-    """3 % run noise, 4 repeats a side: no change is ok (99.75 % of 2000 draws), +15 % (the change a 7.5 % tolerance
+    """3 % run noise, 4 repeats a side: no change is ok (99.85 % of 2000 draws), +15 % (the change a 7.5 % tolerance
     is sized to catch) regressed in 55 % and INCONCLUSIVE (more repeats) in the rest at 99.9 %, +30 % in 99.3 %;
     the wrong verdict (regressed for no change, ok for +15 %) at most twice in 200 (0 and 0.2 % in 2000)."""
     rng = np.random.default_rng(15)
@@ -131,6 +134,8 @@ def test_four_repeats_a_side_at_3_percent_run_noise_decide_no_change_and_the_cha
         (1.12, 1.01, 1.25, "regressed"),  # past the tolerance, and the slowdown is real
         (1.12, 0.98, 1.28, "inconclusive"),  # past the tolerance, but it may be no change at all
         (1 / 1.12, 1 / 1.25, 1 / 1.01, "improved"),
+        (1 / 1.12, 1 / 1.27, 1.02, "ok"),  # an improvement the noise cannot confirm, and x1.156 is ruled out
+        (1 / 1.12, 1 / 1.27, 1.20, "inconclusive"),  # faster, maybe; but x1.156 is not ruled out
         (1.074, 1.04, 1.11, "ok"),  # just inside the tolerance: the midpoint decides, not the interval's edge
     ],
 )

@@ -51,6 +51,7 @@ ASCEND_DRIVER_PATHS = (
     "/usr/local/bin/npu-smi",
     "/etc/ascend_install.info",
 )
+DAEMON_TIMEOUT_S = 30  # at 10 s the sweep once printed nothing for a stale container under .ci/run's load
 STOP_GRACE_S = 5  # SIGTERM -> SIGKILL on timeout; the trainings hold nothing worth a clean shutdown
 BUILD_CPU_HINT = "python -m harness image build-cpu --tag {image}"
 
@@ -249,7 +250,7 @@ def _daemon_address() -> str:
 def connect() -> DockerClient:
     """A client for the daemon named by DOCKER_HOST (or the default socket); InfraError if it does not answer."""
     try:
-        client = docker.from_env(timeout=30)
+        client = docker.from_env(timeout=DAEMON_TIMEOUT_S)
         client.ping()
     except (docker.errors.DockerException, requests.RequestException) as exc:
         raise InfraError(
@@ -377,9 +378,12 @@ class DockerExecutor:
     def sweep(self) -> list[str]:
         """Remove the harness-labelled containers whose harness process (on this host) is gone."""
         try:
-            client = self._client or docker.from_env(timeout=10)
+            client = self._client or docker.from_env(timeout=DAEMON_TIMEOUT_S)
             found = client.containers.list(all=True, filters={"label": f"{LABEL_PREFIX}.session"})
-        except (docker.errors.DockerException, requests.RequestException):
+        except (docker.errors.DockerException, requests.RequestException) as exc:
+            if isinstance(exc, requests.Timeout) or isinstance(exc.__context__, requests.Timeout):
+                # a daemon busy with the trainings, not a missing one: said, so leftovers are never hidden
+                return [f"stale containers not looked for: the Docker daemon did not answer in {DAEMON_TIMEOUT_S} s"]
             return []  # no daemon here: nothing of ours can be left on it
         lines = []
         for c in found:
