@@ -226,8 +226,10 @@ def test_free_space_floor_stops_the_container_as_an_infrastructure_error(tmp_pat
     assert leftovers(client, scenario=name) == []
 
 
-def test_a_sigkilled_harness_leaves_a_container_that_the_next_session_sweeps(tmp_path, capsys):
-    """A container is swept only when its harness process is gone; one of a live harness never."""
+def test_a_sigkilled_harness_leaves_a_container_that_the_next_session_sweeps(tmp_path):
+    """A container is swept only when its harness process is gone; one of a live harness never. Every harness
+    session sweeps at its start, so in the parallel suite another may remove the stale one first: asserted is
+    that it is gone after a new session, and the live one is not (the line it prints: test_docker_spec.py)."""
     client = daemon()
     name = f"docker_stale_{uuid.uuid4().hex[:8]}"
     write_scenario(tmp_path, name=name, world_size=1)
@@ -247,14 +249,11 @@ def test_a_sigkilled_harness_leaves_a_container_that_the_next_session_sweeps(tmp
     )
     try:
         proc = pytest_run("scenarios", "--collect-only", cwd=tmp_path)  # a new session: it sweeps at its start
-        assert f"harness: removed stale container {stale} (" in proc.stdout, proc.stdout[-2000:]
-        assert f"its harness pid {killed.pid} is gone)" in proc.stdout
-        assert leftovers(client, scenario=name) == [live.name]  # this test's process is alive
+        assert leftovers(client, scenario=name) == [live.name], proc.stdout[-2000:]  # this test's process is alive
         dead = subprocess.Popen(["true"])
         dead.wait()
         client.containers.create(IMAGE, ["true"], labels={**live.labels, PID_LABEL: str(dead.pid)})
         cli.sweep()  # what `harness run` does first
-        assert "harness: removed stale container " in capsys.readouterr().out
         assert leftovers(client, scenario=name) == [live.name]
     finally:
         live.remove(force=True)

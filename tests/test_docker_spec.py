@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -18,6 +19,7 @@ import requests
 from docker.models.containers import _create_container_args
 from docker.types import DeviceRequest
 
+from harness.executors.base import LABEL_PREFIX, PID_LABEL, owner_labels
 from harness.executors.docker import (
     ASCEND_DRIVER_PATHS,
     DockerExecutor,
@@ -192,3 +194,28 @@ def test_the_sweep_says_when_a_busy_daemon_kept_it_from_looking(exc, lines):
     client = SimpleNamespace(containers=_Containers(exc))
     got = DockerExecutor(client=client).sweep()  # type: ignore[arg-type]
     assert [line[: len(want)] for line, want in zip(got, lines, strict=True)] == lines
+
+
+class _Api:
+    def __init__(self) -> None:
+        self.removed: list[str] = []
+
+    def remove_container(self, name: str, force: bool) -> None:
+        self.removed.append(name)
+
+
+def test_the_sweep_removes_a_dead_harness_container_and_says_so():
+    """Only a container whose harness process (on this host) is gone; one of a live harness stays."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    labels = {f"{LABEL_PREFIX}.session": "s", f"{LABEL_PREFIX}.scenario": "tiny", **owner_labels()}
+    stale = SimpleNamespace(
+        id="c1", name="harness-tiny-off-1", status="exited", labels={**labels, PID_LABEL: str(dead.pid)}
+    )
+    live = SimpleNamespace(id="c2", name="harness-tiny-on-2", status="running", labels=labels)
+    api = _Api()
+    client = SimpleNamespace(containers=SimpleNamespace(list=lambda **_: [stale, live]), api=api)
+    assert DockerExecutor(client=client).sweep() == [  # type: ignore[arg-type]
+        f"removed stale container harness-tiny-off-1 (exited; scenario tiny, its harness pid {dead.pid} is gone)"
+    ]
+    assert api.removed == ["c1"]
