@@ -51,7 +51,7 @@ ASCEND_DRIVER_PATHS = (
     "/usr/local/bin/npu-smi",
     "/etc/ascend_install.info",
 )
-DAEMON_TIMEOUT_S = 30  # at 10 s the sweep once printed nothing for a stale container under .ci/run's load
+DAEMON_TIMEOUT_S = 30  # connect and the sweep alike: a daemon starting trainings on a loaded runner answers slowly
 STOP_GRACE_S = 5  # SIGTERM -> SIGKILL on timeout; the trainings hold nothing worth a clean shutdown
 BUILD_CPU_HINT = "python -m harness image build-cpu --tag {image}"
 
