@@ -47,11 +47,13 @@ def run_comparison(
     judge: Collection[str] = FAMILIES,
     watch: Watch | None = None,
     max_repeats: int | None = None,
+    skipped: Collection[str] = (),
 ) -> tuple[Comparison, dict[str, dict[str, list[Observation]]]]:
     """Run and compare; returns the comparison and, per scenario and side, the observations of the repeats.
     ``judge``: the figure families decided (the others are reported); structure names and checks always are.
     ``max_repeats``: while a scenario is INCONCLUSIVE after ``repeats``, one more base/head pair (the ABBA order
-    goes on) at a time, up to this many per side (sequential sampling); default ``repeats``: none more."""
+    goes on) at a time, up to this many per side (sequential sampling); default ``repeats``: none more.
+    ``skipped``: the scenarios not run here, with why (they count in the total a comparison compares)."""
     targets = {"base": base, "head": head}
     for side, target in targets.items():  # both environments before any training: a bad SPEC fails at once
         say(f"{side}: {ensure_env(target).label()}")
@@ -85,12 +87,12 @@ def run_comparison(
         sides = observed[scenario.name]
         sc = compare_scenario(scenario.name, sides["base"], sides["head"], judge)
         sc.errors = scenario_errors.get(scenario.name, []) + sc.errors
-        if not sc.errors:
+        if not sc.errors and not any(o.crashes for obs in sides.values() for o in obs):
             say(f"{scenario.name}: numerics (msprobe compare)")
             add_numerics(sc, scenario, sides, results, ensure_env(head).python)
         compared.append(sc)
     labels = [f"{side} {i + 1}" for side, i in interleaved(done)]
-    comparison = Comparison(base.describe(), head.describe(), labels, compared)
+    comparison = Comparison(base.describe(), head.describe(), labels, compared, list(skipped))
     write_comparison(comparison, results)
     return comparison, observed
 
@@ -121,6 +123,8 @@ def write_comparison(c: Comparison, results: Path) -> None:
         "head": c.head,
         "order": c.order,
         "exit_code": c.exit_code,
+        "verdict": c.verdict[1],
+        "skipped": c.skipped,
         "scenarios": [
             {
                 "scenario": s.scenario,

@@ -21,8 +21,7 @@ from rich.progress import BarColumn, TaskID, TextColumn
 from rich.progress import Progress as Bars
 from rich.table import Table
 
-from harness import stats
-from harness.checks.known_gap import is_gap
+from harness import outcomes
 from harness.cli_gate import add_gate_commands
 from harness.devices import skip_reason
 from harness.errors import HarnessError, ScenarioError, one_line
@@ -141,25 +140,22 @@ def cmd_run(args: argparse.Namespace) -> int:
             seconds, checks = evaluate(s, results, session, args.executor, args.reuse, target, watch)
             trained += seconds
         except HarnessError as exc:
-            console.print(f"[red]{exc.label}[/] {escape(str(exc))}")
+            console.print(f"[red]{exc.label}[/]{exc.note}: {escape(str(exc))}", soft_wrap=True)
             table.add_row(s.name, "-", "[red]ERROR[/]", "")
-            status = _worse(status, 2)
+            status = outcomes.worse(status, outcomes.EXIT_ERROR)
             continue
         for r in checks:
-            gap = is_gap(r.check)
-            if gap:
-                verdict = "[red]XPASS: the gap is fixed, remove it[/]" if r.passed else "[yellow]xfail (known gap)[/]"
-            elif r.problems or r.passed:
-                verdict = "[green]pass[/]" if r.passed else "[red]FAIL[/]"
-            else:
-                verdict = "[magenta]INCONCLUSIVE[/]"
-            if r.passed == gap:
-                status = _worse(status, 1 if gap or r.problems else stats.EXIT_INCONCLUSIVE)
-            table.add_row(s.name, r.check, verdict, r.summary)
+            outcome = outcomes.check_outcome(r, expected_failure=bool(r.xfail_reason))
+            status = outcomes.worse(status, outcomes.check_exit(outcome))
+            verdict = f"[{_COLOURS[outcome]}]{escape(outcomes.WORDS[outcome])}[/]"
+            table.add_row(s.name, r.check, verdict, r.not_checked or r.summary)
+            mark = "[yellow]~" if r.xfail_reason else "[red]-"
             for p in r.problems:
-                console.print(f"  {'[yellow]~' if gap else '[red]-'}[/] {r.check}: {escape(p)}", soft_wrap=True)
+                console.print(f"  {mark}[/] {r.check}: {escape(p)}", soft_wrap=True)
             for p in r.inconclusive:
                 console.print(f"  [magenta]?[/] {r.check}: {escape(p)}", soft_wrap=True)
+            if outcome in ("xfail", "xpass"):
+                console.print(f"  [yellow]~[/] {r.check}: {escape(outcomes.WORDS[outcome])}: {escape(r.xfail_reason)}")
     console.print(table)
     wall = time.monotonic() - started
     console.print(
@@ -169,9 +165,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     return status
 
 
-def _worse(status: int, new: int) -> int:
-    """The exit code that says more: an error (2) over a failure (1) over INCONCLUSIVE (3) over a pass (0)."""
-    return max(status, new, key=[0, stats.EXIT_INCONCLUSIVE, 1, 2].index)
+_COLOURS = {
+    "pass": "green",
+    "fail": "red",
+    "inconclusive": "magenta",
+    "not checked": "yellow",
+    "xfail": "yellow",
+    "xpass": "red",
+}
 
 
 def _families(text: str) -> tuple[str, ...]:
@@ -195,10 +196,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise ScenarioError(problems)
     base = parse_target(args.base, args.msprobe, args.series)
     head = parse_target(args.head, args.msprobe, args.series)
-    runnable = []
+    runnable, skipped = [], []
     for s in scenarios:
         if reason := skip_reason(s):
             console.print(f"[yellow]SKIPPED[/] {escape(reason)}", soft_wrap=True)
+            skipped.append(reason)
         else:
             runnable.append(s)
     results = results_dir(args.results)
@@ -215,6 +217,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         judge=args.judge,
         watch=Watch.configure(show=live_line(15.0)),
         max_repeats=args.max_repeats,
+        skipped=skipped,
     )
     for line in comparison.lines():
         print(line)

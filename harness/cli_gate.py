@@ -1,6 +1,7 @@
 """Baseline, gate and report commands: ``baseline merge``, ``calibrate``, ``gate``, ``report``, ``junit-merge``.
 
-Exit codes as everywhere in the harness: 0 good; 1 a regression; 2 invalid input or an error.
+Exit codes as everywhere in the harness (``harness.outcomes``): 0 good; 1 a regression; 2 invalid input, an error
+or nothing compared; 3 inconclusive.
 """
 
 from __future__ import annotations
@@ -77,11 +78,13 @@ def cmd_gate(args: argparse.Namespace) -> int:
     if args.json:
         doc = {
             "exit_code": report.exit_code,
+            "verdict": report.verdict[1],
             "scenarios": [
                 {
                     "scenario": s.scenario,
                     "status": s.status,
                     "notes": s.notes,
+                    "crashes": s.crashes,
                     "metrics": [vars(m) | {"line": m.line()} for m in s.metrics if m.verdict != "ok"],
                 }
                 for s in report.scenarios

@@ -41,6 +41,22 @@ class InfraError(HarnessError):
     note = " (not a check verdict)"
 
 
+class HarnessBug(HarnessError):
+    """A training that failed in the harness's own code (its workload, its CPU patches): a harness bug, or verl
+    changed under it (API drift). Not a verdict on verl."""
+
+    label = "HARNESS ERROR"
+    note = " (not a verdict on verl)"
+
+
+class EnvironmentProblem(HarnessError):
+    """The target's environment lacks what its code imports (targets install ``--no-deps``): fix the image or the
+    project venv. Not a verdict on verl."""
+
+    label = "ENVIRONMENT ERROR"
+    note = " (not a verdict on verl)"
+
+
 class MetricsError(HarnessError):
     """A run's metrics cannot be read: the input of a check is missing or malformed."""
 

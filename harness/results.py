@@ -46,7 +46,7 @@ def settings_of(scenario: Scenario) -> dict[str, Any]:
     }
 
 
-def record_check(scenario: Scenario, runs: ScenarioRuns, result: CheckResult, xfail_reason: str | None = None) -> None:
+def record_check(scenario: Scenario, runs: ScenarioRuns, result: CheckResult) -> None:
     path = runs.dir.results
     with FileLock(str(runs.dir.lock) + ".results"):
         try:
@@ -72,7 +72,8 @@ def record_check(scenario: Scenario, runs: ScenarioRuns, result: CheckResult, xf
             "inconclusive": result.inconclusive,
             "notes": result.notes,
             "figures": result.figures,
-            **({"xfail_reason": xfail_reason} if xfail_reason else {}),
+            **({"not_checked": result.not_checked} if result.not_checked else {}),
+            **({"xfail_reason": result.xfail_reason} if result.xfail_reason else {}),
         }
         write_atomic(path, json.dumps(doc, indent=2, sort_keys=False))
 
@@ -90,6 +91,7 @@ class RunDoc(_Lenient):
 
 class CheckDoc(_Lenient):
     passed: bool
+    not_checked: str = ""  # nothing to check: a training crashed (the crash check's verdict)
     figures: dict[str, float | int | str] = {}
     problems: list[str] = []
     inconclusive: list[str] = []

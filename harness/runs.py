@@ -19,7 +19,8 @@ from typing import Any
 
 from filelock import FileLock
 
-from harness.errors import InfraError
+from harness.crash import Crash, classify
+from harness.errors import EnvironmentProblem, HarnessBug, HarnessError, InfraError
 from harness.executors.base import LABEL_PREFIX, Executor, owner_labels
 from harness.launch import ExecResult
 from harness.monitor import Monitor, Watch, dump_cap
@@ -44,6 +45,7 @@ class RunRecord:
     error: str | None = None
     target: dict[str, Any] | None = None  # the verl and msprobe under test (Target.block)
     stopped: str | None = None  # the monitor's line when it stopped the run at the dump cap (a disk failure)
+    crash: dict[str, Any] | None = None  # why it failed and whose fault it is (harness.crash.Crash)
 
 
 @dataclass
@@ -56,9 +58,15 @@ class ScenarioRuns:
     target: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def error(self) -> str | None:
-        errors = [f"{r.mode} run: {r.error}" for r in self.records.values() if r.error]
-        return "\n".join(errors) or None
+    def error(self) -> HarnessError | None:
+        """The failure that is no verdict on verl (a crash of verl or msprobe is the crash check's), as the error
+        of the party at fault: the harness, the environment or the runner."""
+        failed = [r for r in self.records.values() if r.error]
+        if not failed:
+            return None
+        party = (failed[0].crash or {}).get("party")
+        kind = {"harness": HarnessBug, "environment": EnvironmentProblem}.get(party or "", InfraError)
+        return kind(f"scenario {self.dir.root.name}: " + "\n".join(f"{r.mode} run: {r.error}" for r in failed))
 
 
 def target_labels(target: Target) -> dict[str, str]:
@@ -73,14 +81,15 @@ def _tail(path: Path, lines: int = 15) -> str:
         return "(no log)"
 
 
-def _verdict(res: ExecResult, settings_timeout: float, log: Path) -> str | None:
-    if res.timed_out:
-        return f"timed out after {settings_timeout:.0f}s (executor.timeout_s); killed. Log tail ({log}):\n{_tail(log)}"
+def _verdict(res: ExecResult, settings_timeout: float, log: Path, env: TargetEnv) -> tuple[str | None, Crash | None]:
+    """The run's error line (None when it finished, or when verl or msprobe crashed it: the crash check's verdict)
+    and the crash (whose code failed), from its exit and its log."""
+    crash = classify(res, log, settings_timeout, env.facts.get("verl_requires"))
+    if crash is None or crash.verdict:
+        return None, crash
     if res.oom_killed:
-        return f"killed for memory (OOM) with exit code {res.exit_code}: raise executor.docker.memory. Log: {log}"
-    if res.exit_code != 0:
-        return f"training exited with code {res.exit_code}. Log tail ({log}):\n{_tail(log)}"
-    return None
+        return f"{crash.reason}: raise executor.docker.memory. Log: {log}", crash
+    return f"{crash.reason}. Log tail ({log}):\n{_tail(log)}", crash
 
 
 def fingerprint(scenario: Scenario, target: Target) -> str:
@@ -116,7 +125,7 @@ def _from_record(
 
 def _failed(raw: dict) -> bool:
     records = raw.get("records", {}).values()
-    return len(records) < len(MODES) or any(r.get("error") or r.get("stopped") for r in records)
+    return len(records) < len(MODES) or any(r.get("error") or r.get("stopped") or r.get("crash") for r in records)
 
 
 def target_env(scenario: Scenario, target: Target) -> TargetEnv:
@@ -173,7 +182,7 @@ def ensure_runs(
             kind = executor or scenario.executor.kind
             runs = _run_both(scenario, sdir, session, kind, env, watch or Watch.configure())
     if runs.error:
-        raise InfraError(f"scenario {scenario.name}: {runs.error}")
+        raise runs.error
     return runs
 
 
@@ -213,18 +222,20 @@ def _train(
         try:
             with Monitor(run, scenario.name, executor.name, scenario.steps, cap, watch) as monitor:
                 res = executor.execute(launch, run, scenario.executor, labels, stop=monitor.stop)
-            error = _verdict(res, scenario.executor.timeout_s, run.log)
+            error, crash = _verdict(res, scenario.executor.timeout_s, run.log, env)
             if monitor.verdict and res.stopped:  # the kill's exit code says nothing: the monitor's line does
+                crash = None
                 if monitor.verdict.kind == "cap":
                     stopped, error = monitor.verdict.line, None
                 else:
                     error = monitor.verdict.line
         except InfraError as exc:
-            res, error = ExecResult(exit_code=None, wall_s=0.0, detail=str(exc)), str(exc)
+            res, error, crash = ExecResult(exit_code=None, wall_s=0.0, detail=str(exc)), str(exc), None
         argv = res.argv or launch.argv("python")
-        records[mode] = RunRecord(mode, executor.name, argv, res, error, block, stopped)
+        found = crash.to_dict() if crash else None
+        records[mode] = RunRecord(mode, executor.name, argv, res, error, block, stopped, found)
         write_atomic(run.record, json.dumps(asdict(records[mode]), indent=2))
-        if error or stopped:
+        if error or stopped or crash:
             break  # the on run is pointless without a baseline; a stopped on run is the last anyway
     recorded = {"block": block, "environment": environment(env)}
     runs = ScenarioRuns(sdir, session, records, trained_s=time.monotonic() - started, target=recorded)

@@ -59,6 +59,19 @@ class KnownGap(Strict):
     reason: Annotated[str, Field(min_length=1)]
 
 
+class KnownBug(Strict):
+    """A crash of the code under test that is known (and reported upstream): while a training fails with an
+    exception matching ``raises``, the crash check is a strict xfail; the day it no longer does, it fails (XPASS),
+    so the declaration goes when the bug does."""
+
+    party: Literal["verl", "msprobe"] = "verl"
+    raises: Annotated[
+        str,
+        Field(min_length=1, description="regex searched in the crash's exception line, e.g. '^ValueError: Unknown'"),
+    ]
+    reason: Annotated[str, Field(min_length=1)]
+
+
 class Expectations(Strict):
     """What the dump tree must hold. Unset lists default from precision_debugger and world_size."""
 
@@ -76,6 +89,7 @@ class Expectations(Strict):
         "uninitialised all-gather buffer as seen by Tensor.narrow",
     )
     known_gaps: list[KnownGap] = Field(default_factory=list)
+    known_bugs: list[KnownBug] = Field(default_factory=list)
     numerics_match: bool = Field(
         True,
         description="base against head: msprobe's compare of the two dump trees is judged (same seeds, same "
@@ -91,7 +105,8 @@ class Expectations(Strict):
     @model_validator(mode="after")
     def _check(self) -> Expectations:
         named = [(f"required_patterns.{st}", p) for st, ps in self.required_patterns.items() for p in ps]
-        for where, p in [*named, *(("nonfinite_ok", p) for p in self.nonfinite_ok)]:
+        bugs = [(f"known_bugs.{i}.raises", b.raises) for i, b in enumerate(self.known_bugs)]
+        for where, p in [*named, *(("nonfinite_ok", p) for p in self.nonfinite_ok), *bugs]:
             try:
                 re.compile(p)
             except re.error as exc:

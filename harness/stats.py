@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -49,14 +49,6 @@ MAX_MORE = 99  # "needs 99+ more repeats": the estimate sits on the threshold
 # One sample against a max (a scenario with one profiled step on one rank) has no spread of its own: the spread of
 # one timed ratio on a shared 2-core runner stands in (calibrate over 3 runs: 11-31 % per overhead ratio).
 ONE_SAMPLE_NOISE = 0.25
-EXIT_INCONCLUSIVE = 3  # gate, compare, run: 0 pass, 1 a regression, 2 an error, 3 the noise left one undecided
-
-
-def exit_code(statuses: Iterable[str]) -> int:
-    """The gate's and the comparison's exit code from their scenarios' statuses: an error outranks a
-    regression, which outranks an undecided figure."""
-    seen = set(statuses)
-    return 2 if "error" in seen else 1 if "regressed" in seen else EXIT_INCONCLUSIVE if "inconclusive" in seen else 0
 
 
 def _pct(noise: float) -> str:
@@ -255,8 +247,3 @@ def exact(base: Sequence[float], now: Sequence[float], tolerance: float, two_sid
     if grew or (two_sided and shrank):
         return Decision("regressed", None, 1 + tolerance)
     return Decision("improved" if shrank else "ok", None, 1 + tolerance)
-
-
-def exit_word(code: int) -> str:
-    """The last word of a gate or comparison: PASS, FAIL (a regression or an error) or INCONCLUSIVE."""
-    return {0: "PASS", EXIT_INCONCLUSIVE: "INCONCLUSIVE"}.get(code, "FAIL")

@@ -260,10 +260,23 @@ def pinned_target() -> Target:
     return Target(verl=verl, msprobe=_pinned("msprobe"), series=verl.series)
 
 
+def _given(name: Name, option: str | None) -> str | None:
+    """The SPEC from the option, else from its variable; an empty one (an unset shell variable, an empty workflow
+    input) is refused, never read as "the pinned release"."""
+    for value, where in ((option, f"--{name}"), (os.environ.get(ENV_VARS[name]), ENV_VARS[name])):
+        if value is not None and not value.strip():
+            raise TargetError(
+                f"{where} is empty ({value!r}: an unset variable?): name a {name} (a version, a checkout, "
+                f"<repository>@<ref>, a .whl), or leave {where} out for the release pinned in the project venv"
+            )
+        if value:
+            return value
+    return None
+
+
 def parse_target(verl: str | None = None, msprobe: str | None = None, series: str | None = None) -> Target:
     """The target from the options, falling back to HARNESS_VERL / HARNESS_MSPROBE / HARNESS_SERIES."""
-    verl = verl or os.environ.get(ENV_VARS["verl"]) or None
-    msprobe = msprobe or os.environ.get(ENV_VARS["msprobe"]) or None
+    verl, msprobe = _given("verl", verl), _given("msprobe", msprobe)
     series = series or os.environ.get(ENV_VARS["series"]) or None
     v = _parse_verl(verl) if verl else _pinned("verl")
     m = _parse_msprobe(msprobe) if msprobe else _pinned("msprobe")

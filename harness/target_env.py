@@ -29,12 +29,14 @@ from pathlib import Path
 from typing import Any
 
 from filelock import FileLock
+from packaging.utils import canonicalize_name
 
-from harness.errors import InfraError
+from harness.crash import CODE, MISSING_MODULE, declared
+from harness.errors import EnvironmentProblem, InfraError, TargetError
 from harness.target import Package, Target, cache_dir, git, repository, worktree_files
 from harness.target_probe import PACKAGES, facts
 
-FORMAT = 1  # bump when the layout of an environment changes: every cached one is rebuilt
+FORMAT = 2  # bump when the layout of an environment changes: every cached one is rebuilt
 MARKER = "harness-target.json"
 PROBE_TIMEOUT_S = 600
 
@@ -199,8 +201,39 @@ def ensure_env(target: Target) -> TargetEnv:
         time.monotonic() - started,
         reused,
     )
+    check_identity(env)
     _MADE[key] = env
     return env
+
+
+def check_identity(env: TargetEnv) -> None:
+    """A target is the package it names, or it is refused: its environment's own site-packages must hold the
+    distribution (verl; mindstudio-probe for --msprobe), and the module trainings import must be the one installed
+    there, not the project venv's that the environment layers over (which would run the pinned release under the
+    target's name)."""
+    facts, site = env.facts, env.facts.get("site") or ""
+    own = {_normal(n) for n in facts.get("own_distributions", [])}
+    dirs = {"verl": facts.get("packages_dir"), "msprobe": facts.get("msprobe_dir")}
+    for pkg in (env.target.verl, env.target.msprobe):
+        if pkg.kind == "pinned":
+            continue
+        where = f"--{pkg.name} {pkg.spec}"
+        if _normal(pkg.distribution) not in own:
+            installed = ", ".join(sorted(facts.get("own_distributions", []))) or "nothing"
+            raise TargetError(
+                f"{where} is not {pkg.distribution}: installing it gave {installed} (name a {pkg.distribution} "
+                "checkout, repository, release or wheel)"
+            )
+        found = dirs[pkg.name]
+        if not found or not Path(found).resolve().is_relative_to(Path(site).resolve()):
+            raise TargetError(
+                f"{where}: the environment imports {pkg.name} from {found}, not from its own {site}: the target "
+                f"installs no importable {pkg.name} package"
+            )
+
+
+def _normal(name: str) -> str:
+    return canonicalize_name(name)
 
 
 def check_api(env: TargetEnv, symbols: tuple[str, ...], stages: list[str], workload: str) -> None:
@@ -227,6 +260,15 @@ def check_api(env: TargetEnv, symbols: tuple[str, ...], stages: list[str], workl
         for stage in (s for s in stages if s not in known):
             lacking.append(f"stage {stage!r}")
             reasons.append(f"verl's stage table has {', '.join(known)}")
+    missing = [
+        m["module"] for r in reasons if (m := MISSING_MODULE.search(r)) and m["module"].split(".")[0] not in CODE
+    ]
+    if missing:
+        raise EnvironmentProblem(
+            f"{env.target.verl.identity} imports {', '.join(sorted(set(missing)))}, which its environment lacks"
+            f"{declared(env.facts.get('verl_requires', []), missing)}: targets install --no-deps, so a requirement "
+            "verl adds must be in the image or the project venv (not a verdict on verl's code)"
+        )
     if lacking:
         raise InfraError(
             f"{env.target.verl.identity} lacks {', '.join(lacking)} (API drift): {'; '.join(reasons)}; workload "

@@ -29,12 +29,24 @@ def facts() -> dict[str, object]:
             versions[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:
             versions[pkg] = None
+    import sysconfig
+
     spec = importlib.util.find_spec("verl")
     verl_dir = Path(next(iter(spec.submodule_search_locations))) if spec and spec.submodule_search_locations else None
+    own = sysconfig.get_paths()["purelib"]  # a target environment's own site-packages, before the layered venv's
+    msprobe = importlib.util.find_spec("msprobe")
+    try:
+        requires = metadata.requires("verl") or []
+    except metadata.PackageNotFoundError:
+        requires = []
     return {
         "versions": versions,
         "packages_dir": str(verl_dir.parent) if verl_dir else None,
         "verl_config_dir": str(verl_dir / "trainer" / "config") if verl_dir else None,
+        "site": own,
+        "own_distributions": sorted(d.metadata["Name"] or "?" for d in metadata.distributions(path=[own])),
+        "msprobe_dir": str(Path(msprobe.origin).parent) if msprobe and msprobe.origin else None,
+        "verl_requires": requires,
     }
 
 

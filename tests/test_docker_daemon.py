@@ -97,7 +97,7 @@ def test_docker_run_matches_local_run_and_leaves_no_container(tmp_path):
         out[executor] = tmp_path / f"res_{executor}"
         proc = pytest_run("scenarios", f"--executor={executor}", f"--harness-results={out[executor]}", cwd=tmp_path)
         assert proc.returncode == 0, proc.stdout[-3000:]
-        assert summary(proc).startswith("4 passed"), summary(proc)
+        assert summary(proc).startswith("5 passed"), summary(proc)
     local, dock = (out[e] / "docker_same" for e in ("local", "docker"))
 
     assert tree(local).keys() == tree(dock).keys()  # the same layout, file for file
@@ -182,7 +182,7 @@ def test_missing_image_failing_and_oom_killed_containers_are_infrastructure_erro
     write_scenario(tmp_path, name=f"oom_{tag}", executor={**DOCKER, "docker": {"memory": "150m"}}, world_size=1)
     proc = pytest_run("scenarios", f"--harness-results={tmp_path / 'res'}", "-rE", cwd=tmp_path)
     out = proc.stdout
-    assert proc.returncode == 1 and summary(proc).startswith("12 errors in"), out[-3000:]  # ERROR, never FAILED
+    assert proc.returncode == 1 and summary(proc).startswith("15 errors in"), out[-3000:]  # ERROR, never FAILED
     assert "Traceback" not in out and " failed" not in summary(proc)
     assert out.count("INFRASTRUCTURE ERROR (not a check verdict)") >= 3
     assert (
@@ -201,7 +201,7 @@ def test_daemon_not_running_is_a_clear_infrastructure_error(tmp_path):
     write_scenario(tmp_path, name="docker_nodaemon", world_size=1)
     env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/absent.sock"}
     proc = pytest_run("scenarios", "--executor=docker", f"--harness-results={tmp_path / 'res'}", cwd=tmp_path, env=env)
-    assert proc.returncode == 1 and summary(proc).startswith("4 errors in"), proc.stdout[-3000:]
+    assert proc.returncode == 1 and summary(proc).startswith("5 errors in"), proc.stdout[-3000:]
     assert f"off run: Docker daemon not reachable at unix://{tmp_path}/absent.sock" in proc.stdout
     assert "`eval $(.ci/dockerd.sh start)`" in proc.stdout and "Traceback" not in proc.stdout
     cli = subprocess.run(
@@ -219,7 +219,7 @@ def test_free_space_floor_stops_the_container_as_an_infrastructure_error(tmp_pat
     write_scenario(tmp_path, name=name, world_size=1)
     res = f"--harness-results={tmp_path / 'res'}"
     proc = pytest_run("scenarios", "--executor=docker", res, "--harness-min-free=1PB", cwd=tmp_path)
-    assert proc.returncode == 1 and summary(proc).startswith("4 errors in"), proc.stdout[-3000:]
+    assert proc.returncode == 1 and summary(proc).startswith("5 errors in"), proc.stdout[-3000:]
     assert f"scenario {name}: off run: stopped: " in proc.stdout and "free on the results filesystem" in proc.stdout
     record = json.loads((tmp_path / "res" / name / "off" / "run.json").read_text())
     assert record["result"]["stopped"] and "container harness-" in record["result"]["detail"]

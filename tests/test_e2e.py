@@ -84,7 +84,7 @@ def test_timeout_is_an_infrastructure_error_not_a_check_failure(tmp_path):
         cwd=tmp_path,
     )
     assert proc.returncode == 1
-    assert proc.stdout.strip().splitlines()[-1].startswith("4 errors in")
+    assert proc.stdout.strip().splitlines()[-1].startswith("5 errors in")
     assert "Traceback" not in proc.stdout
     assert "INFRASTRUCTURE ERROR (not a check verdict)" in proc.stdout
     assert "off run: timed out after 1s (executor.timeout_s); killed" in proc.stdout

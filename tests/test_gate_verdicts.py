@@ -105,7 +105,28 @@ def test_new_and_missing_scenarios_are_reported_not_failed(tmp_path, baseline):
         "another_case": "new scenario",
         "tiny_case": "missing scenario",
     }
-    assert report.exit_code == 0
+    assert report.exit_code == 2  # nothing compared: never a pass
+    assert report.lines()[-1] == (
+        "gate: 1 new scenario, 1 missing scenario -> NOTHING COMPARED (0 of 2 scenarios had a figure or check "
+        "judged on both sides)"
+    )
+    write_results(tmp_path / "now", name="tiny_case")  # beside the new one: one of two compared
+    partial = gate_dirs(baseline, [tmp_path / "now"])
+    assert (
+        partial.exit_code == 0
+        and partial.lines()[-1] == "gate: 1 ok, 1 new scenario -> PASS (1 of 2 scenarios compared)"
+    )
+
+
+def test_an_empty_results_dir_or_an_empty_baseline_compares_nothing(tmp_path, baseline, capsys):
+    (tmp_path / "empty").mkdir()
+    assert main(["gate", "--baseline", str(tmp_path / "baseline.json"), "--results", str(tmp_path / "empty")]) == 2
+    assert capsys.readouterr().out.splitlines()[-1].startswith("gate: 1 missing scenario -> NOTHING COMPARED")
+    write_results(tmp_path / "now")
+    nothing = build([tmp_path / "now"])
+    nothing.scenarios.clear()
+    report = gate_dirs(nothing, [tmp_path / "empty"])
+    assert report.exit_code == 2 and report.lines()[-1].startswith("gate: no scenarios -> NOTHING COMPARED (0 of 0")
 
 
 def test_another_msprobe_or_device_is_reported_not_compared(tmp_path, baseline):
@@ -114,7 +135,7 @@ def test_another_msprobe_or_device_is_reported_not_compared(tmp_path, baseline):
     (s,) = report.scenarios
     assert s.status == "environment differs" and s.metrics == []
     assert "mindstudio-probe baseline '26.2.0', now '27.0.0'" in s.notes[0]
-    assert report.exit_code == 0
+    assert report.exit_code == 2 and "NOTHING COMPARED" in report.lines()[-1]  # every scenario not compared
     assert gate_dirs(baseline, [tmp_path / "msprobe"], across_env=True).exit_code == 1  # when asked to
 
     write_results(tmp_path / "npu", env={**ENV, "device": "npu", "machine": "aarch64"})

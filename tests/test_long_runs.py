@@ -93,7 +93,7 @@ def test_free_space_under_the_floor_stops_the_run_as_an_infrastructure_error(tmp
     proc = subprocess.run(
         [*argv, "--harness-min-free=1PB"], cwd=tmp_path, capture_output=True, text=True, check=False, timeout=300
     )
-    assert proc.returncode == 1 and proc.stdout.strip().splitlines()[-1].startswith("4 errors in"), proc.stdout
+    assert proc.returncode == 1 and proc.stdout.strip().splitlines()[-1].startswith("5 errors in"), proc.stdout
     assert "INFRASTRUCTURE ERROR (not a check verdict): scenario floor_case: off run: stopped: " in proc.stdout
     assert "free on the results filesystem" in proc.stdout and "< the floor 1000000000.00 MB" in proc.stdout
     assert processes_with(str(tmp_path)) == []

@@ -162,7 +162,3 @@ def test_deterministic_figures_are_decided_exactly():
     assert stats.exact([100.0], [104.0], 0.05).outcome == "ok"
     assert stats.exact([100.0], [90.0], 0.05).outcome == "improved"
     assert stats.exact([8.0], [7.0], 0.0, two_sided=True).outcome == "regressed"
-
-
-def test_exit_words():
-    assert [stats.exit_word(c) for c in (0, 1, 2, stats.EXIT_INCONCLUSIVE)] == ["PASS", "FAIL", "FAIL", "INCONCLUSIVE"]

@@ -116,7 +116,7 @@ def test_neutral_commit_passes_and_is_named_everywhere(repo: VerlRepo, cache: Pa
     neutral = harness_pytest(
         small, cache, f"--verl={repo.path}@{repo.neutral}", f"--harness-results={small / 'res'}", f"--junitxml={xml}"
     )
-    assert neutral.returncode == 0 and neutral.stdout.strip().splitlines()[-1].startswith("4 passed"), neutral.stdout
+    assert neutral.returncode == 0 and neutral.stdout.strip().splitlines()[-1].startswith("5 passed"), neutral.stdout
     doc = json.loads((small / "res" / "tiny_fsdp_l1" / "results.json").read_text())
     assert doc["target"]["verl"]["commit"] == repo.neutral and doc["target"]["verl"]["dirty"] is False
     assert (
@@ -131,7 +131,7 @@ def test_neutral_commit_passes_and_is_named_everywhere(repo: VerlRepo, cache: Pa
 
 def test_api_drift_is_one_infrastructure_error_line(repo: VerlRepo, cache: Path, small: Path) -> None:
     proc = harness_pytest(small, cache, f"--verl={repo.path}@drift", f"--harness-results={small / 'res_drift'}", "-rE")
-    assert proc.returncode == 1 and proc.stdout.strip().splitlines()[-1].startswith("4 errors"), proc.stdout[-3000:]
+    assert proc.returncode == 1 and proc.stdout.strip().splitlines()[-1].startswith("5 errors"), proc.stdout[-3000:]
     assert "Traceback" not in proc.stdout
     line = next(ln for ln in proc.stdout.splitlines() if "(API drift)" in ln)
     print(line)

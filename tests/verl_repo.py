@@ -4,7 +4,11 @@
 On top of it, each on its own branch: ``bad`` (verl's precision_debugger integration no longer dumps
 actor_update: a silent regression the layout check must catch), ``neutral`` (a comment), ``drift``
 (``DistProfiler`` renamed: the harness's workload no longer finds what it drives) and ``numerics`` (GAE's
-advantages no longer whitened: every check passes, only the numbers of actor_update change).
+advantages no longer whitened: every check passes, only the numbers of actor_update change). And the failures
+whose party the verdict must name, each as a pull request would make it: ``crash`` (the profiler's start keeps a
+record it never initialised: verl raises inside a profiled stage), ``newdep`` (the profiler imports a new
+requirement, declared in the build file, that a ``--no-deps`` target environment lacks) and ``kwarg``
+(``DistProfiler``'s ``tool_config`` renamed: verl's callers follow, the harness's embedded workload raises).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 PYPROJECT = """\
 [build-system]
@@ -33,6 +38,8 @@ include = ["verl*"]
 "*" = ["**/*.yaml", "**/*.json", "version/*", "py.typed"]
 """
 PROFILE = Path("verl/utils/profiler/precision_debugger_profile.py")
+CONFIG = Path("verl/utils/profiler/config.py")
+NEWDEP_REQUIREMENT = 'requires-python = ">=3.10"\ndependencies = ["verl-msprobe-stats>=1.0"]\n'
 CORE_ALGOS = Path("verl/trainer/ppo/core_algos.py")
 
 
@@ -44,6 +51,9 @@ class VerlRepo:
     neutral: str
     drift: str
     numerics: str
+    crash: str
+    newdep: str
+    kwarg: str
 
 
 def git(repo: Path, *args: str) -> str:
@@ -58,8 +68,8 @@ def git(repo: Path, *args: str) -> str:
     return out.stdout.strip()
 
 
-def _commit(repo: Path, branch: str, message: str, edit: dict[Path, tuple[str, str]]) -> str:
-    """On a new branch from main: replace text in files (regex, replacement), commit, return the sha."""
+def _commit(repo: Path, branch: str, message: str, edit: dict[Path, tuple[str, Any]]) -> str:
+    """On a new branch from main: replace text in files (regex, replacement or function), commit, return the sha."""
     git(repo, "checkout", "-q", "-b", branch, "main")
     for path, (pattern, repl) in edit.items():
         for f in [repo / path] if (repo / path).is_file() else sorted((repo / path).rglob("*.py")):
@@ -71,6 +81,10 @@ def _commit(repo: Path, branch: str, message: str, edit: dict[Path, tuple[str, s
     sha = git(repo, "rev-parse", "HEAD")
     git(repo, "checkout", "-q", "main")
     return sha
+
+
+def _collect(m: re.Match[str]) -> str:
+    return f"{m[1]}collect_stages: Optional" if m[1] is not None else "self.collect_stages"
 
 
 def make_verl_repo(root: Path) -> VerlRepo:
@@ -100,4 +114,27 @@ def make_verl_repo(root: Path) -> VerlRepo:
         "GAE: advantages not whitened",
         {CORE_ALGOS: (r"^(\s+returns = advantages \+ values\n)\s+advantages = verl_F\.masked_whiten\(.*\n", r"\1")},
     )
-    return VerlRepo(root, release, bad, neutral, drift, numerics)
+    crash = _commit(
+        root,
+        "crash",
+        "precision_debugger: remember the step each stage started at",
+        {PROFILE: (r"^(\s+)if not self\._should_collect\(stage, global_step\):\n(\s+)return False\n",
+                   r"\g<0>\1self._started_at[stage] = global_step\n")},
+    )  # fmt: skip
+    git(root, "checkout", "-q", "-b", "newdep", "main")
+    (root / "pyproject.toml").write_text(PYPROJECT.replace('requires-python = ">=3.10"\n', NEWDEP_REQUIREMENT))
+    text = (root / PROFILE).read_text()
+    (root / PROFILE).write_text(text.replace("\nimport ", "\nimport verl_msprobe_stats  # noqa: F401\nimport ", 1))
+    git(root, "commit", "-q", "-am", "precision_debugger: statistics through verl-msprobe-stats")
+    newdep = git(root, "rev-parse", "HEAD")
+    git(root, "checkout", "-q", "main")
+    kwarg = _commit(
+        root,
+        "kwarg",
+        "precision_debugger: stages renamed to collect_stages",
+        {
+            CONFIG: (r"^(\s+)stages: Optional|\bself\.stages\b", _collect),
+            PROFILE: (r"precision_cfg\.stages\b", "precision_cfg.collect_stages"),
+        },
+    )
+    return VerlRepo(root, release, bad, neutral, drift, numerics, crash, newdep, kwarg)

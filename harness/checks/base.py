@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Protocol
 
 from harness.artifacts import DumpDir, DumpTree, Metrics
+from harness.crash import Crash
 from harness.errors import MetricsError
 from harness.rundir import MODES, Mode, ScenarioDir
 from harness.scenario import Scenario
@@ -25,10 +26,12 @@ class CheckResult:
     notes: list[str] = field(default_factory=list)
     summary: str = ""  # the headline figures, one short line for tables
     inconclusive: list[str] = field(default_factory=list)  # figures the noise leaves undecided: not a pass
+    not_checked: str = ""  # why there was nothing to check (a training crashed: the crash check says so): not a pass
+    xfail_reason: str = ""  # a declared known gap or known bug: expected to fail (a strict xfail)
 
     @property
     def passed(self) -> bool:
-        return not self.problems and not self.inconclusive
+        return not self.problems and not self.inconclusive and not self.not_checked
 
 
 def _timings_checked(path: Path) -> Metrics:
@@ -65,22 +68,37 @@ class CheckContext:
         return _timings_checked(self.dir.run("on").metrics)
 
     @cached_property
-    def stopped(self) -> list[str]:
-        """The monitor's lines for runs it stopped at the dump cap (from their run.json)."""
-        lines = []
+    def records(self) -> dict[Mode, dict]:
+        """Each run's run.json (what its executor measured, how it ended); a run that did not run is absent."""
+        out: dict[Mode, dict] = {}
         for mode in MODES:
             try:
-                line = json.loads(self.dir.run(mode).record.read_text()).get("stopped")
+                doc = json.loads(self.dir.run(mode).record.read_text())
             except (OSError, ValueError):
                 continue
-            lines += [line] if line else []
-        return lines
+            out.update({mode: doc} if isinstance(doc, dict) else {})
+        return out
+
+    @cached_property
+    def stopped(self) -> list[str]:
+        """The monitor's lines for runs it stopped at the dump cap (from their run.json)."""
+        return [line for r in self.records.values() if (line := r.get("stopped"))]
+
+    @cached_property
+    def crashes(self) -> dict[Mode, Crash]:
+        """The runs that verl or msprobe crashed (run.json's ``crash``): the crash check's verdict, and nothing
+        else to check (their dumps and timings are a crash's leftovers)."""
+        out: dict[Mode, Crash] = {}
+        for mode, r in self.records.items():
+            if isinstance(c := r.get("crash"), dict) and (crash := Crash(**c)).verdict:
+                out[mode] = crash
+        return out
 
     def wall_s(self, mode: Mode) -> float | None:
         """The run's wall time as its executor measured it (run.json), None when unrecorded."""
         try:
-            return float(json.loads(self.dir.run(mode).record.read_text())["result"]["wall_s"])
-        except (OSError, ValueError, KeyError, TypeError):
+            return float(self.records[mode]["result"]["wall_s"])
+        except (KeyError, ValueError, TypeError):
             return None
 
     def dumps_of(self, stages: set[str] | None = None) -> list[DumpDir]:

@@ -21,7 +21,7 @@ def is_gap(check: str) -> bool:
 def check_gap(ctx: CheckContext, gap: KnownGap) -> CheckResult:
     """Fails while any stage of the gap has no dumps at the expected steps and ranks."""
     s = ctx.scenario
-    res = CheckResult(gap_name(gap))
+    res = CheckResult(gap_name(gap), xfail_reason=gap.reason)
     found = {(d.step, d.stage, d.rank) for d in ctx.tree.dirs}
     for stage in gap.stages:
         missing = [(n, r) for n in s.expected_steps for r in s.expected_ranks if (n, stage, r) not in found]

@@ -205,8 +205,8 @@ def build(
     per_scenario: dict[str, list[Observation]] = {}
     for d in dirs:
         for name, o in observe_dir(d).items():
-            if o.errors:
-                raise BaselineError(f"{name} in {d}: " + "; ".join(o.errors))
+            if o.errors or o.crashes:
+                raise BaselineError(f"{name} in {d}: " + "; ".join(o.errors + o.crashes))
             per_scenario.setdefault(name, []).append(o)
     if not per_scenario:
         raise BaselineError(f"no results.json under {', '.join(map(str, dirs))}")

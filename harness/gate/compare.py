@@ -17,7 +17,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Literal
 
-from harness import stats
+from harness import outcomes, stats
 from harness.checks.known_gap import is_gap
 from harness.figures import FAMILIES, family, fmt, ratio, samples_of, structure_names
 from harness.gate.baseline import floor
@@ -94,6 +94,13 @@ class ScenarioComparison:
     notes: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     numerics: NumericsReport | None = None  # msprobe's compare of the "on" dumps (harness.gate.numerics)
+    checks_judged: int = 0  # checks decided on both sides (passing on both counts; fails-on-both does not)
+
+    @property
+    def compared(self) -> bool:
+        """A verdict was reached on something measured on both sides: a judged figure or check, or a finding."""
+        judged = any(f.judged and f.verdict not in ("missing", "new") for f in self.figures)
+        return not self.errors and (judged or bool(self.findings) or self.checks_judged > 0)
 
     @property
     def status(self) -> Literal["ok", "regressed", "inconclusive", "error"]:
@@ -147,6 +154,8 @@ def _checks(name: str, base: list[Observation], head: list[Observation], out: Sc
     on head (an overhead budget, INCONCLUSIVE) leaves the scenario undecided; a known gap that closes on head is
     news, not a regression."""
     for check in sorted({c for o in base + head for c in o.checks}):
+        if any(check in o.not_checked for o in base + head):
+            continue  # a crash left nothing to check: the crash check carries the verdict
         base_ok = all(o.checks.get(check, False) or check in o.inconclusive for o in base)
         failed_on = [o for o in head if not o.checks.get(check, False) and check not in o.inconclusive]
         undecided_on = [o for o in head if check in o.inconclusive]
@@ -154,6 +163,7 @@ def _checks(name: str, base: list[Observation], head: list[Observation], out: Sc
             if base_ok and failed_on:
                 out.notes.append(f"{check}: the gap is closed on head (the stages dump now): remove the known gap")
             continue
+        out.checks_judged += base_ok or not failed_on
         if base_ok and failed_on:
             problems = failed_on[0].problems.get(check, [])
             shown = "; ".join(problems[:3]) + (f" (+{len(problems) - 3} more)" if len(problems) > 3 else "")
@@ -177,6 +187,10 @@ def compare_scenario(
     if not base or not head:
         out.errors.append(f"not run on {'base' if not base else 'head'}")
     if out.errors:
+        return out
+    if crashed := [side for side, obs in (("base", base), ("head", head)) if any(o.crashes for o in obs)]:
+        out.notes.append(f"figures not compared: {' and '.join(crashed)} crashed (the crash check says where)")
+        _checks(name, base, head, out)
         return out
     gated = sorted({m for o in base + head for m in o.gated()})
     for metric in gated:
@@ -208,11 +222,18 @@ class Comparison:
     head: str
     order: list[str]  # the run order of one scenario: base, head, head, base, ...
     scenarios: list[ScenarioComparison]
+    skipped: list[str] = field(default_factory=list)  # scenarios not run here, with why (no NPU, ...)
+
+    @property
+    def verdict(self) -> tuple[int, str]:
+        """As the gate's (``outcomes.final``): nothing compared is never a pass."""
+        compared = sum(s.compared for s in self.scenarios)
+        total = len(self.scenarios) + len(self.skipped)
+        return outcomes.final((s.status for s in self.scenarios), compared, total)
 
     @property
     def exit_code(self) -> int:
-        """As the gate: 0 pass, 1 a regression, 2 an error, 3 inconclusive (``stats.EXIT_INCONCLUSIVE``)."""
-        return stats.exit_code(s.status for s in self.scenarios)
+        return self.verdict[0]
 
     def lines(self, figures: bool = True) -> list[str]:
         out = [
@@ -220,13 +241,15 @@ class Comparison:
             f"         head {self.head}",
             f"order per scenario: {', '.join(self.order)}",
         ]
+        out += [f"SKIPPED {why}" for why in self.skipped]
         for s in self.scenarios:
             out += s.lines()
             out += s.figure_table() if figures and s.status != "error" else []
         statuses = ("regressed", "inconclusive", "error", "ok")
         counts = {st: sum(s.status == st for s in self.scenarios) for st in statuses}
-        summary = ", ".join(f"{n} {st}" for st, n in counts.items() if n)
-        out.append(f"compare: {summary} -> {stats.exit_word(self.exit_code)}")
+        counts["skipped"] = len(self.skipped)
+        summary = ", ".join(f"{n} {st}" for st, n in counts.items() if n) or "no scenarios"
+        out.append(f"compare: {summary} -> {self.verdict[1]}")
         return out
 
 

@@ -29,6 +29,8 @@ class Observation:
     checks: dict[str, bool] = field(default_factory=dict)
     problems: dict[str, list[str]] = field(default_factory=dict)  # failed checks' problems, for reports
     inconclusive: dict[str, list[str]] = field(default_factory=dict)  # what the noise left undecided, per check
+    not_checked: set[str] = field(default_factory=set)  # checks with nothing to check: a training crashed
+    crashes: list[str] = field(default_factory=list)  # the crash check's lines: verl or msprobe crashed a training
     errors: list[str] = field(default_factory=list)
     source: Path | None = None
 
@@ -63,6 +65,7 @@ def observe_results(path: Path) -> Observation:
     checks: dict[str, bool] = {}
     problems: dict[str, list[str]] = {}
     inconclusive: dict[str, list[str]] = {}
+    not_checked = {name for name, check in doc.checks.items() if check.not_checked}
     for name, check in doc.checks.items():
         checks[name] = check.passed
         figures.update(check.figures)
@@ -70,12 +73,13 @@ def observe_results(path: Path) -> Observation:
             problems[name] = list(check.problems)
         if check.inconclusive:
             inconclusive[name] = list(check.inconclusive)
+    crashes = problems.get("crash", [])
     errors = [
         f"{mode} run exited with {r.exit_code}{' (timed out)' if r.timed_out else ''}"
         for mode, r in doc.runs.items()
-        if r.exit_code != 0
+        if r.exit_code != 0 and not crashes  # a crash of verl or msprobe is a verdict (the crash check's)
     ]
-    if fig.OVERHEAD_PROFILED not in figures and not errors:
+    if fig.OVERHEAD_PROFILED not in figures and not errors and not crashes:
         errors.append("no overhead figures in results.json (did the overhead check run?)")
     dumps = sdir / "on" / "dumps"
     structure = structure_of(dumps) if dumps.is_dir() else None
@@ -89,6 +93,8 @@ def observe_results(path: Path) -> Observation:
         checks=checks,
         problems=problems,
         inconclusive=inconclusive,
+        not_checked=not_checked,
+        crashes=crashes,
         errors=errors,
         source=sdir,
     )

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from harness import stats
+from harness import outcomes, stats
 from harness.checks.base import CheckResult
 from harness.figures import family, fmt, samples_of, structure_names
 from harness.gate.baseline import BLOCKING_ENV, INFO_ENV, Baseline
@@ -105,6 +105,13 @@ class ScenarioGate:
     status: Status
     metrics: list[MetricResult] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    crashes: list[str] = field(default_factory=list)  # verl or msprobe crashed a training: nothing else compared
+
+    @property
+    def compared(self) -> bool:
+        """A verdict was reached on something measured on both sides (a crash is one)."""
+        judged = self.status in ("ok", "regressed", "improved", "inconclusive")
+        return judged and bool(self.metrics or self.crashes)
 
     def of(self, *verdicts: MetricVerdict) -> list[MetricResult]:
         return [m for m in self.metrics if m.verdict in verdicts]
@@ -112,7 +119,8 @@ class ScenarioGate:
     def as_check_result(self) -> CheckResult:
         """For the pytest ``regression`` item: regressions and errors fail, the rest are notes."""
         res = CheckResult("regression")
-        res.problems = [m.line() for m in self.of("regressed", "missing")]
+        res.problems = [f"REGRESSED {self.scenario}: {c}" for c in self.crashes]
+        res.problems += [m.line() for m in self.of("regressed", "missing")]
         res.inconclusive = [m.line() for m in self.of("inconclusive")]
         if self.status == "error":
             res.problems += self.notes
@@ -135,8 +143,13 @@ class GateReport:
     scenarios: list[ScenarioGate]
 
     @property
+    def verdict(self) -> tuple[int, str]:
+        compared = sum(s.compared for s in self.scenarios)
+        return outcomes.final((s.status for s in self.scenarios), compared, len(self.scenarios))
+
+    @property
     def exit_code(self) -> int:
-        return stats.exit_code(s.status for s in self.scenarios)
+        return self.verdict[0]
 
     def count(self, status: Status) -> int:
         return sum(s.status == status for s in self.scenarios)
@@ -150,7 +163,9 @@ class GateReport:
         )
         out = [f"baseline: {len(b.scenarios)} scenarios, commit {(b.commit or '?')[:12]}, created {b.created}; {env}"]
         for s in self.scenarios:
-            if s.status in ("ok", "improved", "regressed", "inconclusive"):
+            if s.crashes:
+                out += [f"REGRESSED {s.scenario}: {c}" for c in s.crashes]
+            elif s.status in ("ok", "improved", "regressed", "inconclusive"):
                 out.append(f"{s.status} {s.scenario}: {len(s.of('ok'))} of {len(s.metrics)} metrics within tolerance")
             else:
                 out.append(f"{s.status.upper()} {s.scenario}: " + "; ".join(s.notes))
@@ -172,7 +187,7 @@ class GateReport:
             )
             if self.count(st)
         )
-        out.append(f"gate: {counts} -> {stats.exit_word(self.exit_code)}")
+        out.append(f"gate: {counts or 'no scenarios'} -> {self.verdict[1]}")
         return out
 
 
@@ -204,6 +219,8 @@ def compare_scenario(name: str, baseline: Baseline, obs: Observation | None, acr
         return ScenarioGate(name, "missing scenario", notes=["in the baseline but not in these results"])
     if obs.errors:
         return ScenarioGate(name, "error", notes=obs.errors)
+    if obs.crashes:
+        return ScenarioGate(name, "regressed", crashes=obs.crashes)
     notes: list[str] = []
     blocking = [
         f"{k} baseline {sb.environment.get(k)!r}, now {obs.environment.get(k)!r}"

@@ -1,0 +1,82 @@
+"""Verdict words and exit codes, decided here and nowhere else: the CLI, pytest, compare, gate and the reports
+all end in these functions, so one scenario reads the same everywhere.
+
+Exit codes: 0 PASS; 1 FAIL, a verdict on the code under test (a check failed, a regression, verl or msprobe
+crashed a training); 2 an error that is no verdict on verl (invalid input, the harness, the environment, the
+runner) and NOTHING COMPARED (a gate or comparison that judged nothing: never a pass); 3 INCONCLUSIVE (nothing
+failed, the noise left a figure undecided).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Literal, Protocol
+
+EXIT_PASS, EXIT_FAIL, EXIT_ERROR, EXIT_INCONCLUSIVE = 0, 1, 2, 3
+_RANK = [EXIT_PASS, EXIT_INCONCLUSIVE, EXIT_FAIL, EXIT_ERROR]  # what says more: an error over a failure over ...
+NOTHING_COMPARED = "NOTHING COMPARED"
+
+CheckOutcome = Literal["pass", "fail", "inconclusive", "not checked", "xfail", "xpass"]
+
+
+class Judged(Protocol):
+    """What a check's result says (``harness.checks.CheckResult``)."""
+
+    problems: list[str]
+    inconclusive: list[str]
+    not_checked: str
+
+
+WORDS: dict[CheckOutcome, str] = {
+    "pass": "pass",
+    "fail": "FAIL",
+    "inconclusive": "INCONCLUSIVE",
+    "not checked": "not checked",
+    "xfail": "xfail (known, declared in the scenario)",
+    "xpass": "XPASS: the declared gap or bug is gone, remove its declaration",
+}
+
+
+def worse(code: int, new: int) -> int:
+    """The exit code that says more: an error (2) over a failure (1) over INCONCLUSIVE (3) over a pass (0)."""
+    return max(code, new, key=_RANK.index)
+
+
+def exit_code(statuses: Iterable[str]) -> int:
+    """A gate's or comparison's code from its scenarios' statuses: an error outranks a regression, which outranks
+    an undecided figure."""
+    seen = set(statuses)
+    if "error" in seen:
+        return EXIT_ERROR
+    return EXIT_FAIL if "regressed" in seen else EXIT_INCONCLUSIVE if "inconclusive" in seen else EXIT_PASS
+
+
+def exit_word(code: int) -> str:
+    """The last word of a gate or comparison: PASS, FAIL (a regression or an error) or INCONCLUSIVE."""
+    return {EXIT_PASS: "PASS", EXIT_INCONCLUSIVE: "INCONCLUSIVE"}.get(code, "FAIL")
+
+
+def final(statuses: Iterable[str], compared: int, total: int) -> tuple[int, str]:
+    """The exit code and last words of a gate or comparison of ``total`` scenarios, ``compared`` of which had at
+    least one figure or check judged on both sides: none compared is NOTHING COMPARED (exit 2), never a pass; a
+    partial one says how many were."""
+    code = exit_code(statuses)
+    if compared == 0 and code in (EXIT_PASS, EXIT_INCONCLUSIVE):
+        return EXIT_ERROR, f"{NOTHING_COMPARED} (0 of {total} scenarios had a figure or check judged on both sides)"
+    word = exit_word(code)
+    return code, word if compared == total else f"{word} ({compared} of {total} scenarios compared)"
+
+
+def check_outcome(result: Judged, expected_failure: bool = False) -> CheckOutcome:
+    """One check's outcome; ``expected_failure``: a declared known gap or known bug (a strict xfail)."""
+    if result.not_checked:
+        return "not checked"
+    failed = bool(result.problems)
+    if expected_failure:
+        return "xfail" if failed else "xpass"
+    return "fail" if failed else "inconclusive" if result.inconclusive else "pass"
+
+
+def check_exit(outcome: CheckOutcome) -> int:
+    """A check outcome's exit code: a strict xfail that passes (the gap or bug is fixed) fails, so it is removed."""
+    return {"fail": EXIT_FAIL, "xpass": EXIT_FAIL, "inconclusive": EXIT_INCONCLUSIVE}.get(outcome, EXIT_PASS)
