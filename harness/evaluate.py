@@ -32,8 +32,8 @@ def evaluate(
         runs = ensure_runs(scenario, results, session, executor, reuse=reuse, target=target, watch=watch)
         ctx = CheckContext(scenario, runs.dir)
         out = []
-        for name in CHECKS:
-            out.append(result := run_check(name, ctx))
+        for name, check in CHECKS.items():
+            out.append(result := run_check(name, check, ctx))
             record_check(scenario, runs, result)
         for gap in scenario.expect.known_gaps:
             out.append(result := not_checked(ctx, gap_name(gap)) or check_gap(ctx, gap))

@@ -371,7 +371,7 @@ class ScenarioItem(pytest.Item):
 
 class CheckItem(ScenarioItem):
     def evaluate(self, ctx: CheckContext) -> CheckResult:
-        return run_check(self.name, ctx)
+        return run_check(self.name, CHECKS[self.name], ctx)
 
 
 class GapItem(ScenarioItem):
@@ -389,8 +389,8 @@ class RegressionItem(ScenarioItem):
     """Against ``--harness-baseline`` (harness.gate): the absolute budgets stay with the other items."""
 
     def evaluate(self, ctx: CheckContext) -> CheckResult:
-        for name in CHECKS:  # the figures it compares, fresh even when their items did not run
-            record_check(self.scenario, self.runs, run_check(name, ctx))
+        for name, check in CHECKS.items():  # the figures it compares, fresh even when their items did not run
+            record_check(self.scenario, self.runs, run_check(name, check, ctx))
         observed = observe_results(self.runs.dir.results)
         return compare_scenario(self.scenario.name, self.config.stash[_BASELINE], observed).as_check_result()
 

@@ -142,3 +142,17 @@ def test_a_target_that_is_not_verl_is_refused(cache: Path, tmp_path: Path) -> No
     argv = [sys.executable, "-m", "harness", "target"]
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, check=False, timeout=120)
     assert proc.returncode == 2 and proc.stderr.startswith("TARGET ERROR: HARNESS_VERL is empty ('': an unset")
+
+
+@pytest.mark.heavy
+def test_verl_changing_under_a_cpu_patch_of_the_real_trainer_is_a_harness_error(
+    repo: VerlRepo, cache: Path, tmp_path: Path
+) -> None:
+    """verl's real main_ppo: the harness's gloo wrapper of initialize_global_process_group_ray passes ``backend``,
+    which the commit renamed (its callers in verl follow): the patch raises, and the harness says so."""
+    real = str(ROOT / "scenarios" / "real_fsdp_l0.yaml")
+    proc = harness(cache, "run", real, "--verl", f"{repo.path}@patch", "--results", str(tmp_path / "r"))
+    assert proc.returncode == 2, proc.stdout[-3000:]
+    line = one_line(proc.stdout, "HARNESS ERROR (not a verdict on verl)")
+    assert "harness raised TypeError: initialize_global_process_group_ray() got an unexpected keyword argument" in line
+    assert "harness/workloads/verl_cpu/patches.py:" in line

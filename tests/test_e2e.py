@@ -37,7 +37,7 @@ def test_xdist_selection_runs_trainings_once_and_junit_carries_figures(tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:]
     cases = ElementTree.parse(xml).getroot().iter("testcase")
     props = {c.get("name"): {p.get("name"): p.get("value") for p in c.iter("property")} for c in cases}
-    assert sorted(props) == ["contents", "disk", "layout", "overhead"]
+    assert sorted(props) == ["contents", "crash", "disk", "layout", "overhead"]
     assert float(props["overhead"]["overhead.profiled"]) > 1.0
     assert int(props["disk"]["disk.total_bytes"]) > 0
     assert int(props["contents"]["contents.entries.actor_update"]) > 0
@@ -45,7 +45,7 @@ def test_xdist_selection_runs_trainings_once_and_junit_carries_figures(tmp_path)
     assert len(trained) == 1, "the scenario's trainings must run once for all its items"
     assert [p.name for p in results.iterdir() if p.is_dir()] == ["tiny_fsdp_l1"]
     doc = json.loads((results / "tiny_fsdp_l1" / "results.json").read_text())
-    assert set(doc["checks"]) == {"layout", "contents", "overhead", "disk"}
+    assert set(doc["checks"]) == {"crash", "layout", "contents", "overhead", "disk"}
     assert doc["environment"]["verl"] == "0.9.1"
     assert "harness time breakdown" in proc.stdout
     workers = re.findall(r"\[(gw\d+)\] \[ *\d+%\] PASSED scenarios/tiny_fsdp_l1\.yaml::", proc.stdout)

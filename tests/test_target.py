@@ -177,7 +177,7 @@ def test_gate_refuses_to_compare_across_series_unless_asked(tmp_path: Path) -> N
     baseline = build([tmp_path / "release", tmp_path / "release2"])
     write_results(tmp_path / "main", profiled=100.0, env={**ENV, "series": "main", "target": "verl@1a2b3c4d5e6f"})
     report = gate_dirs(baseline, [tmp_path / "main"])
-    assert report.exit_code == 0
+    assert report.exit_code == 2 and "NOTHING COMPARED" in report.lines()[-1]  # its one scenario not compared
     lines = [ln for ln in report.lines() if "series" in ln and "ENVIRONMENT DIFFERS" in ln]
     assert lines == [
         "ENVIRONMENT DIFFERS tiny_case: not compared: series baseline '0.9.1', now 'main' "

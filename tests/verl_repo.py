@@ -8,7 +8,9 @@ advantages no longer whitened: every check passes, only the numbers of actor_upd
 whose party the verdict must name, each as a pull request would make it: ``crash`` (the profiler's start keeps a
 record it never initialised: verl raises inside a profiled stage), ``newdep`` (the profiler imports a new
 requirement, declared in the build file, that a ``--no-deps`` target environment lacks) and ``kwarg``
-(``DistProfiler``'s ``tool_config`` renamed: verl's callers follow, the harness's embedded workload raises).
+(``PrecisionDebuggerToolConfig.stages`` renamed: verl follows, the harness's embedded workload raises) and
+``patch`` (``initialize_global_process_group_ray``'s ``backend`` renamed: verl's callers follow, the CPU patch of
+verl's real trainer raises).
 """
 
 from __future__ import annotations
@@ -39,6 +41,9 @@ include = ["verl*"]
 """
 PROFILE = Path("verl/utils/profiler/precision_debugger_profile.py")
 CONFIG = Path("verl/utils/profiler/config.py")
+DISTRIBUTED = Path("verl/utils/distributed.py")
+CHECKPOINT = Path("verl/checkpoint_engine/base.py")
+RENAMED_BACKEND = r"timeout_second=None, backend=None\)|backend = backend or|backend=backend,(?=\n\s+rank=rank)"
 NEWDEP_REQUIREMENT = 'requires-python = ">=3.10"\ndependencies = ["verl-msprobe-stats>=1.0"]\n'
 CORE_ALGOS = Path("verl/trainer/ppo/core_algos.py")
 
@@ -54,6 +59,7 @@ class VerlRepo:
     crash: str
     newdep: str
     kwarg: str
+    patch: str
 
 
 def git(repo: Path, *args: str) -> str:
@@ -85,6 +91,12 @@ def _commit(repo: Path, branch: str, message: str, edit: dict[Path, tuple[str, A
 
 def _collect(m: re.Match[str]) -> str:
     return f"{m[1]}collect_stages: Optional" if m[1] is not None else "self.collect_stages"
+
+
+def _backends(m: re.Match[str]) -> str:
+    return {"backend=backend,": "backend=backends,", "backend = backend or": "backends = backends or"}.get(
+        m[0], "timeout_second=None, backends=None)"
+    )
 
 
 def make_verl_repo(root: Path) -> VerlRepo:
@@ -137,4 +149,16 @@ def make_verl_repo(root: Path) -> VerlRepo:
             PROFILE: (r"precision_cfg\.stages\b", "precision_cfg.collect_stages"),
         },
     )
-    return VerlRepo(root, release, bad, neutral, drift, numerics, crash, newdep, kwarg)
+    patch = _commit(
+        root,
+        "patch",
+        "distributed: backend renamed to backends",
+        {
+            DISTRIBUTED: (
+                r"timeout_second=None, backend=None\)|backend = backend or|backend=backend,(?=\n\s+rank=rank)",
+                _backends,
+            ),
+            CHECKPOINT: (r'timeout_second=None, backend="cpu:gloo"', 'timeout_second=None, backends="cpu:gloo"'),
+        },
+    )
+    return VerlRepo(root, release, bad, neutral, drift, numerics, crash, newdep, kwarg, patch)

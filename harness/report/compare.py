@@ -37,6 +37,8 @@ def compare_markdown(c: Comparison, png_dir: Path | None = None) -> str:
         f"- base: {c.base}",
         f"- head: {c.head}",
         f"- run order per scenario, on one machine: {', '.join(c.order)}",
+        f"- verdict: **{c.verdict[1]}**",
+        *(f"- skipped: {why}" for why in c.skipped),
         "",
         "| scenario | verdict | figures within tolerance | findings | numerics (msprobe compare) |",
         "|---|---|---:|---|---|",
