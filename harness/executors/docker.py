@@ -261,39 +261,48 @@ def connect() -> DockerClient:
     return client
 
 
+def _labelled(client: DockerClient, target: str) -> Any:
+    """The newest local image labelled as holding ``target`` (base and head of a comparison each have one), or None."""
+    built = client.images.list(filters={"label": f"{TARGET_LABEL}={target}"})
+    return max(built, key=lambda i: str(i.attrs.get("Created", ""))) if built else None
+
+
 def resolve_settings(
     client: DockerClient, settings: ExecutorSettingsBase, target: str | None = None
 ) -> ExecutorSettingsBase:
     """Check that the image exists locally and resolve ``image_kind: auto`` from its label. ``target``: the verl
-    identity a self-contained image must hold (its ``io.harness.target.verl`` label); None: whatever it holds."""
+    identity a self-contained image must hold (its ``io.harness.target.verl`` label); None: whatever it holds.
+    The scenario's image is looked up by name first; when it is missing or holds another verl, a local image
+    labelled with ``target`` stands in (verl-compare builds one per side, under tags the scenarios do not name)."""
     rt: DockerRuntime = settings.options("docker")
+    name = rt.image
     try:
         image = client.images.get(rt.image)
     except docker.errors.ImageNotFound as exc:
-        raise InfraError(
-            f"image {rt.image!r} not found on the Docker daemon at {_daemon_address()} (nothing is pulled). Build "
-            f"it: `{BUILD_CPU_HINT.format(image=rt.image)}` (CPU, no registry needed) or `docker build -f "
-            f"docker/Dockerfile.cpu -t {rt.image} .` (see docker/README.md)."
-        ) from exc
+        if not target or (image := _labelled(client, target)) is None:
+            label = f", nor any image labelled {TARGET_LABEL}={target}" if target else ""
+            raise InfraError(
+                f"image {rt.image!r} not found on the Docker daemon at {_daemon_address()}{label} (nothing is "
+                f"pulled). Build it: `{BUILD_CPU_HINT.format(image=rt.image)}` (CPU, no registry needed), `docker "
+                f"build -f docker/Dockerfile.cpu -t {rt.image} .`, or for a verl under test `python -m harness image "
+                "ascend-context --verl SPEC --build` (see docker/README.md)."
+            ) from exc
+        name = image.tags[0] if image.tags else str(image.id)
     except (docker.errors.DockerException, requests.RequestException) as exc:
         raise InfraError(f"cannot inspect image {rt.image!r}: {_short(exc)}") from exc
     labels = image.labels or {}
     kind = rt.image_kind
     if kind == "auto":
         kind = "host_python" if labels.get(IMAGE_KIND_LABEL) == HOST_PYTHON else "self_contained"
-    name = rt.image
     if kind == "self_contained" and target and labels.get(TARGET_LABEL) != target:
-        # another local image built for this target (base and head of a comparison each have their own)
-        built = client.images.list(filters={"label": f"{TARGET_LABEL}={target}"})
-        if not built:
+        if (built := _labelled(client, target)) is None:
             holds = labels.get(TARGET_LABEL) or f"its base image's verl (no {TARGET_LABEL} label)"
             raise InfraError(
                 f"image {rt.image!r} holds {holds}, the run asks for {target}, and no local image is labelled "
                 f"{TARGET_LABEL}={target}: build one (python -m harness image ascend-context --verl SPEC, see "
                 "docker/README.md)"
             )
-        newest = max(built, key=lambda i: str(i.attrs.get("Created", "")))
-        name = newest.tags[0] if newest.tags else str(newest.id)
+        name = built.tags[0] if built.tags else str(built.id)
     return settings.model_copy(update={"docker": rt.model_copy(update={"image_kind": kind, "image": name})})
 
 
