@@ -229,7 +229,7 @@ def cmd_dry_run(args: argparse.Namespace) -> int:
 
     env = ensure_env(parse_target(args.verl, args.msprobe, args.series))
     print(f"target: {env.label()}\n")
-    return dry_run(args.paths, Path(args.results).resolve(), env)
+    return dry_run(args.paths, Path(args.results).resolve(), env, args.executor)
 
 
 def cmd_target(args: argparse.Namespace) -> int:
@@ -321,6 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("dry-run", help="print what each training would run (image, devices, mounts, env, argv)")
     p.add_argument("paths", nargs="+")
     p.add_argument("--results", default="results", help="the results dir the real run would use (nothing written)")
+    p.add_argument("--executor", choices=list(EXECUTORS), help="as run's: describe the runs under this executor")
     _target_args(p)
     p.set_defaults(func=cmd_dry_run)
     p = sub.add_parser("target", help="make (or reuse) the environment of a verl/msprobe under test and describe it")

@@ -208,6 +208,7 @@ def container_spec(
     env.update(launch.env)  # the harness's own variables (metrics path...) win over the scenario's
 
     devices: list[str] = []
+    groups: list[int] = []
     if rt.npu_devices and rt.ascend_runtime:
         env["ASCEND_VISIBLE_DEVICES"] = ",".join(map(str, rt.npu_devices))
     elif rt.npu_devices:
@@ -217,6 +218,8 @@ def container_spec(
             bind(p)
         # the container sees only the passed chips, numbered from 0 by the Ascend runtime library
         env["ASCEND_RT_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(len(rt.npu_devices)))
+        # the nodes belong to group HwHiAiUser on a runner: the host uid opens them only as a member of it
+        groups = sorted({os.stat(d.split(":")[0]).st_gid for d in devices if os.path.exists(d.split(":")[0])})
 
     spec: dict[str, Any] = {
         "image": rt.image,
@@ -236,6 +239,8 @@ def container_spec(
         spec["nano_cpus"] = int(rt.cpus * 1e9)
     if devices:
         spec["devices"] = devices
+    if groups:
+        spec["group_add"] = [str(g) for g in groups]
     if rt.ascend_runtime:
         spec["runtime"] = "ascend"
     if rt.gpus:
@@ -364,7 +369,9 @@ class DockerExecutor:
         if spec.get("device_requests"):
             out.append(f"gpus: {', '.join(','.join(r['DeviceIDs']) for r in spec['device_requests'])}")
         out.append(
-            f"container: user {spec['user']}, workdir {spec['working_dir']}, shm {spec['shm_size']}, "
+            f"container: user {spec['user']}"
+            + (f" (groups {','.join(spec['group_add'])}: the device nodes' owners)" if spec.get("group_add") else "")
+            + f", workdir {spec['working_dir']}, shm {spec['shm_size']}, "
             f"network {spec['network_mode']}, timeout {settings.timeout_s:g}s"
             + (f", memory {spec['mem_limit']}" if spec.get("mem_limit") else "")
         )
