@@ -262,6 +262,12 @@ def cmd_image_ascend_context(args: argparse.Namespace) -> int:
     return cmd_ascend_context(args)
 
 
+def _key_value(text: str) -> str:
+    if "=" not in text or not text.split("=", 1)[0]:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m harness", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -339,7 +345,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True, help="an empty dir for the build context")
     p.add_argument("--tag", default="verl-msprobe-harness:ascend-target")
     p.add_argument("--build", action="store_true", help="then run docker build (Ascend runners)")
-    p.add_argument("--base-tag", help="the quay.io/ascend/verl tag to build on (default: Dockerfile.ascend's)")
+    p.add_argument("--base-tag", help="the base image's tag to build on (default: Dockerfile.ascend's)")
+    p.add_argument(
+        "--build-arg",
+        action="append",
+        default=[],
+        type=_key_value,
+        metavar="KEY=VALUE",
+        help="one more Dockerfile.ascend ARG (VERL_ASCEND_IMAGE, PIP_INDEX_URL, PIP_TRUSTED_HOST, VERL_NO_DEPS_EXTRAS)",
+    )
     p.set_defaults(func=cmd_image_ascend_context)
     p = sub.add_parser("schema", help="print (or write) the scenario format's JSON Schema")
     p.add_argument("-o", "--output")
