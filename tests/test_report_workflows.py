@@ -71,7 +71,7 @@ def test_the_nightly_is_reusable_per_scenario_and_keeps_a_baseline_series_per_re
     assert caller[True]["schedule"] and caller["jobs"]["nightly"]["uses"].split("@")[0].endswith("nightly-ascend.yml")
     job = nightly["jobs"]["nightly-job-container"]
     assert job["strategy"]["matrix"]["scenario"] == "${{ fromJSON(inputs.scenarios) }}"
-    assert '--executor local --verl .verl/nightly' in _runs(job)
+    assert "--executor local --verl .verl/nightly" in _runs(job)
     assert job["env"]["BASELINE"] == "precision-debugger-baseline-${{ inputs.verl-ref }}-${{ matrix.scenario }}"
     names = [s.get("with", {}).get("name") for s in job["steps"]]
     assert names.count("${{ env.BASELINE }}") == 2  # downloads the previous one of the series, publishes the next
