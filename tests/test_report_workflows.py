@@ -69,10 +69,13 @@ def test_the_nightly_is_reusable_per_scenario_and_keeps_a_baseline_series_per_re
     assert "schedule" not in nightly[True] and nightly[True]["workflow_call"]["inputs"]["verl-ref"]["default"] == "main"
     caller = _load(ROOT / "docs" / "verl-nightly-caller-example.yml")
     assert caller[True]["schedule"] and caller["jobs"]["nightly"]["uses"].split("@")[0].endswith("nightly-ascend.yml")
-    job = nightly["jobs"]["nightly-job-container"]
+    (job,) = nightly["jobs"].values()
     assert job["strategy"]["matrix"]["scenario"] == "${{ fromJSON(inputs.scenarios) }}"
-    assert "--executor local --verl .verl/nightly" in _runs(job)
-    assert job["env"]["BASELINE"] == "precision-debugger-baseline-${{ inputs.verl-ref }}-${{ matrix.scenario }}"
+    assert '--executor "$EXECUTOR" --verl .verl/nightly' in _runs(job)
+    assert job["env"]["EXECUTOR"] == "${{ inputs.mode == 'job-container' && 'local' || 'docker' }}"
+    assert job["env"]["BASELINE"] == (
+        "precision-debugger-baseline-${{ inputs.verl-ref }}-${{ matrix.scenario }}-${{ inputs.mode }}"
+    )
     names = [s.get("with", {}).get("name") for s in job["steps"]]
     assert names.count("${{ env.BASELINE }}") == 2  # downloads the previous one of the series, publishes the next
     assert "harness gate --baseline baseline-prev/baseline.json" in _runs(job)
