@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+import grp
 import os
+import pwd
 import signal
 import subprocess
 import sys
@@ -56,9 +58,6 @@ def _name(lookup: Any, num: int) -> str:
 
 def user_line() -> str:
     """Who the training runs as, and whether it can open the NPU device nodes (group HwHiAiUser on a runner)."""
-    import grp
-    import pwd
-
     uid = os.getuid()
     groups = ",".join(sorted({_name(grp.getgrgid, g) for g in {os.getgid(), *os.getgroups()}}))
     nodes = sorted(str(p) for p in Path("/dev").glob("davinci*"))
