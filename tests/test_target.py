@@ -214,6 +214,11 @@ def test_ascend_image_build_args_and_label(repo: VerlRepo, use_cache: Path, tmp_
     assert (ROOT / "docker" / "no-verl-src").is_dir()  # the default VERL_SRC: the base image's verl
     with pytest.raises(TargetError, match="base image's own"):
         make_context(parse_target("0.9.1"), tmp_path / "ctx2", "t")
+    # the runner's registry, index and pins ride along; a name the Dockerfile does not declare is refused
+    extra = {"VERL_ASCEND_IMAGE": "quay.io/ascend/verl", "PIP_INDEX_URL": "http://index.local/simple"}
+    assert make_context(target, tmp_path / "ctx3", "t", "some-tag", extra).build_args.items() >= extra.items()
+    with pytest.raises(TargetError, match=r"--build-arg PIP_INDEX: docker/Dockerfile\.ascend declares no such ARG"):
+        make_context(target, tmp_path / "ctx4", "t", extra={"PIP_INDEX": "x"})
 
 
 def test_self_contained_image_must_hold_the_target(tmp_path: Path) -> None:
