@@ -232,7 +232,7 @@ def cmd_dry_run(args: argparse.Namespace) -> int:
 
     env = ensure_env(parse_target(args.verl, args.msprobe, args.series))
     print(f"target: {env.label()}\n")
-    return dry_run(args.paths, Path(args.results).resolve(), env)
+    return dry_run(args.paths, Path(args.results).resolve(), env, args.executor)
 
 
 def cmd_target(args: argparse.Namespace) -> int:
@@ -263,6 +263,12 @@ def cmd_image_ascend_context(args: argparse.Namespace) -> int:
     from harness.executors.ascend_image import cmd_ascend_context
 
     return cmd_ascend_context(args)
+
+
+def _key_value(text: str) -> str:
+    if "=" not in text or not text.split("=", 1)[0]:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    return text
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -324,6 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("dry-run", help="print what each training would run (image, devices, mounts, env, argv)")
     p.add_argument("paths", nargs="+")
     p.add_argument("--results", default="results", help="the results dir the real run would use (nothing written)")
+    p.add_argument("--executor", choices=list(EXECUTORS), help="as run's: describe the runs under this executor")
     _target_args(p)
     p.set_defaults(func=cmd_dry_run)
     p = sub.add_parser("target", help="make (or reuse) the environment of a verl/msprobe under test and describe it")
@@ -341,7 +348,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True, help="an empty dir for the build context")
     p.add_argument("--tag", default="verl-msprobe-harness:ascend-target")
     p.add_argument("--build", action="store_true", help="then run docker build (Ascend runners)")
-    p.add_argument("--base-tag", help="the quay.io/ascend/verl tag to build on (default: Dockerfile.ascend's)")
+    p.add_argument("--base-tag", help="the base image's tag to build on (default: Dockerfile.ascend's)")
+    p.add_argument(
+        "--build-arg",
+        action="append",
+        default=[],
+        type=_key_value,
+        metavar="KEY=VALUE",
+        help="one more Dockerfile.ascend ARG (VERL_ASCEND_IMAGE, PIP_INDEX_URL, PIP_TRUSTED_HOST, VERL_NO_DEPS_EXTRAS)",
+    )
     p.set_defaults(func=cmd_image_ascend_context)
     p = sub.add_parser("schema", help="print (or write) the scenario format's JSON Schema")
     p.add_argument("-o", "--output")

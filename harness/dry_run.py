@@ -22,10 +22,15 @@ from harness.scenario import Scenario
 from harness.target_env import TargetEnv
 
 
-def describe(scenario: Scenario, path: Path, results: Path, env: TargetEnv | None = None) -> list[str]:
-    """The dry-run text of one scenario with the target's environment ``env`` (None: the pinned releases); raises
-    WorkloadError when its runs cannot be prepared."""
+def describe(
+    scenario: Scenario, path: Path, results: Path, env: TargetEnv | None = None, executor: str | None = None
+) -> list[str]:
+    """The dry-run text of one scenario with the target's environment ``env`` (None: the pinned releases) under
+    ``executor`` (None: the scenario's; ``local`` is the job-container mode); raises WorkloadError when its runs
+    cannot be prepared."""
     python = env.python if env else None
+    if executor:  # as runs.ensure_runs: the kind changes, the options blocks stay
+        scenario = scenario.model_copy(update={"executor": scenario.executor.model_copy(update={"kind": executor})})
     ex = scenario.executor
     lines = [
         f"=== {scenario.name} ({path})",
@@ -57,13 +62,13 @@ def describe(scenario: Scenario, path: Path, results: Path, env: TargetEnv | Non
         return [ln.replace(str(sdir.root), real) for ln in lines]
 
 
-def dry_run(args: list[str], results: Path, env: TargetEnv | None = None) -> int:
+def dry_run(args: list[str], results: Path, env: TargetEnv | None = None, executor: str | None = None) -> int:
     """Print every scenario's dry run; 2 when a file is invalid or a run cannot be prepared, else 0."""
     status = 0
     for path in scenario_files(args):
         try:
             scenario = load_scenario(path)
-            print("\n".join(describe(scenario, path, results, env)))
+            print("\n".join(describe(scenario, path, results, env, executor)))
         except ScenarioError as exc:
             print(f"=== {path}\nINVALID SCENARIO:\n{exc}")
             status = 2

@@ -123,6 +123,27 @@ def test_npu_devices_map_to_davinci_devices_driver_mounts_and_visible_ids(tmp_pa
     assert "runtime" not in spec and "ASCEND_VISIBLE_DEVICES" not in spec["environment"]
 
 
+def test_npu_device_nodes_owners_become_supplementary_groups(tmp_path, monkeypatch):
+    """On a runner the davinci nodes belong to group HwHiAiUser (crw-rw----): a container running as the host uid
+    opens them only with that gid added, which the spec takes from the nodes themselves."""
+    real_stat, real_exists = os.stat, os.path.exists
+    owners = {"/dev/davinci2": 1001, "/dev/davinci5": 1001, "/dev/davinci_manager": 1001, "/dev/devmm_svm": 0}
+    monkeypatch.setattr(os.path, "exists", lambda p: p in owners or real_exists(p))
+    monkeypatch.setattr(
+        os, "stat", lambda p, *a, **k: SimpleNamespace(st_gid=owners[p]) if p in owners else real_stat(p, *a, **k)
+    )
+    spec = spec_for(tmp_path, npu_devices=[2, 5])
+    assert spec["group_add"] == ["0", "1001"]  # /dev/hisi_hdc absent here: no group of its own
+    line = next(ln for ln in DockerExecutor().describe(*_describe_args(tmp_path, npu_devices=[2, 5])) if "user" in ln)
+    assert "(groups 0,1001: the device nodes' owners)" in line
+
+
+def _describe_args(tmp_path: Path, **runtime: Any) -> tuple[Any, ...]:
+    run = RunDir(tmp_path / "results" / "tiny" / "on")
+    launch = Launch(module="m", args=[], env={}, workdir=run.root, inputs=[])
+    return launch, run, ExecutorSettings(kind="docker", docker=DockerRuntime(**runtime)), LABELS
+
+
 def test_ascend_container_runtime_gets_visible_devices_only(tmp_path):
     spec = spec_for(tmp_path, npu_devices=[2, 5], ascend_runtime=True)
     assert spec["runtime"] == "ascend"
@@ -135,6 +156,23 @@ def test_cuda_gpus_become_a_device_request(tmp_path):
     spec = spec_for(tmp_path, gpus=[0, 3])
     assert spec["device_requests"] == [DeviceRequest(device_ids=["0", "3"], capabilities=[["gpu"]])]
     assert "devices" not in spec and "runtime" not in spec
+
+
+def test_local_pass_env_patterns_carry_the_job_containers_cann_environment(tmp_path, monkeypatch):
+    """In verl's job container CANN's set_env.sh variables make the NPUs usable; the local executor passes the
+    patterns a scenario names (executor.local.pass_env), and still nothing else of the host."""
+    from harness.executors.local import _env
+
+    monkeypatch.setenv("ASCEND_TOOLKIT_HOME", "/usr/local/Ascend/ascend-toolkit/latest")
+    monkeypatch.setenv("LD_LIBRARY_PATH", "/usr/local/Ascend/driver/lib64")
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp_secret")
+    launch = Launch(module="m", args=[], env={"HF_HUB_OFFLINE": "0"}, workdir=tmp_path, inputs=[])
+    local = {"pass_env": ["ASCEND_*", "LD_LIBRARY_PATH"], "env": {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "x"}}
+    env = _env(launch, ExecutorSettings(kind="local", local=local))
+    assert env["ASCEND_TOOLKIT_HOME"] == "/usr/local/Ascend/ascend-toolkit/latest"
+    assert env["LD_LIBRARY_PATH"] == "/usr/local/Ascend/driver/lib64" and env["TRANSFORMERS_VERBOSITY"] == "x"
+    assert env["HF_HUB_OFFLINE"] == "0"  # the harness's own variables win over the scenario's
+    assert "GITHUB_TOKEN" not in env and "ASCEND_TOOLKIT_HOME" not in _env(launch, ExecutorSettings(kind="local"))
 
 
 def test_environment_is_an_allowlist_never_the_host_environment(tmp_path, monkeypatch):

@@ -23,7 +23,7 @@ def actionlint() -> str:
 
 
 def test_workflows_pass_actionlint():
-    files = [*sorted(str(p) for p in WORKFLOWS.glob("*.yml")), str(ROOT / "docs" / "verl-caller-example.yml")]
+    files = [*sorted(str(p) for p in WORKFLOWS.glob("*.yml")), *sorted(str(p) for p in (ROOT / "docs").glob("*.yml"))]
     assert {Path(f).name for f in files} >= {"ci.yml", "nightly-ascend.yml", "pr-gate.yml", "verl-compare.yml"}
     proc = subprocess.run(
         [actionlint(), "-no-color", "-config-file", str(ROOT / ".github" / "actionlint.yaml"), *files],
@@ -46,14 +46,17 @@ def _runs(job: dict) -> str:
 def test_verl_calls_a_reusable_base_against_head_workflow():
     reusable = _load(WORKFLOWS / "verl-compare.yml")
     call = reusable[True]["workflow_call"]["inputs"]  # YAML 1.1 reads the key `on` as True
-    assert {"verl-repository", "base-ref", "head-ref", "scenarios", "runner-labels"} <= set(call)
+    assert {"verl-repository", "base-ref", "head-ref", "scenarios", "runner-labels", "mode", "image"} <= set(call)
+    assert call["verl-repository"]["default"] == "verl-project/verl"
     (job,) = reusable["jobs"].values()
     assert job["runs-on"] == "${{ fromJSON(inputs.runner-labels) }}"
     assert "harness compare --base .verl/base --head .verl/head" in _runs(job)
-    assert "ascend-context --verl" in _runs(job) and "--build" in _runs(job)  # one image per side
+    assert ".ci/ascend-job image" in _runs(job)  # docker mode: one image per side
     caller = _load(ROOT / "docs" / "verl-caller-example.yml")
     (gate,) = caller["jobs"].values()
-    assert gate["uses"].endswith("/.github/workflows/verl-compare.yml@main")
+    uses, sha = gate["uses"].split("@")
+    assert uses.endswith("/.github/workflows/verl-compare.yml") and len(sha) == 40
+    assert gate["with"]["harness-ref"] == sha  # the harness pinned by commit, the same in both places
     assert gate["with"]["base-ref"] == "${{ github.event.pull_request.base.sha }}"
     assert gate["with"]["head-ref"] == "${{ github.event.pull_request.head.sha }}"
     pr = _load(WORKFLOWS / "pr-gate.yml")
@@ -61,25 +64,31 @@ def test_verl_calls_a_reusable_base_against_head_workflow():
     assert {"base-ref", "head-ref"} <= set(pr[True]["workflow_dispatch"]["inputs"])
 
 
-def test_the_nightly_tests_a_verl_ref_and_keeps_a_baseline_series_per_ref():
+def test_the_nightly_is_reusable_per_scenario_and_keeps_a_baseline_series_per_ref_and_scenario():
     nightly = _load(WORKFLOWS / "nightly-ascend.yml")
-    assert "schedule" in nightly[True] and nightly[True]["workflow_dispatch"]["inputs"]["verl_ref"]["default"] == "main"
+    assert "schedule" not in nightly[True] and nightly[True]["workflow_call"]["inputs"]["verl-ref"]["default"] == "main"
+    caller = _load(ROOT / "docs" / "verl-nightly-caller-example.yml")
+    assert caller[True]["schedule"] and caller["jobs"]["nightly"]["uses"].split("@")[0].endswith("nightly-ascend.yml")
     (job,) = nightly["jobs"].values()
-    assert job["runs-on"] == "linux-aarch64-a2b3-8"
-    assert '-k qwen2_0_5b -rfEX --verl .verl/nightly --series "$VERL_REF"' in _runs(job)
-    assert nightly["env"]["BASELINE"] == "precision-debugger-baseline-${{ inputs.verl_ref || 'main' }}"
+    assert job["strategy"]["matrix"]["scenario"] == "${{ fromJSON(inputs.scenarios) }}"
+    assert '--executor "$EXECUTOR" --verl .verl/nightly' in _runs(job)
+    assert job["env"]["EXECUTOR"] == "${{ inputs.mode == 'job-container' && 'local' || 'docker' }}"
+    assert job["env"]["BASELINE"] == (
+        "precision-debugger-baseline-${{ inputs.verl-ref }}-${{ matrix.scenario }}-${{ inputs.mode }}"
+    )
     names = [s.get("with", {}).get("name") for s in job["steps"]]
     assert names.count("${{ env.BASELINE }}") == 2  # downloads the previous one of the series, publishes the next
     assert "harness gate --baseline baseline-prev/baseline.json" in _runs(job)
 
 
-def test_ascend_workflows_build_on_the_image_the_scenarios_name():
-    from harness.loader import load_scenario
-
-    images = {load_scenario(p).executor.docker.image for p in (ROOT / "scenarios").glob("qwen2_0_5b_*.yaml")}
-    assert len(images) == 1
-    env = _load(WORKFLOWS / "nightly-ascend.yml")["env"]
-    assert env["IMAGE"] in images, f"the nightly builds {env['IMAGE']}, the scenarios run {images}"
-    dockerfile = (ROOT / "docker" / "Dockerfile.ascend").read_text()
-    base_tag = _load(WORKFLOWS / "verl-compare.yml")[True]["workflow_call"]["inputs"]["verl-ascend-tag"]["default"]
-    assert f"ARG VERL_ASCEND_TAG={base_tag}" in dockerfile
+def test_every_action_is_pinned_by_commit_and_checkouts_keep_no_credentials():
+    for path in [*WORKFLOWS.glob("*.yml"), *(ROOT / "docs").glob("*.yml")]:
+        text = path.read_text()
+        for line in text.splitlines():
+            if line.strip().startswith(("uses:", "- uses:")) and "uses: ./" not in line:
+                ref = line.split("@", 1)[1]
+                assert len(ref.split()[0]) == 40 and "# " in ref, f"{path.name}: {line.strip()}"
+        for job in _load(path)["jobs"].values():
+            for step in job.get("steps", []):
+                if step.get("uses", "").startswith("actions/checkout@"):
+                    assert step["with"]["persist-credentials"] is False, f"{path.name}: {step}"

@@ -214,6 +214,11 @@ def test_ascend_image_build_args_and_label(repo: VerlRepo, use_cache: Path, tmp_
     assert (ROOT / "docker" / "no-verl-src").is_dir()  # the default VERL_SRC: the base image's verl
     with pytest.raises(TargetError, match="base image's own"):
         make_context(parse_target("0.9.1"), tmp_path / "ctx2", "t")
+    # the runner's registry, index and pins ride along; a name the Dockerfile does not declare is refused
+    extra = {"VERL_ASCEND_IMAGE": "quay.io/ascend/verl", "PIP_INDEX_URL": "http://index.local/simple"}
+    assert make_context(target, tmp_path / "ctx3", "t", "some-tag", extra).build_args.items() >= extra.items()
+    with pytest.raises(TargetError, match=r"--build-arg PIP_INDEX: docker/Dockerfile\.ascend declares no such ARG"):
+        make_context(target, tmp_path / "ctx4", "t", extra={"PIP_INDEX": "x"})
 
 
 def test_self_contained_image_must_hold_the_target(tmp_path: Path) -> None:
@@ -246,6 +251,48 @@ def test_self_contained_image_must_hold_the_target(tmp_path: Path) -> None:
     assert resolve_settings(Client(), settings, "verl@feedfacecafe").options("docker").image == "harness:head"
     with pytest.raises(InfraError, match=r"holds verl@1a2b3c4d5e6f, the run asks for verl@0123456789ab"):
         resolve_settings(Client(), settings, "verl@0123456789ab")
+
+
+def test_missing_named_image_falls_through_to_the_label(tmp_path: Path) -> None:
+    """verl-compare builds one image per side (:base, :head) while the scenarios name another tag: a daemon that
+    does not hold the named image must still find the one labelled with the run's target (the lookup by name
+    raises ImageNotFound there), and fail in one line only when neither exists."""
+    import docker.errors
+
+    from harness.executors.docker import IMAGE_KIND_LABEL, TARGET_LABEL, resolve_settings
+    from harness.scenario import ExecutorSettings
+
+    class Image:
+        def __init__(self, verl: str, tag: str) -> None:
+            self.labels = {IMAGE_KIND_LABEL: "self-contained", TARGET_LABEL: verl}
+            self.tags, self.id, self.attrs = [tag], tag, {"Created": "2026-11-30"}
+
+    built = [Image("verl@feedfacecafe", "verl-msprobe-harness:head")]
+
+    class Client:  # a daemon holding only the image built for head
+        class images:
+            @staticmethod
+            def get(tag: str) -> Image:
+                held = {i.tags[0]: i for i in built}
+                if tag not in held:
+                    raise docker.errors.ImageNotFound(f"No such image: {tag}")
+                return held[tag]
+
+            @staticmethod
+            def list(filters: dict[str, str]) -> list[Image]:
+                return [i for i in built if filters["label"] == f"{TARGET_LABEL}={i.labels[TARGET_LABEL]}"]
+
+    settings = ExecutorSettings(kind="docker", docker={"image": "verl-msprobe-harness:ascend"})
+    found = resolve_settings(Client(), settings, "verl@feedfacecafe").options("docker")
+    assert (found.image, found.image_kind) == ("verl-msprobe-harness:head", "self_contained")
+    with pytest.raises(
+        InfraError,
+        match=r"image 'verl-msprobe-harness:ascend' not found .*labelled "
+        r"io\.harness\.target\.verl=verl@0123456789ab",
+    ):
+        resolve_settings(Client(), settings, "verl@0123456789ab")
+    with pytest.raises(InfraError, match=r"image 'verl-msprobe-harness:ascend' not found"):
+        resolve_settings(Client(), settings, None)  # the pinned releases: no label to look for
 
 
 def test_half_made_environment_is_rebuilt(repo: VerlRepo, use_cache: Path) -> None:

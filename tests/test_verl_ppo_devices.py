@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -76,10 +77,34 @@ def test_dry_run_prints_both_runs_and_writes_nothing(tmp_path):
     proc = run("-m", "harness", "dry-run", "scenarios/qwen2_0_5b_megatron_l1.yaml", "--results", str(results))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
-    assert out.count("image: verl-msprobe-harness:ascend-v0.9.1") == 2
+    assert out.count("image: verl-msprobe-harness:ascend\n") == 2
     assert "--- off run" in out and "--- on run" in out and "--config-name=ppo_megatron_trainer" in out
     assert "/dev/davinci7" in out and "ASCEND_RT_VISIBLE_DEVICES=0,1,2,3,4,5,6,7" in out
     assert f"VERL_FILE_LOGGER_PATH={results}/qwen2_0_5b_megatron_l1/on/metrics.jsonl" in out
     assert f"global_profiler.save_path={results}/qwen2_0_5b_megatron_l1/on/dumps" in out
     assert '"level": "L1"' in out and "harness-dry-run-" not in out
     assert not results.exists()
+
+
+def test_job_container_dry_run_runs_locally_with_the_runners_inputs(tmp_path, monkeypatch):
+    """The job-container mode (verl's runners: the harness inside verl's Ascend image, --executor local): the argv
+    on the model and data paths the runners hold, the user, the environment the scenario passes, the offline
+    check, and Megatron on mbridge."""
+    monkeypatch.setenv("ASCEND_TOOLKIT_HOME", "/usr/local/Ascend/ascend-toolkit/latest")
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp_secret")
+    monkeypatch.delenv("QWEN2_0_5B_PATH", raising=False)
+    results = tmp_path / "results"
+    proc = run("-m", "harness", "dry-run", "scenarios/qwen2_0_5b_megatron_l1.yaml", "--executor", "local",
+               "--results", str(results))  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert "executor local" in out and out.count("local process in ") == 2 and "image:" not in out
+    assert out.count(f"user: uid {os.getuid()} (") == 2
+    home = Path.home()
+    assert f"actor_rollout_ref.model.path={home}/.cache/models/Qwen/Qwen2.5-0.5B" in out
+    assert f"data.train_files={home}/data/gsm8k/train.parquet" in out
+    assert "actor_rollout_ref.actor.megatron.vanilla_mbridge=True" in out
+    assert "critic.megatron.vanilla_mbridge=True" in out
+    assert "overrides of both runs checked offline against verl 0.9.1's hydra config: ok" in out
+    assert out.count("HF_HUB_OFFLINE=1") == 2 and out.count("ASCEND_TOOLKIT_HOME=/usr/local/Ascend") == 2
+    assert "ghp_secret" not in out and not results.exists()

@@ -52,13 +52,23 @@ def build_args(target: Target) -> dict[str, str]:
     return args
 
 
-def make_context(target: Target, out: Path, tag: str, base_tag: str | None = None) -> AscendBuild:
-    """The build context: the harness's files plus the target's verl (a source tree or its wheel) in verl-src/."""
+def make_context(
+    target: Target, out: Path, tag: str, base_tag: str | None = None, extra: dict[str, str] | None = None
+) -> AscendBuild:
+    """The build context: the harness's files plus the target's verl (a source tree or its wheel) in verl-src/.
+    ``extra``: more of Dockerfile.ascend's build arguments (the base image, the package index, the --no-deps pins)."""
     if target.verl.kind in ("pinned", "release"):
         raise TargetError(
             "a released verl is the base image's own: pick its VERL_ASCEND_TAG instead (docker/README.md)"
         )
-    args = build_args(target) | ({"VERL_ASCEND_TAG": base_tag} if base_tag else {})
+    declared = {
+        ln.split()[1].split("=")[0]
+        for ln in (ROOT / "docker" / "Dockerfile.ascend").read_text().splitlines()
+        if ln.startswith("ARG ")
+    }
+    if unknown := sorted(set(extra or {}) - declared):
+        raise TargetError(f"--build-arg {', '.join(unknown)}: docker/Dockerfile.ascend declares no such ARG")
+    args = build_args(target) | ({"VERL_ASCEND_TAG": base_tag} if base_tag else {}) | (extra or {})
     if out.exists() and any(out.iterdir()):
         raise TargetError(f"{out} is not empty")
     out.mkdir(parents=True, exist_ok=True)
@@ -82,7 +92,8 @@ def make_context(target: Target, out: Path, tag: str, base_tag: str | None = Non
 def cmd_ascend_context(args: argparse.Namespace) -> int:
     """``python -m harness image ascend-context --verl SPEC --out DIR``: the context, then the build command."""
     target = parse_target(args.verl, args.msprobe, args.series)
-    build = make_context(target, Path(args.out).resolve(), args.tag, args.base_tag)
+    extra = dict(kv.split("=", 1) for kv in args.build_arg)
+    build = make_context(target, Path(args.out).resolve(), args.tag, args.base_tag, extra)
     print(f"context {build.context}: the harness and {target.verl.describe()} in {VERL_SRC}/")
     if not args.build:
         print(f"the image will carry {TARGET_LABEL}={target.verl.identity}; build it on the runner with:")

@@ -208,6 +208,7 @@ def container_spec(
     env.update(launch.env)  # the harness's own variables (metrics path...) win over the scenario's
 
     devices: list[str] = []
+    groups: list[int] = []
     if rt.npu_devices and rt.ascend_runtime:
         env["ASCEND_VISIBLE_DEVICES"] = ",".join(map(str, rt.npu_devices))
     elif rt.npu_devices:
@@ -217,6 +218,8 @@ def container_spec(
             bind(p)
         # the container sees only the passed chips, numbered from 0 by the Ascend runtime library
         env["ASCEND_RT_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(len(rt.npu_devices)))
+        # the nodes belong to group HwHiAiUser on a runner: the host uid opens them only as a member of it
+        groups = sorted({os.stat(d.split(":")[0]).st_gid for d in devices if os.path.exists(d.split(":")[0])})
 
     spec: dict[str, Any] = {
         "image": rt.image,
@@ -236,6 +239,8 @@ def container_spec(
         spec["nano_cpus"] = int(rt.cpus * 1e9)
     if devices:
         spec["devices"] = devices
+    if groups:
+        spec["group_add"] = [str(g) for g in groups]
     if rt.ascend_runtime:
         spec["runtime"] = "ascend"
     if rt.gpus:
@@ -261,39 +266,48 @@ def connect() -> DockerClient:
     return client
 
 
+def _labelled(client: DockerClient, target: str) -> Any:
+    """The newest local image labelled as holding ``target`` (base and head of a comparison each have one), or None."""
+    built = client.images.list(filters={"label": f"{TARGET_LABEL}={target}"})
+    return max(built, key=lambda i: str(i.attrs.get("Created", ""))) if built else None
+
+
 def resolve_settings(
     client: DockerClient, settings: ExecutorSettingsBase, target: str | None = None
 ) -> ExecutorSettingsBase:
     """Check that the image exists locally and resolve ``image_kind: auto`` from its label. ``target``: the verl
-    identity a self-contained image must hold (its ``io.harness.target.verl`` label); None: whatever it holds."""
+    identity a self-contained image must hold (its ``io.harness.target.verl`` label); None: whatever it holds.
+    The scenario's image is looked up by name first; when it is missing or holds another verl, a local image
+    labelled with ``target`` stands in (verl-compare builds one per side, under tags the scenarios do not name)."""
     rt: DockerRuntime = settings.options("docker")
+    name = rt.image
     try:
         image = client.images.get(rt.image)
     except docker.errors.ImageNotFound as exc:
-        raise InfraError(
-            f"image {rt.image!r} not found on the Docker daemon at {_daemon_address()} (nothing is pulled). Build "
-            f"it: `{BUILD_CPU_HINT.format(image=rt.image)}` (CPU, no registry needed) or `docker build -f "
-            f"docker/Dockerfile.cpu -t {rt.image} .` (see docker/README.md)."
-        ) from exc
+        if not target or (image := _labelled(client, target)) is None:
+            label = f", nor any image labelled {TARGET_LABEL}={target}" if target else ""
+            raise InfraError(
+                f"image {rt.image!r} not found on the Docker daemon at {_daemon_address()}{label} (nothing is "
+                f"pulled). Build it: `{BUILD_CPU_HINT.format(image=rt.image)}` (CPU, no registry needed), `docker "
+                f"build -f docker/Dockerfile.cpu -t {rt.image} .`, or for a verl under test `python -m harness image "
+                "ascend-context --verl SPEC --build` (see docker/README.md)."
+            ) from exc
+        name = image.tags[0] if image.tags else str(image.id)
     except (docker.errors.DockerException, requests.RequestException) as exc:
         raise InfraError(f"cannot inspect image {rt.image!r}: {_short(exc)}") from exc
     labels = image.labels or {}
     kind = rt.image_kind
     if kind == "auto":
         kind = "host_python" if labels.get(IMAGE_KIND_LABEL) == HOST_PYTHON else "self_contained"
-    name = rt.image
     if kind == "self_contained" and target and labels.get(TARGET_LABEL) != target:
-        # another local image built for this target (base and head of a comparison each have their own)
-        built = client.images.list(filters={"label": f"{TARGET_LABEL}={target}"})
-        if not built:
+        if (built := _labelled(client, target)) is None:
             holds = labels.get(TARGET_LABEL) or f"its base image's verl (no {TARGET_LABEL} label)"
             raise InfraError(
                 f"image {rt.image!r} holds {holds}, the run asks for {target}, and no local image is labelled "
                 f"{TARGET_LABEL}={target}: build one (python -m harness image ascend-context --verl SPEC, see "
                 "docker/README.md)"
             )
-        newest = max(built, key=lambda i: str(i.attrs.get("Created", "")))
-        name = newest.tags[0] if newest.tags else str(newest.id)
+        name = built.tags[0] if built.tags else str(built.id)
     return settings.model_copy(update={"docker": rt.model_copy(update={"image_kind": kind, "image": name})})
 
 
@@ -355,7 +369,9 @@ class DockerExecutor:
         if spec.get("device_requests"):
             out.append(f"gpus: {', '.join(','.join(r['DeviceIDs']) for r in spec['device_requests'])}")
         out.append(
-            f"container: user {spec['user']}, workdir {spec['working_dir']}, shm {spec['shm_size']}, "
+            f"container: user {spec['user']}"
+            + (f" (groups {','.join(spec['group_add'])}: the device nodes' owners)" if spec.get("group_add") else "")
+            + f", workdir {spec['working_dir']}, shm {spec['shm_size']}, "
             f"network {spec['network_mode']}, timeout {settings.timeout_s:g}s"
             + (f", memory {spec['mem_limit']}" if spec.get("mem_limit") else "")
         )

@@ -3,35 +3,76 @@
 from __future__ import annotations
 
 import contextlib
+import fnmatch
+import grp
 import os
+import pwd
 import signal
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any, ClassVar
 
 import psutil
+from pydantic import Field
 
 from harness.errors import InfraError
 from harness.executors.base import ENV_ALLOWLIST, LABEL_PREFIX
 from harness.launch import ExecResult, Launch, argv_lines
 from harness.rundir import RunDir
-from harness.settings import ExecutorSettingsBase
+from harness.settings import ExecutorOptions, ExecutorSettingsBase
 from harness.signals import interrupts, note_stopped
 
 POLL_S = 0.2  # how soon a stop request is acted on
 KILL_GRACE_S = 10
 
 
-def _env(launch: Launch) -> dict[str, str]:
+class LocalRuntime(ExecutorOptions):
+    """The local process's environment beyond the allowlist. Inside a CI job container (verl's Ascend runners)
+    the image's own environment is what makes the NPUs usable: CANN's set_env.sh exports ASCEND_*, ATB_*,
+    LD_LIBRARY_PATH and PYTHONPATH, which a training started with the allowlist alone would lose."""
+
+    env: dict[str, str] = Field(default_factory=dict, description="extra environment of the training")
+    pass_env: list[str] = Field(
+        default_factory=list, description="host variables passed through when set; shell-style patterns (ASCEND_*)"
+    )
+
+
+def _env(launch: Launch, settings: ExecutorSettingsBase | None = None) -> dict[str, str]:
     env = {k: os.environ[k] for k in ENV_ALLOWLIST if k in os.environ}
-    return env | {"PYTHONUNBUFFERED": "1", **launch.env}
+    rt: LocalRuntime | None = settings.options("local") if settings is not None else None
+    if rt is not None:
+        env.update({k: v for k, v in os.environ.items() if any(fnmatch.fnmatchcase(k, p) for p in rt.pass_env)})
+        env.update(rt.env)
+    return env | {"PYTHONUNBUFFERED": "1", **launch.env}  # the harness's own variables win
+
+
+def _name(lookup: Any, num: int) -> str:
+    try:
+        return str(lookup(num)[0])
+    except KeyError:  # a uid or gid without an entry (a CI container started with --user N)
+        return str(num)
+
+
+def user_line() -> str:
+    """Who the training runs as, and whether it can open the NPU device nodes (group HwHiAiUser on a runner)."""
+    uid = os.getuid()
+    groups = ",".join(sorted({_name(grp.getgrgid, g) for g in {os.getgid(), *os.getgroups()}}))
+    nodes = sorted(str(p) for p in Path("/dev").glob("davinci*"))
+    if not nodes:
+        npus = "no /dev/davinci* here"
+    elif blocked := [n for n in nodes if not os.access(n, os.R_OK | os.W_OK)]:
+        npus = f"cannot open {', '.join(blocked)}"
+    else:
+        npus = f"can open {', '.join(nodes)}"
+    return f"user: uid {uid} ({_name(pwd.getpwuid, uid)}), groups {groups}: {npus}"
 
 
 class LocalExecutor:
     name: ClassVar[str] = "local"
-    settings: ClassVar[Any] = None
+    settings: ClassVar[Any] = LocalRuntime
 
     def execute(
         self,
@@ -48,7 +89,7 @@ class LocalExecutor:
                 proc = subprocess.Popen(
                     argv,
                     cwd=launch.workdir,
-                    env=_env(launch),
+                    env=_env(launch, settings),
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,  # its own group: Ctrl-C in a terminal reaches the harness only
@@ -79,8 +120,9 @@ class LocalExecutor:
     ) -> list[str]:
         return [
             f"local process in {launch.workdir}",
+            user_line(),
             "env:",
-            *(f"  {k}={v}" for k, v in sorted(_env(launch).items())),
+            *(f"  {k}={v}" for k, v in sorted(_env(launch, settings).items())),
             "argv:",
             *argv_lines(launch.argv(launch.python or sys.executable)),
         ]

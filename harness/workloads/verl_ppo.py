@@ -114,7 +114,9 @@ class VerlPpoSettings(Strict):
     verl_version: str = Field(
         "0.9.1", description="verl in the image; the host's verl must match for the offline override check"
     )
-    model_path: str = "${QWEN2_0_5B_PATH:-~/.cache/models/Qwen/Qwen2-0.5B}"
+    # Qwen2.5-0.5B: the Qwen2 architecture and size of verl's precision_debugger figures (Qwen2-0.5B), and the one
+    # verl's Ascend runners hold (docs/ascend_tutorial/contribution_guide/ascend_ci_guide_zh.rst)
+    model_path: str = "${QWEN2_0_5B_PATH:-~/.cache/models/Qwen/Qwen2.5-0.5B}"
     data_dir: str = Field("${GSM8K_DATA_DIR:-~/data/gsm8k}", description="holds the preprocessed parquet files")
     train_file: str = "train.parquet"
     val_file: str = "test.parquet"
