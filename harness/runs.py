@@ -92,6 +92,13 @@ def _verdict(res: ExecResult, settings_timeout: float, log: Path, env: TargetEnv
     return f"{crash.reason}. Log tail ({log}):\n{_tail(log)}", crash
 
 
+def _both_failed(crash: Crash, log: Path) -> tuple[str, Crash]:
+    """Both runs crashed the same way: the trainer fails with precision_debugger off as well as on, which no verdict
+    on the integration can come from (the inputs, the runner, or verl's trainer itself: verl's own CI's to judge)."""
+    reason = f"both runs failed the same way, precision_debugger off and on: {crash.reason}; no verdict on the tool"
+    return f"{reason}. Log tail ({log}):\n{_tail(log)}", replace(crash, party="infrastructure", reason=reason)
+
+
 def fingerprint(scenario: Scenario, target: Target) -> str:
     """What the trainings depend on: everything but the checks' expectations and budgets (plus test knobs), and
     the verl and msprobe under test."""
@@ -232,11 +239,17 @@ def _train(
         except InfraError as exc:
             res, error, crash = ExecResult(exit_code=None, wall_s=0.0, detail=str(exc)), str(exc), None
         argv = res.argv or launch.argv("python")
+        first = (records["off"].crash or {}) if mode == "on" and "off" in records else {}
+        if crash and crash.verdict and (first.get("exception"), first.get("where")) == (crash.exception, crash.where):
+            error, crash = _both_failed(crash, run.log)
+            records["off"] = replace(records["off"], error=error, crash=crash.to_dict())
+            write_atomic(sdir.run("off").record, json.dumps(asdict(records["off"]), indent=2))
         found = crash.to_dict() if crash else None
         records[mode] = RunRecord(mode, executor.name, argv, res, error, block, stopped, found)
         write_atomic(run.record, json.dumps(asdict(records[mode]), indent=2))
-        if error or stopped or crash:
+        if error or stopped or (crash and mode == "on"):
             break  # the on run is pointless without a baseline; a stopped on run is the last anyway
+        # an off run that verl or msprobe crashed: the on run says whether precision_debugger is what fails
     recorded = {"block": block, "environment": environment(env)}
     runs = ScenarioRuns(sdir, session, records, trained_s=time.monotonic() - started, target=recorded)
     write_atomic(
