@@ -41,7 +41,8 @@ CLONE_NEWNS, CLONE_NEWNET = 0x00020000, 0x40000000
 MS_BIND, MS_REC, MS_PRIVATE, MS_NOSUID, MS_NODEV = 0x1000, 0x4000, 1 << 18, 0x2, 0x4
 PR_SET_NO_NEW_PRIVS = 38
 SIOCSIFFLAGS, IFF_UP, IFF_LOOPBACK, IFF_RUNNING = 0x8914, 0x1, 0x8, 0x40
-KEEP_ENV = ("PATH", "LANG", "LC_ALL", "TZ")
+KEEP_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "SSL_CERT_FILE", "SSL_CERT_DIR")
+KEEP_PREFIXES = ("UV_", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
 
 
 def available() -> bool:
@@ -68,7 +69,9 @@ def run(
     """``argv`` as the sandbox user of ``key``; ``writable`` dirs are its own for the call, ``readable`` ones are
     bound back where a directory on their path is closed to others. Without root: as the harness's user."""
     home = Path(tempfile.mkdtemp(prefix="harness-sandbox-"))
-    env = {k: v for k, v in os.environ.items() if k in KEEP_ENV} | {"HOME": str(home), "TMPDIR": str(home)}
+    env = {k: v for k, v in os.environ.items() if k in KEEP_ENV or k.startswith(KEEP_PREFIXES)}
+    env.pop("UV_CACHE_DIR", None)  # the harness user's: uv caches in the private home instead
+    env |= {"HOME": str(home), "TMPDIR": str(home)}
     try:
         if not available():
             return _call(argv, env, cwd, timeout, what)

@@ -90,8 +90,9 @@ def _uv() -> str:
 
 def _run(argv: list[str], what: str, cwd: Path | None = None, jail: dict[str, Any] | None = None) -> str:
     """``argv``'s stdout; in the target's sandbox when ``jail`` (``sandbox.run``'s key, readable, writable)."""
-    if jail is not None:
-        out = sandbox.run(argv, what=what, cwd=cwd, timeout=PROBE_TIMEOUT_S, **jail)
+    if jail is not None:  # one call per sandbox uid at a time: each ends by killing what its uid left running
+        with FileLock(cache_dir() / "envs" / f"{jail['key']}.sandbox.lock"):
+            out = sandbox.run(argv, what=what, cwd=cwd, timeout=PROBE_TIMEOUT_S, **jail)
     else:
         try:
             out = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, check=False, timeout=PROBE_TIMEOUT_S)
