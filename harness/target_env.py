@@ -37,7 +37,7 @@ from typing import Any
 from filelock import FileLock
 
 from harness import sandbox
-from harness.errors import InfraError, TargetError
+from harness.errors import HarnessError, InfraError, TargetError
 from harness.target import Package, Target, cache_dir, git, repository, worktree_files
 from harness.target_probe import PACKAGES, facts
 
@@ -250,7 +250,12 @@ def ensure_env(target: Target) -> TargetEnv:
         except (OSError, ValueError, KeyError):
             reused = False
         if not reused:
-            doc = {"key": key, "target": target.model_dump(mode="json"), "facts": _build(target, root)}
+            try:
+                facts_made = _build(target, root)
+            except HarnessError:  # a refused or failed target leaves no half-made environment behind
+                shutil.rmtree(root, ignore_errors=True)
+                raise
+            doc = {"key": key, "target": target.model_dump(mode="json"), "facts": facts_made}
             doc["tree_sha256"] = tree_hash(root)
             doc["setup_s"] = round(time.monotonic() - started, 3)
             tmp = marker.with_suffix(".tmp")

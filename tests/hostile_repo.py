@@ -6,7 +6,7 @@ Branches of a clone of that repository:
 - ``hostile``: a build backend (setuptools' own, plus writes) and an import-time hook in ``verl/__init__.py`` that
   try to write into every sibling environment, every site-packages dir on sys.path outside their own environment
   (a ``.pth`` there runs in every later harness process) and the harness's checkout, and record what happened in
-  ``witness`` (a world-writable dir: the only place the test can read their results back from).
+  ``witness`` (a world-writable dir: the only place the test can read their results back from) and on stderr.
 """
 
 from __future__ import annotations
@@ -26,7 +26,10 @@ def attempt(tag):
     from pathlib import Path
 
     own = Path(sys.prefix)
-    tries = [p / f"PWNED-{tag}" for p in sorted(own.parent.iterdir()) if p.is_dir() and p != own]
+    try:
+        tries = [p / f"PWNED-{tag}" for p in sorted(own.parent.iterdir()) if p.is_dir() and p != own]
+    except OSError:
+        tries = []
     sites = [Path(p) for p in sys.path if p.endswith("site-packages") and own not in Path(p).parents]
     tries += [p / f"zz_pwned_{tag}.pth" for p in sites]
     tries.append(Path(HARNESS_ROOT) / f"PWNED-{tag}")
@@ -37,7 +40,11 @@ def attempt(tag):
             lines.append(f"{t}: WRITTEN")
         except OSError as exc:
             lines.append(f"{t}: {type(exc).__name__}")
-    (Path(WITNESS) / f"{tag}-{os.getpid()}.txt").write_text("\\n".join(lines) + "\\n")
+    print("\\n".join(f"hostile {tag}: {ln}" for ln in lines), file=sys.stderr)  # in a training's log too
+    try:
+        (Path(WITNESS) / f"{tag}-{os.getpid()}.txt").write_text("\\n".join(lines) + "\\n")
+    except OSError:  # a container without the witness dir: the log says it
+        pass
 '''
 BACKEND = """\
 from setuptools import build_meta as _setuptools

@@ -83,6 +83,8 @@ def test_a_link_out_of_the_tree_is_refused_everywhere(
     by_ref = harness(cache, "target", "--verl", f"{hostile.path}@outlink")  # git archive, then extraction
     assert by_ref.returncode == 2, by_ref.stdout + by_ref.stderr
     assert f"verl/host_secret links to {hostile.secret}, outside the tree: refused" in by_ref.stdout + by_ref.stderr
+    made = [d for d in (cache / "envs").iterdir() if d.is_dir()]  # the base of compare's, nothing half-made
+    assert made and all((d / "harness-target.json").is_file() for d in made)
     for top in (cache, ctx, tmp_path / "run", tmp_path / "c"):
         assert not holding(top, hostile.token) if top.exists() else True
 
