@@ -156,9 +156,10 @@ def _sha256_file(path: Path) -> str:
 
 
 def worktree_files(repo: Path) -> list[str]:
-    """The files of a checkout as it is: tracked (unless deleted) and untracked, never ignored ones."""
+    """The files of a checkout as it is: tracked (unless deleted) and untracked, never ignored ones; links too
+    (whatever they point to: harness.target_env refuses one that leaves the tree)."""
     listed = git("ls-files", "-z", "--cached", "--others", "--exclude-standard", cwd=repo)
-    return sorted({f for f in str(listed).split("\0") if f and (repo / f).is_file()})
+    return sorted({f for f in str(listed).split("\0") if f and ((repo / f).is_file() or (repo / f).is_symlink())})
 
 
 def dirty_hash(repo: Path) -> str | None:

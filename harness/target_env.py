@@ -8,7 +8,13 @@ torch is shared and never moved: nothing is resolved, so no requirement can pull
 
 Environments live in ``<cache>/envs/<16 hex>``: a fixed-width name, so every target's verl sits at a path of
 the same length (msprobe's stack.json records each frame's source path: dump bytes grow with it). A file lock
-guards creation; the marker file is written last, so a half-made environment is rebuilt.
+guards creation; the marker file is written last, so a half-made environment is rebuilt. The marker holds the
+tree's sha256: an environment whose files changed since (a half-made one, or one a training wrote into) is
+rebuilt, never reused on its marker alone.
+
+The target's own code (its build backend, its import-time code in the probes) runs in ``harness.sandbox``: an
+unprivileged uid of its own that may write only its environment (while it is made) and a private home, with no
+network; a checkout's links are copied as links, never followed, and one that leaves the tree is refused.
 """
 
 from __future__ import annotations
@@ -31,12 +37,13 @@ from typing import Any
 from filelock import FileLock
 from packaging.utils import canonicalize_name
 
+from harness import sandbox
 from harness.crash import CODE, MISSING_MODULE, declared
-from harness.errors import EnvironmentProblem, InfraError, TargetError
+from harness.errors import EnvironmentProblem, HarnessError, InfraError, TargetError
 from harness.target import Package, Target, cache_dir, git, repository, worktree_files
 from harness.target_probe import PACKAGES, facts
 
-FORMAT = 2  # bump when the layout of an environment changes: every cached one is rebuilt
+FORMAT = 3  # bump when the layout of an environment changes: every cached one is rebuilt
 MARKER = "harness-target.json"
 PROBE_TIMEOUT_S = 600
 
@@ -83,11 +90,16 @@ def _uv() -> str:
     return find_uv_bin()
 
 
-def _run(argv: list[str], what: str, cwd: Path | None = None) -> str:
-    try:
-        out = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, check=False, timeout=PROBE_TIMEOUT_S)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise InfraError(f"{what}: {exc}") from None
+def _run(argv: list[str], what: str, cwd: Path | None = None, jail: dict[str, Any] | None = None) -> str:
+    """``argv``'s stdout; in the target's sandbox when ``jail`` (``sandbox.run``'s key, readable, writable)."""
+    if jail is not None:  # one call per sandbox uid at a time: each ends by killing what its uid left running
+        with FileLock(cache_dir() / "envs" / f"{jail['key']}.sandbox.lock"):
+            out = sandbox.run(argv, what=what, cwd=cwd, timeout=PROBE_TIMEOUT_S, **jail)
+    else:
+        try:
+            out = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, check=False, timeout=PROBE_TIMEOUT_S)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise InfraError(f"{what}: {exc}") from None
     if out.returncode != 0:
         lines = [ln.strip() for ln in (out.stderr or out.stdout).splitlines() if ln.strip()]
         detail = " | ".join(ln for ln in lines if not ln.startswith(("Traceback", 'File "')))[-600:]
@@ -96,7 +108,10 @@ def _run(argv: list[str], what: str, cwd: Path | None = None) -> str:
 
 
 def _probe(python: str, *args: str, what: str) -> dict[str, Any]:
-    out = _run([python, "-m", "harness.target_probe", *args], what)
+    """The probe, in the sandbox of the environment ``python`` belongs to (a target's code is imported there)."""
+    root = Path(python).parent.parent
+    jail = {"key": root.name, "readable": [root], "writable": []} if root.parent == cache_dir() / "envs" else None
+    out = _run([python, "-m", "harness.target_probe", *args], what, jail=jail)
     line = next((ln for ln in reversed(out.splitlines()) if ln.startswith("HARNESS-PROBE ")), None)
     if line is None:
         raise InfraError(f"{what}: the probe printed no result")
@@ -105,7 +120,8 @@ def _probe(python: str, *args: str, what: str) -> dict[str, Any]:
 
 def probe_predicates(python: str, config_yaml: str, names: list[str]) -> dict[str, bool | str]:
     """verl's own stage predicates, asked in the target's interpreter (``target_probe.predicates``)."""
-    return _probe(python, "predicates", config_yaml, json.dumps(names), what=f"asking {python}'s verl which stages run")
+    text = Path(config_yaml).read_text()  # as an argument: the sandboxed probe reads no file of the harness's
+    return _probe(python, "predicates", text, json.dumps(names), what=f"asking {python}'s verl which stages run")
 
 
 @cache
@@ -123,19 +139,44 @@ def source_tree(pkg: Package, tmp: Path) -> str:
     src = tmp / f"{pkg.name}-src"
     src.mkdir()
     if pkg.kind == "checkout":  # the working tree as it is (what the dirty hash covers), never the ignored files
-        repo = Path(str(pkg.source))
-        for f in worktree_files(repo):
-            (src / f).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(repo / f, src / f)
+        copy_checkout(Path(str(pkg.source)), src)
     else:  # a commit of a repository
         archive = tmp / f"{pkg.name}.tar"
         git("archive", "--format=tar", "-o", str(archive), str(pkg.commit), cwd=repository(str(pkg.source)))
         with tarfile.open(archive) as tar:
-            tar.extractall(src, filter="data")
+            try:
+                tar.extractall(src, filter="data")  # refuses absolute links and links out of the tree
+            except tarfile.FilterError as exc:
+                member = exc.tarinfo
+                raise TargetError(
+                    f"{pkg.spec}: {member.name} links to {member.linkname}, outside the tree: refused (a target's "
+                    "files must be its own)"
+                ) from None
     return str(src)
 
 
+def copy_checkout(repo: Path, dst: Path) -> None:
+    """A checkout's files, links never followed: a link that resolves inside the tree is copied as a relative
+    link, one that leaves it (``verl/x -> /etc/hostname``: a host file pulled into an image) is refused."""
+    top = repo.resolve()
+    for f in worktree_files(repo):
+        path = repo / f
+        (dst / f).parent.mkdir(parents=True, exist_ok=True)
+        if not path.is_symlink():
+            shutil.copy2(path, dst / f)
+            continue
+        real = path.resolve()
+        if not real.is_relative_to(top):
+            raise TargetError(
+                f"{repo}: {f} links to {os.readlink(path)}, outside the checkout: refused (a target's files must be "
+                "its own)"
+            )
+        os.symlink(os.path.relpath(real, (top / f).parent), dst / f)
+
+
 def _build(target: Target, root: Path) -> dict[str, Any]:
+    """uv's venv and the ``.pth`` as the harness (no target code yet), the install in the sandbox: the build
+    backend may write this environment and its source tree, nothing else."""
     shutil.rmtree(root, ignore_errors=True)
     uv = _uv()
     base = ["--no-config", "--quiet"]
@@ -150,12 +191,35 @@ def _build(target: Target, root: Path) -> dict[str, Any]:
             if pkg.kind == "pinned":
                 continue
             source = source_tree(pkg, Path(tmp))
+            install = [uv, "pip", "install", *base, "--python", str(python), "--no-deps", "--no-build-isolation"]
             _run(
-                [uv, "pip", "install", *base, "--python", str(python), "--no-deps", "--no-build-isolation", source],
+                [*install, "--compile-bytecode", source],  # compiled now: a later import writes no .pyc there
                 f"cannot install {pkg.identity} ({pkg.spec}) into {root}",
                 cwd=Path(tmp),
+                jail={
+                    "key": root.name,
+                    "readable": [Path(source)] if pkg.kind == "wheel" else [],
+                    "writable": [root, Path(tmp)],
+                    "network": pkg.kind == "release",  # from the package index; else nothing is downloaded
+                },
             )
     return _probe(str(python), "facts", what=f"probing {root}")
+
+
+def tree_hash(root: Path) -> str:
+    """sha256 of an environment's files (paths, modes, contents, link targets), its marker excepted."""
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        if path.parent == root and path.name == MARKER:
+            continue
+        st = path.lstat()
+        h.update(f"{path.relative_to(root)}\0{st.st_mode:o}\0".encode())
+        if path.is_symlink():
+            h.update(os.readlink(path).encode())
+        elif path.is_file():
+            h.update(path.read_bytes())
+        h.update(b"\0")
+    return h.hexdigest()
 
 
 def _with_versions(target: Target, versions: dict[str, str | None]) -> Target:
@@ -184,11 +248,17 @@ def ensure_env(target: Target) -> TargetEnv:
     with FileLock(f"{root}.lock"):
         try:
             doc = json.loads(marker.read_text())
-            reused = doc["key"] == key
+            reused = doc["key"] == key and doc["tree_sha256"] == tree_hash(root)
         except (OSError, ValueError, KeyError):
             reused = False
         if not reused:
-            doc = {"key": key, "target": target.model_dump(mode="json"), "facts": _build(target, root)}
+            try:
+                facts_made = _build(target, root)
+            except HarnessError:  # a refused or failed target leaves no half-made environment behind
+                shutil.rmtree(root, ignore_errors=True)
+                raise
+            doc = {"key": key, "target": target.model_dump(mode="json"), "facts": facts_made}
+            doc["tree_sha256"] = tree_hash(root)
             doc["setup_s"] = round(time.monotonic() - started, 3)
             tmp = marker.with_suffix(".tmp")
             tmp.write_text(json.dumps(doc, indent=1))
@@ -242,8 +312,10 @@ def check_api(env: TargetEnv, symbols: tuple[str, ...], stages: list[str], workl
     The import probe costs seconds (verl imports torch), so its answer is kept per environment and symbol list."""
     doc_key = hashlib.sha256(json.dumps([sorted(symbols), env.versions, env.facts.get("packages_dir")]).encode())
     name = f"api-{doc_key.hexdigest()[:12]}.json"
-    # the project venv can change under the cache: its answer is keyed by its path, versions and symbols
-    cached = env.root / name if env.root else cache_dir() / "probes" / f"{_short_hash(sys.prefix)}-{name}"
+    # kept outside the environment (its tree hash covers what runs); the project venv can change under the cache:
+    # its answer is keyed by its path, versions and symbols
+    where_key = env.root.name if env.root else _short_hash(sys.prefix)
+    cached = cache_dir() / "probes" / f"{where_key}-{name}"
     try:
         result = json.loads(cached.read_text())
     except (OSError, ValueError):

@@ -3,7 +3,7 @@ harness drives. Standard library only (it runs before anything else is known to 
 
 ``python -m harness.target_probe facts`` prints versions and install dirs; ``... api SYMBOLS_JSON`` tries each
 dotted symbol (``verl.utils.profiler.DistProfiler.annotate``) and reads verl's stage table; ``... predicates
-CONFIG_YAML NAMES_JSON`` asks verl's own ``verl.trainer.ppo.utils`` predicates (which stages its trainer runs)
+YAML_TEXT NAMES_JSON`` asks verl's own ``verl.trainer.ppo.utils`` predicates (which stages its trainer runs)
 about a resolved config.
 """
 
@@ -84,12 +84,13 @@ def api(symbols: list[str]) -> dict[str, object]:
 
 def predicates(config: object, names: list[str]) -> dict[str, bool | str]:
     """``verl.trainer.ppo.utils.<name>(config)`` for each name (True/False), or why it cannot be asked. ``config``
-    is a resolved OmegaConf config or the path of one saved as YAML (omegaconf comes with verl)."""
+    is a resolved OmegaConf config or the YAML text of one (the argument, not a file: the sandboxed probe may read
+    no file of the harness's; omegaconf comes with verl)."""
     import warnings
 
     from omegaconf import OmegaConf
 
-    cfg = OmegaConf.load(config) if isinstance(config, str) else config
+    cfg = OmegaConf.create(config) if isinstance(config, str) else config
     try:
         utils = importlib.import_module("verl.trainer.ppo.utils")
     except Exception as exc:

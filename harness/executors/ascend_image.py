@@ -84,8 +84,8 @@ def make_context(
         if src.is_file():  # a wheel
             (out / VERL_SRC).mkdir()
             shutil.copy2(src, out / VERL_SRC / src.name)
-        else:
-            shutil.copytree(src, out / VERL_SRC)
+        else:  # its links as links: source_tree made them relative, inside the tree
+            shutil.copytree(src, out / VERL_SRC, symlinks=True)
     return AscendBuild(out, args, tag)
 
 
