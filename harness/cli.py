@@ -155,7 +155,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             for p in r.inconclusive:
                 console.print(f"  [magenta]?[/] {r.check}: {escape(p)}", soft_wrap=True)
             if outcome in ("xfail", "xpass"):
-                console.print(f"  [yellow]~[/] {r.check}: {escape(outcomes.WORDS[outcome])}: {escape(r.xfail_reason)}")
+                line = f"{outcomes.WORDS[outcome]}: {r.xfail_reason}"
+                console.print(f"  [yellow]~[/] {r.check}: {escape(line)}", soft_wrap=True)
     console.print(table)
     wall = time.monotonic() - started
     console.print(
