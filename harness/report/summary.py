@@ -114,7 +114,8 @@ def run_table(label: str, observations: dict[str, Observation], report: GateRepo
         pd = obs.settings.get("precision_debugger", {})
         level = f"{pd.get('level', '?')} {pd.get('task', '')}".strip()
         dps = disk_per_step(obs)
-        verdict = ICON[g.status] if g else ("❌ run failed" if obs.errors else "no baseline")
+        unjudged = "❌ run failed" if obs.errors else "❌ crashed (crash check)" if obs.crashes else "no baseline"
+        verdict = ICON[g.status] if g else unjudged
         lines.append(
             f"| {name} | {level} | {_interval(obs, fig.OVERHEAD_PROFILED)} | "
             f"{_interval(obs, fig.OVERHEAD_UNPROFILED)} | {fig.mb(dps) if dps is not None else '-'} | "
