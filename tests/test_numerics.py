@@ -1,11 +1,13 @@
-"""Numerics of base against head (``harness.gate.numerics``): msprobe's real compare on msprobe-shaped dump trees
-(one entry's statistics moved, a stage missing, expected NaN statistics), and the verdict logic around it."""
+"""Numerics of base against head (``harness.gate.numerics``): the harness's compare and msprobe's real one on
+msprobe-shaped dump trees (one entry's statistics moved, a stage missing, expected NaN statistics; msprobe -da names
+the first diverging API either way), and the verdict logic around it."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import pytest
 from builders import tensor, write_dump
 
 from harness.gate.numerics import Numerics, NumericsReport, StageNumerics, compare_numerics, entry_of
@@ -33,12 +35,14 @@ def move(root: Path, stage: str, entry: str, **stats: float) -> None:
     path.write_text(json.dumps(doc))
 
 
-def test_msprobe_names_the_first_diverging_api_and_a_missing_stage(tmp_path: Path):
+@pytest.mark.parametrize("engine", ["harness", "msprobe"])  # msprobe: HARNESS_NUMERICS's switch, every stage
+def test_msprobe_names_the_first_diverging_api_and_a_missing_stage(tmp_path: Path, engine: str):
     base1, base2 = tree(tmp_path / "base1"), tree(tmp_path / "base2")
     head = tree(tmp_path / "head", stages=("actor_update",), nan=True)  # no ref_compute_log_prob on head
     move(head, "actor_update", "Functional.linear.2.forward", Max=9.0, Norm=20.0)
     move(head, "actor_update", "Functional.linear.3.forward", Max=7.0, Norm=15.0)
-    report = compare_numerics([base1, base2], head, tmp_path / "out", [NARROW])
+    report = compare_numerics([base1, base2], head, tmp_path / "out", [NARROW], engine=engine)
+    assert report.engine == engine
 
     assert report.judged, report.notes()  # base run 2 matches base run 1 exactly
     findings = report.findings("tiny")

@@ -1,12 +1,14 @@
-"""Numerics of base against head: msprobe's own compare on the two targets' "on" dump trees.
+"""Numerics of base against head: msprobe's statistics compare on the two targets' "on" dump trees.
 
 Same seeds, data and steps on both sides, so every API's statistics should match; a change in numerics (a dtype,
 an op order, a loss term, a changed default) shows up API by API. For each profiled step and stage dumped on both
-sides, ``msprobe compare`` (its CLI, all pairs in one child process: ``harness.gate.msprobe_compare``) writes one
-CSV per rank under the results dir; each row's ``Result`` is msprobe's verdict on its thresholds (pass, warning,
-error). Rows of entries the scenario lists in ``expect.nonfinite_ok`` (NaN statistics that are expected) are
-counted apart. Where a stage diverges, msprobe's own first-divergence analysis (``compare -da``,
-``msprobe.core.compare.find_first``) names the first diverging API; the first non-pass row in execution order is
+sides, one CSV per rank in msprobe's layout lands under the results dir; each row's ``Result`` is msprobe's verdict
+on its thresholds (pass, warning, error). The harness computes them itself (``harness.gate.stats_compare``, on the
+streaming dump reader: msprobe's compare reads 0.67 MB/s and holds the dumps whole); ``HARNESS_NUMERICS=msprobe``
+runs msprobe's own CLI for everything instead (all pairs in one child process: ``harness.gate.msprobe_compare``).
+Rows of entries the scenario lists in ``expect.nonfinite_ok`` (NaN statistics that are expected) are counted apart.
+Where a stage diverges, msprobe's own first-divergence analysis (``compare -da``, ``msprobe.core.compare.find_first``)
+names the first diverging API; the first non-pass row in execution order is
 given too (with its statistics on both sides), and stands alone where ``-da`` finds nothing on its thresholds.
 
 With two runs of base, base against itself is the determinism self-check: where it drifts, head's numbers are
@@ -17,7 +19,9 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -27,6 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import InfraError
+from harness.gate import stats_compare
+
+ENGINES = ("harness", "msprobe")
 
 RESULTS = ("pass", "warning", "error")
 STATS = ("max", "min", "mean", "l2norm")
@@ -73,7 +80,7 @@ class StageNumerics:
     first_da: str = ""  # msprobe -da's first diverging API, "" when it names none
     detail: str = ""  # missing ranks, msprobe's error
     csvs: list[str] = field(default_factory=list)
-    seconds: float = 0.0  # msprobe's wall time on this pair, -da included
+    seconds: float = 0.0  # the compare's wall time on this pair, msprobe's -da included
 
     @property
     def where(self) -> str:
@@ -94,7 +101,7 @@ class StageNumerics:
         if self.status == "new":
             return f"{self.where} dumped on {new} only{self.detail}: not compared"
         if self.status == "error":
-            return f"{self.where}: msprobe compare failed: {self.detail}"
+            return f"{self.where}: compare failed: {self.detail}"
         counts = ", ".join(f"{self.counts[r]} {r}" for r in RESULTS)
         text = f"{self.where}: {self.rows} rows, {counts}"
         text += f" (+{self.nonfinite_ok} nonfinite_ok rows counted apart)" if self.nonfinite_ok else ""
@@ -132,8 +139,9 @@ class NumericsReport:
     head_vs_base: Numerics
     determinism: Numerics | None = None
     declared_unmatched: bool = False  # expect.numerics_match: false
-    seconds: float = 0.0  # msprobe's wall time, every comparison and -da included
+    seconds: float = 0.0  # wall time of every comparison, msprobe's -da included
     peak_rss_bytes: int = 0
+    engine: str = "harness"  # who computed the statistics compare: the harness, or msprobe (HARNESS_NUMERICS)
 
     @property
     def judged(self) -> bool:
@@ -166,7 +174,7 @@ class NumericsReport:
                 f"rows all pass{f', {apart} nonfinite_ok rows counted apart' if apart else ''})"
             )
         mb = (hb.dump_bytes + (self.determinism.dump_bytes if self.determinism else 0)) / 1e6
-        out.append(f"numerics: msprobe compare {self.seconds:.1f}s for {mb:.1f} MB of dump.json, peak RSS "
+        out.append(f"numerics: {self.engine} compare {self.seconds:.1f}s for {mb:.1f} MB of dump.json, peak RSS "
                    f"{self.peak_rss_bytes / 2**20:.0f} MiB")  # fmt: skip
         return out
 
@@ -218,25 +226,31 @@ def _run_msprobe(doc: dict[str, Any], work: Path, python: str) -> tuple[list[dic
     return result["jobs"], int(result["peak_rss_bytes"])
 
 
+def count_row(
+    stage: StageNumerics, rank: str, name: str, result: str, cells: dict[str, Any], nonfinite_ok: list[re.Pattern[str]]
+) -> None:
+    """One CSV row into ``stage``'s counts; the first non-pass row kept with its statistics on both sides."""
+    stage.rows += 1
+    if result == "pass":
+        stage.counts["pass"] += 1
+    elif any(p.search(entry_of(name)) for p in nonfinite_ok):
+        stage.nonfinite_ok += 1
+    else:
+        stage.counts["error" if result != "warning" else "warning"] += 1
+        if stage.first is None:
+            base = {k: str(cells.get(f"Bench {k}", "")) for k in STATS}
+            head = {k: str(cells.get(f"NPU {k}", "")) for k in STATS}
+            stage.first = Row(name, rank, result or "?", base, head)
+
+
 def read_csvs(stage: StageNumerics, out: Path, nonfinite_ok: list[re.Pattern[str]]) -> None:
     """Count the rows of msprobe's CSVs in ``out`` (one per rank) into ``stage``; keep the first non-pass row."""
     for path in sorted(out.glob("compare_result_rank*.csv")):
         stage.csvs.append(str(path))
-        rank = path.name.split("_")[2]
+        rank = path.stem.split("_")[2]
         with path.open(newline="") as f:
             for row in csv.DictReader(f):
-                stage.rows += 1
-                result = row.get("Result", "")
-                if result == "pass":
-                    stage.counts["pass"] += 1
-                elif any(p.search(entry_of(row["NPU Name"])) for p in nonfinite_ok):
-                    stage.nonfinite_ok += 1
-                else:
-                    stage.counts["error" if result != "warning" else "warning"] += 1
-                    if stage.first is None:
-                        base = {k: row.get(f"Bench {k}", "") for k in STATS}
-                        head = {k: row.get(f"NPU {k}", "") for k in STATS}
-                        stage.first = Row(row["NPU Name"], rank, result or "?", base, head)
+                count_row(stage, rank, row["NPU Name"], row.get("Result", ""), row, nonfinite_ok)
 
 
 def _first_da(out: Path) -> str:
@@ -248,11 +262,45 @@ def _first_da(out: Path) -> str:
     return ""
 
 
+def engine_of(engine: str | None) -> str:
+    """The numerics engine: ``engine``, else ``HARNESS_NUMERICS``, else the harness's own compare."""
+    chosen = engine or os.environ.get("HARNESS_NUMERICS") or "harness"
+    if chosen not in ENGINES:
+        raise InfraError(f"HARNESS_NUMERICS={chosen!r}: one of {', '.join(ENGINES)}")
+    return chosen
+
+
+def _compare_stage(s: StageNumerics, tp: Path, gp: Path, where: Path, patterns: list[re.Pattern[str]]) -> None:
+    """The harness's compare of one step/stage, rank by rank (msprobe's rank dirs), CSVs in ``where``."""
+    started = time.monotonic()
+    where.mkdir(parents=True, exist_ok=True)
+    for rank in sorted(r.name for r in tp.iterdir() if (r / "dump.json").is_file()):
+        path = where / f"compare_result_{rank}.csv"
+
+        def on_row(r: stats_compare.Row, rank: str = rank) -> None:
+            count_row(s, rank, r.npu.name, r.result, r.cells, patterns)
+
+        try:
+            stats_compare.compare_files(tp / rank / "dump.json", gp / rank / "dump.json", path, on_row)
+        except (OSError, ValueError) as exc:
+            s.status, s.detail = "error", f"{rank}: {exc}"
+            break
+        if path.is_file():
+            s.csvs.append(str(path))
+    s.seconds = time.monotonic() - started
+
+
 def compare_trees(
-    pairs: dict[tuple[str, str], tuple[Path, Path]], out: Path, nonfinite_ok: list[str], python: str
+    pairs: dict[tuple[str, str], tuple[Path, Path]],
+    out: Path,
+    nonfinite_ok: list[str],
+    python: str,
+    engine: str | None = None,
 ) -> tuple[dict[str, Numerics], float, int]:
     """Each pair of dump trees, named (new, old) as (head, base), compared step/stage by step/stage; CSVs
-    under ``out/<new>_vs_<old>/step_N/<stage>/``. Returns the comparisons, msprobe's wall time and its peak RSS."""
+    under ``out/<new>_vs_<old>/step_N/<stage>/``. Returns the comparisons, the wall time (compare and msprobe's
+    -da where a stage diverges) and the peak RSS of the processes that compared. ``engine``: :func:`engine_of`."""
+    engine = engine_of(engine)
     patterns = [re.compile(p) for p in nonfinite_ok]
     result: dict[str, Numerics] = {}
     jobs: list[tuple[StageNumerics, Path, list[str]]] = []
@@ -276,18 +324,27 @@ def compare_trees(
             jobs.append((s, where, ["-tp", str(tp), "-gp", str(gp), "-o", str(where)]))
     if not jobs:
         return result, 0.0, 0
-    started, work = time.monotonic(), out / "msprobe"
-    doc = {"nonfinite_ok": nonfinite_ok, "jobs": [{"argv": a, "out": str(w), "da_argv": [*a[:-1], str(w / "da"), "-da"]}
-                                                  for _, w, a in jobs]}  # fmt: skip
+    started, work, own_peak = time.monotonic(), out / "msprobe", 0
+    if engine == "harness":
+        for s, where, argv in jobs:
+            _compare_stage(s, Path(argv[1]), Path(argv[3]), where, patterns)
+        own_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        jobs = [j for j in jobs if j[0].diverged and j[0].status == "compared"]  # msprobe -da names the first
+        if not jobs:
+            return result, time.monotonic() - started, own_peak
+    doc = {"nonfinite_ok": nonfinite_ok, "jobs": [
+        {"argv": a if engine == "msprobe" else None, "out": str(w), "da_argv": [*a[:-1], str(w / "da"), "-da"]}
+        for _, w, a in jobs]}  # fmt: skip
     done, peak = _run_msprobe(doc, work, python)
     for (s, where, _), job in zip(jobs, done, strict=True):
         if job["error"]:
             s.status, s.detail, s.seconds = "error", f"{job['error']} (log: {work / 'msprobe.log'})", job["seconds"]
             continue
-        read_csvs(s, where, patterns)
-        s.first_da, s.seconds = _first_da(where / "da"), job["seconds"]
+        if engine == "msprobe":
+            read_csvs(s, where, patterns)
+        s.first_da, s.seconds = _first_da(where / "da"), s.seconds + job["seconds"]
         s.detail = f" (msprobe -da failed: {job['da_error']})" if job["da_error"] else ""
-    return result, time.monotonic() - started, peak
+    return result, time.monotonic() - started, max(peak, own_peak)
 
 
 def compare_numerics(
@@ -297,10 +354,14 @@ def compare_numerics(
     nonfinite_ok: list[str],
     declared_unmatched: bool = False,
     python: str = sys.executable,
+    engine: str | None = None,
 ) -> NumericsReport:
     """Head's "on" dump tree against base's first; base's second against its first (determinism self-check)."""
     pairs = {("head", "base"): (head, base[0])}
     if len(base) > 1:
         pairs[("base run 2", "base run 1")] = (base[1], base[0])
-    nums, seconds, peak = compare_trees(pairs, out, nonfinite_ok, python)
-    return NumericsReport(nums["head_vs_base"], nums.get("baserun2_vs_baserun1"), declared_unmatched, seconds, peak)
+    engine = engine_of(engine)
+    nums, seconds, peak = compare_trees(pairs, out, nonfinite_ok, python, engine)
+    report = NumericsReport(nums["head_vs_base"], nums.get("baserun2_vs_baserun1"), declared_unmatched, seconds, peak)
+    report.engine = engine
+    return report
