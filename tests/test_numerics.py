@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from builders import tensor, write_dump
 
+from harness.cli import main
 from harness.gate.numerics import Numerics, NumericsReport, StageNumerics, compare_numerics, entry_of
 
 NARROW = r"^Tensor\.narrow\.\d+\.(forward|backward)$"
@@ -92,3 +93,20 @@ def test_csv_rows_map_to_dump_entries():
         "Module.model.layers.0.Qwen2DecoderLayer.forward.0"
     )
     assert entry_of("Functional.linear.0.forward.parameters.weight") == "Functional.linear.0.forward"
+
+
+def test_the_numerics_command_reports_two_trees_and_two_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    base = tree(tmp_path / "base")
+    head = tree(tmp_path / "head", stages=("actor_update",))
+    assert main(["numerics", str(base), str(head), "--results", str(tmp_path / "r"), "--label", "tiny"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "MISSING tiny: numerics step_2/ref_compute_log_prob dumped on base, missing on head: not compared"
+    assert "numerics: 1 of 2 step/stage dumps match base (18 rows all pass)" in out
+    assert (tmp_path / "r" / "head_vs_base" / "step_2" / "actor_update" / "compare_result_rank0.csv").is_file()
+    files = [str(d / "step_2" / "actor_update" / "step0" / "rank0" / "dump.json") for d in (base, head)]
+    assert main(["numerics", *files, "--results", str(tmp_path / "f")]) == 0
+    assert "numerics: 1 of 1 step/stage dumps match base (18 rows all pass)" in capsys.readouterr().out
+    assert main(["numerics", files[0], str(head), "--results", str(tmp_path / "f")]) == 2
+    assert "give two dump trees or two dump.json files" in capsys.readouterr().err
+    assert main(["numerics", str(base), str(head), "--results", str(base / "out")]) == 2
+    assert "overlaps the input" in capsys.readouterr().err

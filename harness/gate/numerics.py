@@ -37,6 +37,7 @@ ENGINES = ("harness", "msprobe")
 
 RESULTS = ("pass", "warning", "error")
 STATS = ("max", "min", "mean", "l2norm")
+_RANK = re.compile(r"(?:rank|proc)\d+")
 _ENTRY = re.compile(r"^(.*?\.(?:forward|backward)(?:\.\d+)?)\.(?:input|output|parameters_grad|parameters|kwargs)\b")
 csv.field_size_limit(1 << 30)  # NPU_Stack_Info holds a whole stack in one cell
 
@@ -211,6 +212,14 @@ def _dumped(dumps: Path) -> dict[tuple[int, str], set[str]]:
     return out
 
 
+def _step_stage(dump: Path) -> tuple[int, str]:
+    """(step, stage) of ``.../step_N/<stage>/step0/rankR/dump.json``; (0, "dump") for a file elsewhere."""
+    parts = dump.parts
+    if len(parts) >= 5 and parts[-5].startswith("step_") and parts[-5][5:].isdigit() and parts[-3] == "step0":
+        return int(parts[-5][5:]), parts[-4]
+    return 0, "dump"
+
+
 def _run_msprobe(doc: dict[str, Any], work: Path, python: str) -> tuple[list[dict[str, Any]], int]:
     """Every job in one child process (its log: ``work/msprobe.log``); per job its error, and the peak RSS."""
     work.mkdir(parents=True, exist_ok=True)
@@ -245,9 +254,9 @@ def count_row(
 
 def read_csvs(stage: StageNumerics, out: Path, nonfinite_ok: list[re.Pattern[str]]) -> None:
     """Count the rows of msprobe's CSVs in ``out`` (one per rank) into ``stage``; keep the first non-pass row."""
-    for path in sorted(out.glob("compare_result_rank*.csv")):
+    for path in sorted(out.glob("compare_result_*.csv")):
         stage.csvs.append(str(path))
-        rank = path.stem.split("_")[2]
+        rank = m.group(0) if (m := _RANK.search(path.stem)) else "rank0"  # two files: msprobe names no rank
         with path.open(newline="") as f:
             for row in csv.DictReader(f):
                 count_row(stage, rank, row["NPU Name"], row.get("Result", ""), row, nonfinite_ok)
@@ -271,17 +280,23 @@ def engine_of(engine: str | None) -> str:
 
 
 def _compare_stage(s: StageNumerics, tp: Path, gp: Path, where: Path, patterns: list[re.Pattern[str]]) -> None:
-    """The harness's compare of one step/stage, rank by rank (msprobe's rank dirs), CSVs in ``where``."""
+    """The harness's compare of one step/stage, rank by rank (msprobe's rank dirs; two dump.json files: one rank,
+    named by its dir), CSVs in ``where``."""
     started = time.monotonic()
     where.mkdir(parents=True, exist_ok=True)
-    for rank in sorted(r.name for r in tp.iterdir() if (r / "dump.json").is_file()):
+    if tp.is_file():
+        ranks = [(tp.parent.name if _RANK.fullmatch(tp.parent.name) else "rank0", tp, gp)]
+    else:
+        ranks = [(r, tp / r / "dump.json", gp / r / "dump.json")
+                 for r in sorted(r.name for r in tp.iterdir() if (r / "dump.json").is_file())]  # fmt: skip
+    for rank, head, base in ranks:
         path = where / f"compare_result_{rank}.csv"
 
         def on_row(r: stats_compare.Row, rank: str = rank) -> None:
             count_row(s, rank, r.npu.name, r.result, r.cells, patterns)
 
         try:
-            stats_compare.compare_files(tp / rank / "dump.json", gp / rank / "dump.json", path, on_row)
+            stats_compare.compare_files(head, base, path, on_row)
         except (OSError, ValueError) as exc:
             s.status, s.detail = "error", f"{rank}: {exc}"
             break
@@ -307,6 +322,14 @@ def compare_trees(
     for sides, (head, base) in pairs.items():
         name = "_vs_".join(sides).replace(" ", "")
         num = result[name] = Numerics(name)
+        if head.is_file() and base.is_file():  # two dump.json files: one stage, named by its dirs if msprobe's
+            s = StageNumerics(*_step_stage(head), sides)
+            num.stages.append(s)
+            num.dump_bytes += head.stat().st_size + base.stat().st_size
+            where = out / name / s.where
+            shutil.rmtree(where, ignore_errors=True)
+            jobs.append((s, where, ["-tp", str(head), "-gp", str(base), "-o", str(where)]))
+            continue
         on_head, on_base = _dumped(head), _dumped(base)
         for step, stage in sorted(set(on_head) | set(on_base)):
             s = StageNumerics(step, stage, sides)
