@@ -26,7 +26,9 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -236,9 +238,15 @@ def _run_msprobe(doc: dict[str, Any], work: Path, python: str) -> tuple[list[dic
 
 
 def count_row(
-    stage: StageNumerics, rank: str, name: str, result: str, cells: dict[str, Any], nonfinite_ok: list[re.Pattern[str]]
+    stage: StageNumerics,
+    rank: str,
+    name: str,
+    result: str,
+    cells: Callable[[], Mapping[str, Any]],
+    nonfinite_ok: list[re.Pattern[str]],
 ) -> None:
-    """One CSV row into ``stage``'s counts; the first non-pass row kept with its statistics on both sides."""
+    """One CSV row into ``stage``'s counts; the first non-pass row kept with its statistics on both sides
+    (``cells``: the row by column, asked for that row only)."""
     stage.rows += 1
     if result == "pass":
         stage.counts["pass"] += 1
@@ -247,8 +255,9 @@ def count_row(
     else:
         stage.counts["error" if result != "warning" else "warning"] += 1
         if stage.first is None:
-            base = {k: str(cells.get(f"Bench {k}", "")) for k in STATS}
-            head = {k: str(cells.get(f"NPU {k}", "")) for k in STATS}
+            row = cells()
+            base = {k: str(row.get(f"Bench {k}", "")) for k in STATS}
+            head = {k: str(row.get(f"NPU {k}", "")) for k in STATS}
             stage.first = Row(name, rank, result or "?", base, head)
 
 
@@ -259,7 +268,7 @@ def read_csvs(stage: StageNumerics, out: Path, nonfinite_ok: list[re.Pattern[str
         rank = m.group(0) if (m := _RANK.search(path.stem)) else "rank0"  # two files: msprobe names no rank
         with path.open(newline="") as f:
             for row in csv.DictReader(f):
-                count_row(stage, rank, row["NPU Name"], row.get("Result", ""), row, nonfinite_ok)
+                count_row(stage, rank, row["NPU Name"], row.get("Result", ""), partial(dict, row), nonfinite_ok)
 
 
 def _first_da(out: Path) -> str:
@@ -293,7 +302,7 @@ def _compare_stage(s: StageNumerics, tp: Path, gp: Path, where: Path, patterns: 
         path = where / f"compare_result_{rank}.csv"
 
         def on_row(r: stats_compare.Row, rank: str = rank) -> None:
-            count_row(s, rank, r.npu.name, r.result, r.cells, patterns)
+            count_row(s, rank, r.npu.name, r.result, lambda: r.cells, patterns)
 
         try:
             stats_compare.compare_files(head, base, path, on_row)

@@ -73,6 +73,11 @@ MSG_RELWARN = "warning: The norm relative error of output is 10 times that of in
 MSG_CRC_ERR = "error: The CRC-32 value of NPU differs from that of the bench."
 MSG_CRC_WARN = "warning: The parameter of NPU does not match the bench."
 _LEVEL = {"pass": 0, "warning": 1, "error": 2}
+# columns by index (BASIC, then the summary's diffs and statistics, or the md5s)
+NPU_NAME, BENCH_NAME, NPU_DTYPE, BENCH_DTYPE, NPU_SHAPE, BENCH_SHAPE, NPU_REQ, BENCH_REQ = range(8)
+NORM_REL, NPU_MAX, NPU_MIN, BENCH_MAX, BENCH_MIN = 15, 16, 17, 20, 21
+NPU_MD5, BENCH_MD5 = 8, 9
+_ZEROS = ["0"] * 8
 _REORDER = {"parameters": 1, "output": 2, "parameters_grad": 3}  # inputs first, then these
 
 
@@ -91,20 +96,37 @@ class Item:
 
 @dataclass
 class Entry:
-    """One dump.json entry: its rows and the key they are matched by (backward calls renumbered)."""
+    """One dump.json entry: its value as read and the key its rows are matched by (backward calls renumbered)."""
 
     name: str
     key: str
-    items: list[Item]
+    data: Any
+
+    def items(self) -> list[Item]:
+        """Its rows' sides, parsed when asked (the name index and an entry equal on both sides need less)."""
+        if not isinstance(self.data, dict):
+            return []
+        name, split = self.name, self.name.split(".")
+        if split[-1] == "parameters_grad" or (len(split) >= 2 and split[-2] == "parameters_grad"):
+            items = list(_parse(self.data, name, "parameters_grad", True))
+        else:
+            items = []
+            for io, suffix in _IO:
+                if io in self.data:
+                    items.extend(_parse(self.data[io], name + suffix, _STATE.get(io, io), False))
+        items.sort(key=lambda it: _REORDER.get(it.state, 0))  # stable: msprobe's reorder_index
+        return items
 
 
 @dataclass
 class Row:
-    """One CSV row as msprobe writes it, and its verdict (``result``) while the checkers run."""
+    """One CSV row as msprobe writes it (``values``: its header's columns up to Requires_grad Consistent), and its
+    verdict (``result``, ``messages``) as the checkers leave it."""
 
     npu: Item
     bench: Item | None
-    cells: dict[str, Any]
+    values: list[Any]
+    md5: bool
     result: str = "pass"
     messages: list[str] = field(default_factory=list)
 
@@ -112,6 +134,12 @@ class Row:
         if _LEVEL[level] > _LEVEL[self.result]:
             self.result = level
         self.messages.append(message)
+
+    @property
+    def cells(self) -> dict[str, Any]:
+        """The row by column name (msprobe's header, stack column aside)."""
+        names = MD5_HEADER if self.md5 else SUMMARY_HEADER
+        return dict(zip(names, [*self.values, self.result, json.dumps(self.messages)], strict=True))
 
 
 def _text(v: Any) -> str:
@@ -208,23 +236,13 @@ class Side:
             head, _, tail = call.rpartition(".")
             if head.isdigit() or tail.isdigit():
                 key = f"{base}.{str(order) if head.isdigit() else head}.{str(order) if tail.isdigit() else tail}"
-        if not isinstance(data, dict):
-            return Entry(name, key, [])
-        split = name.split(".")
-        if split[-1] == "parameters_grad" or (len(split) >= 2 and split[-2] == "parameters_grad"):
-            items = list(_parse(data, name, "parameters_grad", True))
-        else:
-            items = []
-            for io, suffix in _IO:
-                if io in data:
-                    items.extend(_parse(data[io], name + suffix, _STATE.get(io, io), False))
-        items.sort(key=lambda it: _REORDER.get(it.state, 0))  # stable: msprobe's reorder_index
-        return Entry(name, key, items)
+        return Entry(name, key, data)
 
 
 def entry_keys(path: Path) -> set[str]:
     """The bench's name index: every entry's match key."""
-    return {e.key for e in Side(path).entries()}
+    side = Side(path)
+    return {e.key for batch in side.dump.batches() for name in batch if (e := side.entry(name, None)) is not None}
 
 
 def _kind(v: Any) -> str:
@@ -282,9 +300,12 @@ def _diff(npu: Any, bench: Any) -> tuple[str, str]:
 
 
 def _summary(stats: list[Any]) -> list[Any]:
-    """``CreateTable.set_summary``: NaN (and a missing statistic read as 'None'... kept) as msprobe shows it."""
-    return [NAN if (isinstance(v, float) and math.isnan(v)) or str(v).lower() == "nan" else
-            ("None" if v is None else v) for v in stats]  # fmt: skip
+    """``CreateTable.set_summary``: NaN as msprobe shows it ('Nan'), a missing statistic as 'None'."""
+    for v in stats:
+        if type(v) is not float or v != v:  # else all plain floats, as they mostly are: unchanged
+            return [NAN if (isinstance(v, float) and math.isnan(v)) or str(v).lower() == "nan" else
+                    ("None" if v is None else v) for v in stats]  # fmt: skip
+    return stats
 
 
 def _pct(v: Any) -> float | None:
@@ -320,42 +341,42 @@ def _judge(rows: list[Row], md5: bool) -> None:
     judged = [] if ignore == "all" else outputs if ignore == "input" else inputs + outputs
     if md5:
         for r in judged:
-            a, b = r.cells["NPU MD5"], r.cells["BENCH MD5"]
+            a, b = r.values[NPU_MD5], r.values[BENCH_MD5]
             if a != b:
                 unmatched = a in (N_A, NAN, "") or b in (N_A, NAN, "")
                 r.flag(*(("warning", MSG_CRC_WARN) if unmatched else ("error", MSG_CRC_ERR)))
         return
     for r in judged:  # InfNanErrChecker
-        if _naninf(r.cells["Bench max"]) or _naninf(r.cells["Bench min"]):
+        if _naninf(r.values[BENCH_MAX]) or _naninf(r.values[BENCH_MIN]):
             continue
-        if _naninf(r.cells["NPU max"]) or _naninf(r.cells["NPU min"]):
+        if _naninf(r.values[NPU_MAX]) or _naninf(r.values[NPU_MIN]):
             r.flag("error", MSG_NANINF)
     full = not ignore
 
     def top(group: list[Row]) -> float:
-        return max([0.0, *(p for r in group if (p := _pct(r.cells["NormRelativeErr"])) is not None)])
+        return max([0.0, *(p for r in group if (p := _pct(r.values[NORM_REL])) is not None)])
 
     if full and abs(top(inputs)) < 0.1:  # RelativeErrChecker
         for r in outputs:
-            if abs(_str2float(r.cells["NormRelativeErr"])) > 0.5:
+            if abs(_str2float(r.values[NORM_REL])) > 0.5:
                 r.flag("error", MSG_RELERR)
     for r in judged:  # RequiresGradErrChecker
-        if r.bench is not None and r.cells["NPU Requires_grad"] != r.cells["Bench Requires_grad"]:
+        if r.bench is not None and r.values[NPU_REQ] != r.values[BENCH_REQ]:
             r.flag("error", MSG_REQGRAD)
     if full:  # ParametersErrChecker
         for r in inputs:
-            x = r.cells
-            if (r.bench is not None and "class" in x["NPU Dtype"] and "class" in x["Bench Dtype"]
-                    and x["NPU Tensor Shape"] == "[]" and x["NPU max"] != x["Bench max"]):  # fmt: skip
+            x = r.values
+            if (r.bench is not None and "class" in x[NPU_DTYPE] and "class" in x[BENCH_DTYPE]
+                    and x[NPU_SHAPE] == "[]" and x[NPU_MAX] != x[BENCH_MAX]):  # fmt: skip
                 r.flag("error", MSG_PARAMS)
     for r in judged:  # DTypeErrChecker
-        x = r.cells
-        if r.bench is None or "qkv" in x["Bench Name"] or "gate_up" in x["Bench Name"]:
+        x = r.values
+        if r.bench is None or "qkv" in x[BENCH_NAME] or "gate_up" in x[BENCH_NAME]:
             continue
-        if x["NPU Dtype"] != x["Bench Dtype"]:
+        if x[NPU_DTYPE] != x[BENCH_DTYPE]:
             r.flag("error", MSG_DTYPE)
     for r in judged:  # ShapeErrChecker
-        if r.bench is not None and r.cells["NPU Tensor Shape"] != r.cells["Bench Tensor Shape"]:
+        if r.bench is not None and r.values[NPU_SHAPE] != r.values[BENCH_SHAPE]:
             r.flag("error", MSG_SHAPE)
     if full and outputs:  # RelativeWarnChecker
         into, out = abs(top(inputs)), abs(top(outputs))
@@ -363,24 +384,27 @@ def _judge(rows: list[Row], md5: bool) -> None:
             outputs[0].flag("warning", MSG_RELWARN)
 
 
-def _row(npu: Item, bench: Item | None, md5: bool) -> Row:
-    na = bench is None
-    cells: dict[str, Any] = {
-        "NPU Name": npu.name, "Bench Name": N_A if na else bench.name,  # type: ignore[union-attr]
-        "NPU Dtype": npu.dtype, "Bench Dtype": N_A if na else bench.dtype,  # type: ignore[union-attr]
-        "NPU Tensor Shape": npu.shape, "Bench Tensor Shape": N_A if na else bench.shape,  # type: ignore[union-attr]
-        "NPU Requires_grad": npu.req_grad, "Bench Requires_grad": N_A if na else bench.req_grad,  # type: ignore[union-attr]
-    }  # fmt: skip
+def _row(npu: Item, bench: Item | None, md5: bool, same: bool = False) -> Row:
+    """One row; ``same``: bench is npu's equal (the entry is the same on both sides), every diff is 0."""
+    v: list[Any]
+    if bench is None:
+        v = [npu.name, N_A, npu.dtype, N_A, npu.shape, N_A, npu.req_grad, N_A]
+    else:
+        v = [npu.name, bench.name, npu.dtype, bench.dtype, npu.shape, bench.shape, npu.req_grad, bench.req_grad]
     if md5:
-        cells["NPU MD5"], cells["BENCH MD5"] = npu.md5, N_A if na else bench.md5  # type: ignore[union-attr]
+        v += (npu.md5, N_A if bench is None else bench.md5)
     else:
         mine = _summary(npu.stats)
-        theirs = [N_A] * 4 if na else _summary(bench.stats)  # type: ignore[union-attr]
-        for i, s in enumerate(STATS):
-            cells[DIFFS[i]], cells[DIFFS[i + 4]] = _diff(mine[i], theirs[i])
-            cells[f"NPU {s}"], cells[f"Bench {s}"] = mine[i], theirs[i]
-    cells["Requires_grad Consistent"] = cells["NPU Requires_grad"] == cells["Bench Requires_grad"]
-    return Row(npu, bench, cells)
+        theirs = [N_A] * 4 if bench is None else mine if same else _summary(bench.stats)
+        if same:
+            v += _ZEROS
+        else:
+            pairs = [_diff(a, b) for a, b in zip(mine, theirs, strict=True)]
+            v += [d for d, _ in pairs] + [r for _, r in pairs]
+        v += mine
+        v += theirs
+    v.append(v[NPU_REQ] == v[BENCH_REQ])
+    return Row(npu, bench, v, md5)
 
 
 def _same_dtype(a: str, b: str) -> bool:
@@ -426,7 +450,7 @@ def compare_files(npu_path: Path, bench_path: Path, csv_path: Path | None, on_ro
         writer = csv.writer(out, lineterminator="\n") if out is not None else None
         if writer is not None:
             writer.writerow(header)
-        n = _rows(npu_path, bench_path, keys, md5, stack, header, writer, on_row)
+        n = _rows(npu_path, bench_path, keys, md5, stack, writer, on_row)
     if tmp is not None and csv_path is not None:
         if n and keys:
             tmp.replace(csv_path)
@@ -441,7 +465,6 @@ def _rows(
     keys: set[str],
     md5: bool,
     stack: dict[str, Any] | None,
-    header: list[str],
     writer: Any,
     on_row: Callable[[Row], None],
 ) -> int:
@@ -449,26 +472,31 @@ def _rows(
     bench = Side(bench_path).entries()
     n = 0
     for entry in Side(npu_path).entries():
-        theirs: dict[str, Item] = {}
+        match = None
         if entry.key in keys:
             while entry.key not in pending and (b := next(bench, None)) is not None:
                 pending[b.key] = b
-            if (match := pending.pop(entry.key, None)) is not None:
-                theirs = {it.name.replace(match.name, "", 1): it for it in match.items}
-        rows = []
-        for item in entry.items:
-            b_item = theirs.get(item.name.replace(entry.name, "", 1))
-            if b_item is not None and not _same_dtype(item.dtype, b_item.dtype):
-                b_item = None
-            rows.append(_row(item, b_item, md5))
-        _judge(rows, md5)
+            match = pending.pop(entry.key, None)
+        items = entry.items()
+        if match is not None and match.name == entry.name and match.data == entry.data:
+            rows = [_row(item, item, md5, same=True) for item in items]  # equal on both sides: all pass
+        else:
+            theirs = {it.name.replace(match.name, "", 1): it for it in match.items()} if match is not None else {}
+            rows = []
+            for item in items:
+                b_item = theirs.get(item.name.replace(entry.name, "", 1))
+                if b_item is not None and not _same_dtype(item.dtype, b_item.dtype):
+                    b_item = None
+                rows.append(_row(item, b_item, md5))
+            _judge(rows, md5)
         for i, r in enumerate(rows):
-            r.cells["Result"], r.cells["Err_message"] = r.result, json.dumps(r.messages)
-            if stack is not None:
-                info = stack.get(entry.name) if i == 0 else None
-                r.cells[STACK] = N_A if info is None else info
             if writer is not None:
-                writer.writerow([_text(r.cells[h]) for h in header])
+                line = [c if type(c) is str else _text(c) for c in r.values]
+                line += (r.result, json.dumps(r.messages) if r.messages else "[]")
+                if stack is not None:
+                    info = stack.get(entry.name) if i == 0 else None
+                    line.append(N_A if info is None else _text(info))
+                writer.writerow(line)
             on_row(r)
             n += 1
     return n
