@@ -490,12 +490,13 @@ def _rows(
                 rows.append(_row(item, b_item, md5))
             _judge(rows, md5)
         for i, r in enumerate(rows):
-            if writer is not None:
-                line = [c if type(c) is str else _text(c) for c in r.values]
-                line += (r.result, json.dumps(r.messages) if r.messages else "[]")
+            if writer is not None:  # csv writes str() of a number, bool or list, as pandas does; inf aside
+                line = [*r.values, r.result, json.dumps(r.messages) if r.messages else "[]"]
+                if not md5 and (math.inf in (stats := line[NPU_MAX : NPU_MAX + 8]) or -math.inf in stats):
+                    line[NPU_MAX : NPU_MAX + 8] = map(_text, stats)
                 if stack is not None:
                     info = stack.get(entry.name) if i == 0 else None
-                    line.append(N_A if info is None else _text(info))
+                    line.append(N_A if info is None else info)
                 writer.writerow(line)
             on_row(r)
             n += 1
