@@ -102,18 +102,18 @@ class Entry:
     key: str
     data: Any
 
-    def items(self) -> list[Item]:
-        """Its rows' sides, parsed when asked (the name index and an entry equal on both sides need less)."""
+    def items(self, crc: bool) -> list[Item]:
+        """Its rows' sides, parsed when asked (the name index needs less); ``crc``: md5 mode's CRC-32s too."""
         if not isinstance(self.data, dict):
             return []
         name, split = self.name, self.name.split(".")
         if split[-1] == "parameters_grad" or (len(split) >= 2 and split[-2] == "parameters_grad"):
-            items = list(_parse(self.data, name, "parameters_grad", True))
+            items = list(_parse(self.data, name, "parameters_grad", True, crc))
         else:
             items = []
             for io, suffix in _IO:
                 if io in self.data:
-                    items.extend(_parse(self.data[io], name + suffix, _STATE.get(io, io), False))
+                    items.extend(_parse(self.data[io], name + suffix, _STATE.get(io, io), False, crc))
         items.sort(key=lambda it: _REORDER.get(it.state, 0))  # stable: msprobe's reorder_index
         return items
 
@@ -149,7 +149,7 @@ def _text(v: Any) -> str:
     return str(v)
 
 
-def _gen_item(data: dict[str, Any], name: str, state: str) -> Item:
+def _gen_item(data: dict[str, Any], name: str, state: str, crc: bool) -> Item:
     stats = [data.get(k) for k in ("Max", "Min", "Mean", "Norm")]
     dtype, shape, md5 = data.get("dtype"), data.get("shape"), data.get("md5")
     if not dtype:
@@ -169,13 +169,13 @@ def _gen_item(data: dict[str, Any], name: str, state: str) -> Item:
             dtype, shape, stats, md5 = kind, "[]", [ranks] * 4, ranks
         else:
             dtype, shape, stats = str(type(value)), "[]", [value] * 4
-    if not md5:
+    if not md5 and crc:  # msprobe's CRC-32 of a value without md5: read in md5 mode only
         md5 = f"{zlib.crc32(str(data.get('value', '')).encode()):08x}"
     req = data.get("requires_grad")
     return Item(name, state, str(dtype), str(shape), N_A if req is None else str(req), stats, str(md5))
 
 
-def _parse(data: Any, name: str, state: str, grad: bool, depth: int = 0) -> Iterator[Item]:
+def _parse(data: Any, name: str, state: str, grad: bool, crc: bool, depth: int = 0) -> Iterator[Item]:
     """``op_item_parse``: the leaves of one input/output/parameters value."""
     if depth > MAX_DEPTH:
         raise ValueError(f"{name}: nested deeper than {MAX_DEPTH}")
@@ -185,19 +185,19 @@ def _parse(data: Any, name: str, state: str, grad: bool, depth: int = 0) -> Iter
         return
     elif isinstance(data, list):
         for i, sub in enumerate(data):
-            yield from _parse(sub, name if grad else f"{name}.{i}", state, grad, depth + 1)
+            yield from _parse(sub, name if grad else f"{name}.{i}", state, grad, crc, depth + 1)
     elif isinstance(data, dict):
         if data.get("class_type") == "torch.distributed.P2POp":
             tensor = data.get("tensor")
             if isinstance(tensor, dict):
-                yield _gen_item(tensor, name, state)
+                yield _gen_item(tensor, name, state, crc)
             else:
                 yield Item(name, state, N_A, N_A, N_A, ["None"] * 4, N_A)
         elif isinstance(data.get("type"), str):
-            yield _gen_item(data, name, state)
+            yield _gen_item(data, name, state, crc)
         else:
             for key, sub in data.items():
-                yield from _parse(sub, f"{name}.{key}", state, grad, depth + 1)
+                yield from _parse(sub, f"{name}.{key}", state, grad, crc, depth + 1)
 
 
 def _split(name: str) -> tuple[str, str, str]:
@@ -477,11 +477,11 @@ def _rows(
             while entry.key not in pending and (b := next(bench, None)) is not None:
                 pending[b.key] = b
             match = pending.pop(entry.key, None)
-        items = entry.items()
+        items = entry.items(md5)
         if match is not None and match.name == entry.name and match.data == entry.data:
             rows = [_row(item, item, md5, same=True) for item in items]  # equal on both sides: all pass
         else:
-            theirs = {it.name.replace(match.name, "", 1): it for it in match.items()} if match is not None else {}
+            theirs = {it.name.replace(match.name, "", 1): it for it in match.items(md5)} if match is not None else {}
             rows = []
             for item in items:
                 b_item = theirs.get(item.name.replace(entry.name, "", 1))
