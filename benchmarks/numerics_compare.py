@@ -113,6 +113,8 @@ def _line(engine: str, r: dict, mb: float) -> str:
 
 def _compare(title: str, base: Path, head: Path, out: Path, msprobe: bool) -> None:
     mb = sum(p.stat().st_size for d in (base, head) for p in d.rglob("dump.json")) / 1e6
+    if not mb:
+        raise SystemExit(f"no dump.json under {base} or {head}")
     print(f"== {title}: {mb:.1f} MB of dump.json (both sides)", flush=True)
     ours = _run("harness", head, base, out / "harness")
     print(_line("harness", ours, mb), flush=True)
