@@ -74,7 +74,8 @@ def _child(engine: str, tp: Path, gp: Path, out: Path) -> None:
 
         for step, stage in sorted(_dumped(tp)):
             s = StageNumerics(step, stage)
-            argv = ["-tp", str(tp / f"step_{step}" / stage / "step0"), "-gp", str(gp / f"step_{step}" / stage / "step0")]
+            tp_s, gp_s = (str(d / f"step_{step}" / stage / "step0") for d in (tp, gp))
+            argv = ["-tp", tp_s, "-gp", gp_s]
             if error := msprobe_compare._msprobe([*argv, "-o", str(out / s.where)]):
                 raise SystemExit(f"msprobe compare failed: {error}")
             read_csvs(s, out / s.where, [])
