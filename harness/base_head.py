@@ -106,7 +106,7 @@ def add_numerics(
     try:
         sc.numerics = compare_numerics(
             base, head[0], results / "numerics" / scenario.name, scenario.expect.nonfinite_ok,
-            not scenario.expect.numerics_match, python or sys.executable,
+            not scenario.expect.numerics_match, python or sys.executable, scope=scenario.expect.numerics_scope,
         )  # fmt: skip
     except HarnessError as exc:
         sc.errors.append(f"numerics: {exc}")

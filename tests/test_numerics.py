@@ -12,6 +12,7 @@ from builders import tensor, write_dump
 
 from harness.cli import main
 from harness.gate.numerics import Numerics, NumericsReport, StageNumerics, compare_numerics, entry_of
+from harness.settings import NumericsScope
 
 NARROW = r"^Tensor\.narrow\.\d+\.(forward|backward)$"
 
@@ -110,3 +111,22 @@ def test_the_numerics_command_reports_two_trees_and_two_files(tmp_path: Path, ca
     assert "give two dump trees or two dump.json files" in capsys.readouterr().err
     assert main(["numerics", str(base), str(head), "--results", str(base / "out")]) == 2
     assert "overlaps the input" in capsys.readouterr().err
+
+
+def test_the_scope_compares_the_first_step_and_the_first_ranks_and_says_what_it_skipped(tmp_path: Path):
+    for side in ("base", "head"):
+        for step in (2, 4):
+            for rank in (0, 1, 10):
+                write_dump(tmp_path / side, step, "actor_update", rank)
+    base, head = tmp_path / "base", tmp_path / "head"
+    whole = compare_numerics([base], head, tmp_path / "all", [])
+    assert [(s.step, s.rows) for s in whole.head_vs_base.stages] == [(2, 48), (4, 48)]
+    assert not any("numerics_scope" in n for n in whole.notes())  # the default skips nothing
+    scope = NumericsScope(steps="first", ranks=2)
+    report = compare_numerics([base], head, tmp_path / "out", [], scope=scope)
+    (stage,) = report.head_vs_base.stages
+    assert (stage.step, stage.rows) == (2, 32)
+    assert [Path(c).name for c in stage.csvs] == ["compare_result_rank0.csv", "compare_result_rank1.csv"]
+    assert "numerics: not compared (expect.numerics_scope): step_4/actor_update, step_2/actor_update/rank10" in (
+        report.notes()
+    )

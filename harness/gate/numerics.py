@@ -34,6 +34,7 @@ from typing import Any
 
 from harness.errors import InfraError
 from harness.gate import stats_compare
+from harness.settings import NumericsScope
 
 ENGINES = ("harness", "msprobe")
 
@@ -121,6 +122,7 @@ class Numerics:
     label: str
     stages: list[StageNumerics] = field(default_factory=list)
     dump_bytes: int = 0  # both trees' dump.json bytes
+    skipped: str = ""  # what expect.numerics_scope left out, "" when nothing
 
     @property
     def rows(self) -> int:
@@ -176,6 +178,8 @@ class NumericsReport:
                 f"numerics: {len(clean)} of {len(hb.stages)} step/stage dumps match base ({sum(s.rows for s in clean)} "
                 f"rows all pass{f', {apart} nonfinite_ok rows counted apart' if apart else ''})"
             )
+        if hb.skipped:
+            out.append(f"numerics: not compared (expect.numerics_scope): {hb.skipped}")
         mb = (hb.dump_bytes + (self.determinism.dump_bytes if self.determinism else 0)) / 1e6
         out.append(f"numerics: {self.engine} compare {self.seconds:.1f}s for {mb:.1f} MB of dump.json, peak RSS "
                    f"{self.peak_rss_bytes / 2**20:.0f} MiB")  # fmt: skip
@@ -288,16 +292,19 @@ def engine_of(engine: str | None) -> str:
     return chosen
 
 
-def _compare_stage(s: StageNumerics, tp: Path, gp: Path, where: Path, patterns: list[re.Pattern[str]]) -> None:
-    """The harness's compare of one step/stage, rank by rank (msprobe's rank dirs; two dump.json files: one rank,
-    named by its dir), CSVs in ``where``."""
+def _compare_stage(
+    s: StageNumerics, tp: Path, gp: Path, where: Path, patterns: list[re.Pattern[str]], only: set[str] | None = None
+) -> None:
+    """The harness's compare of one step/stage, rank by rank (msprobe's rank dirs, those in ``only`` if given; two
+    dump.json files: one rank, named by its dir), CSVs in ``where``."""
     started = time.monotonic()
     where.mkdir(parents=True, exist_ok=True)
     if tp.is_file():
         ranks = [(tp.parent.name if _RANK.fullmatch(tp.parent.name) else "rank0", tp, gp)]
     else:
         ranks = [(r, tp / r / "dump.json", gp / r / "dump.json")
-                 for r in sorted(r.name for r in tp.iterdir() if (r / "dump.json").is_file())]  # fmt: skip
+                 for r in sorted(r.name for r in tp.iterdir() if (r / "dump.json").is_file())
+                 if only is None or r in only]  # fmt: skip
     for rank, head, base in ranks:
         path = where / f"compare_result_{rank}.csv"
 
@@ -320,14 +327,18 @@ def compare_trees(
     nonfinite_ok: list[str],
     python: str,
     engine: str | None = None,
+    scope: NumericsScope | None = None,
 ) -> tuple[dict[str, Numerics], float, int]:
     """Each pair of dump trees, named (new, old) as (head, base), compared step/stage by step/stage; CSVs
     under ``out/<new>_vs_<old>/step_N/<stage>/``. Returns the comparisons, the wall time (compare and msprobe's
-    -da where a stage diverges) and the peak RSS of the processes that compared. ``engine``: :func:`engine_of`."""
+    -da where a stage diverges) and the peak RSS of the processes that compared. ``engine``: :func:`engine_of`;
+    ``scope``: expect.numerics_scope (msprobe's engine compares every rank of a stage it compares)."""
+    scope = scope or NumericsScope()
     engine = engine_of(engine)
     patterns = [re.compile(p) for p in nonfinite_ok]
     result: dict[str, Numerics] = {}
     jobs: list[tuple[StageNumerics, Path, list[str]]] = []
+    restrict: dict[int, set[str]] = {}  # per stage (by id), the rank dirs scope keeps
     for sides, (head, base) in pairs.items():
         name = "_vs_".join(sides).replace(" ", "")
         num = result[name] = Numerics(name)
@@ -340,10 +351,23 @@ def compare_trees(
             jobs.append((s, where, ["-tp", str(head), "-gp", str(base), "-o", str(where)]))
             continue
         on_head, on_base = _dumped(head), _dumped(base)
-        for step, stage in sorted(set(on_head) | set(on_base)):
+        keys, skipped = sorted(set(on_head) | set(on_base)), []
+        if scope.steps == "first" and (both := sorted(set(on_head) & set(on_base))):
+            skipped = [f"step_{k[0]}/{k[1]}" for k in keys if k[0] != both[0][0]]
+            keys = [k for k in keys if k[0] == both[0][0]]
+        only: dict[tuple[int, str], set[str]] = {}
+        for k in keys:
+            dirs = sorted(on_head.get(k, set()) | on_base.get(k, set()), key=lambda r: int(re.sub(r"\D", "", r) or 0))
+            if scope.ranks != "all" and len(dirs) > scope.ranks:
+                skipped += [f"step_{k[0]}/{k[1]}/{r}" for r in dirs[scope.ranks :]]
+                only[k] = set(dirs[: scope.ranks])
+        num.skipped = ", ".join(skipped)
+        for step, stage in keys:
             s = StageNumerics(step, stage, sides)
             num.stages.append(s)
             ranks_h, ranks_b = on_head.get((step, stage), set()), on_base.get((step, stage), set())
+            if (step, stage) in only:
+                ranks_h, ranks_b = ranks_h & only[(step, stage)], ranks_b & only[(step, stage)]
             if ranks_h != ranks_b:
                 s.status = "missing" if ranks_b - ranks_h else "new"
                 s.detail = f" ({', '.join(sorted(ranks_b ^ ranks_h))})" if ranks_h and ranks_b else ""
@@ -354,12 +378,14 @@ def compare_trees(
             where = out / name / s.where
             shutil.rmtree(where, ignore_errors=True)  # a rerun into the same results dir: no stale CSVs
             jobs.append((s, where, ["-tp", str(tp), "-gp", str(gp), "-o", str(where)]))
+            if (step, stage) in only:
+                restrict[id(s)] = only[(step, stage)]
     if not jobs:
         return result, 0.0, 0
     started, work, own_peak = time.monotonic(), out / "msprobe", 0
     if engine == "harness":
         for s, where, argv in jobs:
-            _compare_stage(s, Path(argv[1]), Path(argv[3]), where, patterns)
+            _compare_stage(s, Path(argv[1]), Path(argv[3]), where, patterns, restrict.get(id(s)))
         own_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         jobs = [j for j in jobs if j[0].diverged and j[0].status == "compared"]  # msprobe -da names the first
         if not jobs:
@@ -387,13 +413,14 @@ def compare_numerics(
     declared_unmatched: bool = False,
     python: str = sys.executable,
     engine: str | None = None,
+    scope: NumericsScope | None = None,
 ) -> NumericsReport:
     """Head's "on" dump tree against base's first; base's second against its first (determinism self-check)."""
     pairs = {("head", "base"): (head, base[0])}
     if len(base) > 1:
         pairs[("base run 2", "base run 1")] = (base[1], base[0])
     engine = engine_of(engine)
-    nums, seconds, peak = compare_trees(pairs, out, nonfinite_ok, python, engine)
+    nums, seconds, peak = compare_trees(pairs, out, nonfinite_ok, python, engine, scope)
     report = NumericsReport(nums["head_vs_base"], nums.get("baserun2_vs_baserun1"), declared_unmatched, seconds, peak)
     report.engine = engine
     return report
