@@ -1,77 +1,153 @@
-"""Time and peak memory of the numerics comparison (msprobe compare, -da where a stage diverges) per MB of dump.
+"""The statistics compare of numerics: the harness's (``harness.gate.stats_compare``) against msprobe's own CLI, on
+the same input: seconds, MB/s of dump.json per core, peak RSS, and the CSV rows whose cells differ.
 
-Not a test: run by hand. Two modes, each comparison in a fresh child process (``harness.gate.numerics``), so the
-peak RSS printed (msprobe's process and the workers it forks) is that comparison's own:
+Not a test: run by hand. Each compare runs in a fresh child process, so the peak RSS printed is that compare's own
+(msprobe's: its process and the workers it forks); MB/s per core is both dump.json files' bytes over the child's
+CPU seconds. msprobe's -da (first divergence) is not timed here: it runs only on a stage that diverges.
 
-    # two "on" dump trees, e.g. two runs of the largest scenario that runs here (real_fsdp_l1, 2 ranks)
+    # generated msprobe-format pairs (benchmarks/dump_readers.py's bodies; head: every 7th Norm moved)
+    .venv/bin/python benchmarks/numerics_compare.py --sizes 16MB,256MB --msprobe-max 16MB
+    # two "on" dump trees, e.g. two runs of real_fsdp_l1
     .venv/bin/python benchmarks/numerics_compare.py --trees BASE/on/dumps HEAD/on/dumps
-    # generated msprobe-format dumps (benchmarks/dump_readers.py), identical and with one value moved (-da runs)
-    .venv/bin/python benchmarks/numerics_compare.py --sizes 16MB,64MB
-
-The first job of a child pays for importing msprobe and torch; the per-stage seconds after it are msprobe's own.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import json
+import re
+import resource
 import shutil
+import subprocess
 import sys
 import tempfile
+import time
+from itertools import zip_longest
 from pathlib import Path
 
 from dump_readers import STAGE, write_dump
 from pydantic import ByteSize, TypeAdapter
 
-from harness.gate.numerics import compare_trees
-
-NARROW = [r"^Tensor\.narrow\.\d+\.(forward|backward)$"]
-
-
-def _report(title: str, pairs: dict[tuple[str, str], tuple[Path, Path]], out: Path) -> None:
-    nums, seconds, peak = compare_trees(pairs, out, NARROW, sys.executable)
-    print(f"== {title}: {seconds:.1f}s wall in one child, peak RSS {peak / 2**20:.0f} MiB")
-    for num in nums.values():
-        for s in num.stages:
-            mb = sum(Path(c).stat().st_size for c in s.csvs) / 1e6
-            print(f"  {num.label:<22} {s.line()[:150]}")
-            print(f"  {'':<22} {s.seconds:.2f}s msprobe for this pair, CSV {mb:.1f} MB")
-        print(f"  {num.label:<22} {num.dump_bytes / 1e6:.1f} MB of dump.json (both sides), {num.rows} rows")
+NORM = re.compile(r'^(\s*"Norm": )([-0-9.eE+]+)(,?)$')
+MOVE_EVERY = 7  # head: one Norm in this many moved by MOVE_BY (inputs and outputs alike: every verdict occurs)
+MOVE_BY = (1.05, 1.3, 1.8)
 
 
-def _generated(root: Path, size: int) -> tuple[Path, Path, Path, Path]:
-    """A tiny warm-up pair and a pair of ``size`` bytes whose head moves one Max (so -da runs too)."""
+def _pair(root: Path, size: int) -> tuple[Path, Path]:
+    """base and head trees of one ``size``-byte rank each; head's Norms moved line by line (bounded memory)."""
     trees = []
-    for name, n in (("warm_base", 4096), ("warm_head", 4096), ("base", size), ("head", size)):
+    for name in ("base", "head"):
         rank = root / name / "step_2" / STAGE / "step0" / "rank0"
-        write_dump(rank / "dump.json", n)
-        for extra in ("stack.json", "construct.json"):
-            (rank / extra).write_text("{}")
+        rank.mkdir(parents=True)
+        (rank / "stack.json").write_text("{}")
+        (rank / "construct.json").write_text("{}")
         trees.append(root / name)
-    head = trees[3] / "step_2" / STAGE / "step0" / "rank0" / "dump.json"
-    text = head.read_text()
-    output = text.index('"output"')  # an output's Max and Norm: what msprobe's summary compare judges
-    for key in ('"Max": ', '"Norm": '):
-        at = text.index(key, output) + len(key)
-        text = text[:at] + "1000.0" + text[text.index(",", at) :]
-    head.write_text(text)
-    return trees[0], trees[1], trees[2], trees[3]
+    base, head = (t / "step_2" / STAGE / "step0" / "rank0" / "dump.json" for t in trees)
+    write_dump(base, size)
+    n = 0
+    with base.open() as src, head.open("w") as dst:
+        for line in src:
+            if (m := NORM.match(line.rstrip("\n"))) is not None:
+                n += 1
+                if n % MOVE_EVERY == 0:
+                    moved = float(m.group(2)) * MOVE_BY[(n // MOVE_EVERY) % len(MOVE_BY)]
+                    line = f"{m.group(1)}{moved!r}{m.group(3)}\n"
+            dst.write(line)
+    return trees[0], trees[1]
+
+
+def _child(engine: str, tp: Path, gp: Path, out: Path) -> None:
+    """One compare of every step/stage in this fresh process; prints one JSON line."""
+    started = time.monotonic()
+    rows = 0
+    if engine == "harness":
+        from harness.gate.numerics import StageNumerics, _compare_stage, _dumped
+
+        for step, stage in sorted(_dumped(tp)):
+            s = StageNumerics(step, stage)
+            _compare_stage(s, *(d / f"step_{step}" / stage / "step0" for d in (tp, gp)), out / s.where, [])
+            rows += s.rows
+    else:
+        from harness.gate import msprobe_compare
+        from harness.gate.numerics import StageNumerics, _dumped, read_csvs
+
+        for step, stage in sorted(_dumped(tp)):
+            s = StageNumerics(step, stage)
+            tp_s, gp_s = (str(d / f"step_{step}" / stage / "step0") for d in (tp, gp))
+            argv = ["-tp", tp_s, "-gp", gp_s]
+            if error := msprobe_compare._msprobe([*argv, "-o", str(out / s.where)]):
+                raise SystemExit(f"msprobe compare failed: {error}")
+            read_csvs(s, out / s.where, [])
+            rows += s.rows
+    own, kids = (resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    print(json.dumps({"seconds": time.monotonic() - started, "rows": rows,
+                      "cpu": own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime,
+                      "peak": max(own.ru_maxrss, kids.ru_maxrss) * 1024}))  # fmt: skip
+
+
+def _run(engine: str, tp: Path, gp: Path, out: Path) -> dict:
+    argv = [sys.executable, __file__, "--child", engine, str(tp), str(gp), str(out)]
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"{engine} child failed: {proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _differ(ours: Path, theirs: Path) -> tuple[int, int]:
+    """(rows whose cells differ, rows compared) over every CSV of the two outputs, paired by rank."""
+    differ = total = 0
+    for mine in sorted(ours.rglob("compare_result_*.csv")):
+        rank = mine.stem.removeprefix("compare_result_")
+        (other,) = (theirs / mine.parent.relative_to(ours)).glob(f"compare_result_{rank}_*.csv")
+        with mine.open(newline="") as a, other.open(newline="") as b:
+            for x, y in zip_longest(csv.reader(a), csv.reader(b)):
+                total += 1
+                differ += x != y
+    return differ, total
+
+
+def _line(engine: str, r: dict, mb: float) -> str:
+    return (f"  {engine:<8} {r['seconds']:7.1f}s wall {r['cpu']:7.1f}s CPU  {mb / r['cpu']:6.1f} MB/s per core  "
+            f"peak RSS {r['peak'] / 2**20:6.0f} MiB  {r['rows']} rows")  # fmt: skip
+
+
+def _compare(title: str, base: Path, head: Path, out: Path, msprobe: bool) -> None:
+    mb = sum(p.stat().st_size for d in (base, head) for p in d.rglob("dump.json")) / 1e6
+    if not mb:
+        raise SystemExit(f"no dump.json under {base} or {head}")
+    print(f"== {title}: {mb:.1f} MB of dump.json (both sides)", flush=True)
+    ours = _run("harness", head, base, out / "harness")
+    print(_line("harness", ours, mb), flush=True)
+    if msprobe:
+        theirs = _run("msprobe", head, base, out / "msprobe")
+        print(_line("msprobe", theirs, mb), flush=True)
+        differ, total = _differ(out / "harness", out / "msprobe")
+        print(f"  rows whose CSV cells differ: {differ} of {total} (header included)", flush=True)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trees", nargs=2, type=Path, metavar=("BASE", "HEAD"), help="two on-dump trees")
-    ap.add_argument("--sizes", default="", help="generated dump.json sizes, comma-separated (e.g. 16MB,64MB)")
+    ap.add_argument("--sizes", default="", help="generated dump.json sizes per side, comma-separated (16MB,256MB)")
+    ap.add_argument("--msprobe-max", default="16MB", help="run msprobe too up to this size per side (its RSS grows "
+                    "~40x the dump: 731 MB on 16.9 MB)")  # fmt: skip
+    ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.child:
+        engine, *paths = args.child
+        _child(engine, *(Path(p) for p in paths))
+        return 0
+    limit = TypeAdapter(ByteSize).validate_python(args.msprobe_max)
     out = Path(tempfile.mkdtemp(prefix="numerics-bench-"))
     try:
         if args.trees:
             base, head = args.trees
-            _report(f"{head} against {base}", {("head", "base"): (head, base)}, out / "trees")
+            _compare(f"{head} against {base}", base, head, out / "trees", msprobe=True)
         for text in filter(None, args.sizes.split(",")):
             size = TypeAdapter(ByteSize).validate_python(text)
-            wb, wh, b, h = _generated(out / text, size)
-            pairs = {("warm", "up"): (wh, wb), ("same", "base"): (b, b), ("moved", "base"): (h, b)}
-            _report(f"generated {text} dump.json", pairs, out / text / "out")
+            base, head = _pair(out / text, size)
+            _compare(f"generated {text} a side", base, head, out / text / "out", msprobe=size <= limit)
             shutil.rmtree(out / text)
     finally:
         shutil.rmtree(out, ignore_errors=True)

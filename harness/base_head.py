@@ -88,7 +88,7 @@ def run_comparison(
         sc = compare_scenario(scenario.name, sides["base"], sides["head"], judge)
         sc.errors = scenario_errors.get(scenario.name, []) + sc.errors
         if not sc.errors and not any(o.crashes for obs in sides.values() for o in obs):
-            say(f"{scenario.name}: numerics (msprobe compare)")
+            say(f"{scenario.name}: numerics (statistics compare)")
             add_numerics(sc, scenario, sides, results, ensure_env(head).python)
         compared.append(sc)
     labels = [f"{side} {i + 1}" for side, i in interleaved(done)]
@@ -106,7 +106,7 @@ def add_numerics(
     try:
         sc.numerics = compare_numerics(
             base, head[0], results / "numerics" / scenario.name, scenario.expect.nonfinite_ok,
-            not scenario.expect.numerics_match, python or sys.executable,
+            not scenario.expect.numerics_match, python or sys.executable, scope=scenario.expect.numerics_scope,
         )  # fmt: skip
     except HarnessError as exc:
         sc.errors.append(f"numerics: {exc}")

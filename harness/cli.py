@@ -23,6 +23,7 @@ from rich.table import Table
 
 from harness import outcomes
 from harness.cli_gate import add_gate_commands
+from harness.cli_numerics import add_numerics_command
 from harness.devices import skip_reason
 from harness.errors import HarnessError, ScenarioError, one_line
 from harness.evaluate import evaluate
@@ -363,6 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-o", "--output")
     p.set_defaults(func=cmd_schema)
     add_gate_commands(sub)  # baseline merge, calibrate, gate, report, junit-merge
+    add_numerics_command(sub)  # numerics BASE HEAD: two runs' dumps
     args = parser.parse_args(argv)
     try:
         with interrupts():

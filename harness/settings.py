@@ -72,6 +72,17 @@ class KnownBug(Strict):
     reason: Annotated[str, Field(min_length=1)]
 
 
+class NumericsScope(Strict):
+    """What base against head's numerics compare reads, for dumps too big to compare whole every time."""
+
+    steps: Literal["all", "first"] = Field(
+        "all", description="every profiled step dumped on both sides, or the first only (later steps skipped)"
+    )
+    ranks: Literal["all"] | PositiveInt = Field(
+        "all", description="every rank, or the first N rank dirs by number (the others skipped)"
+    )
+
+
 class Expectations(Strict):
     """What the dump tree must hold. Unset lists default from precision_debugger and world_size."""
 
@@ -95,6 +106,11 @@ class Expectations(Strict):
         description="base against head: msprobe's compare of the two dump trees is judged (same seeds, same "
         "numbers); false where numerics are not expected to match (a nondeterministic kernel on an accelerator): "
         "its figures are reported, not judged",
+    )
+    numerics_scope: NumericsScope = Field(
+        default_factory=NumericsScope,
+        description="what base against head's numerics compare reads; the default skips nothing (every step and "
+        "rank dumped on both sides), and the notes say what a narrower scope skipped",
     )
     nonzero_backward: bool = Field(
         False,

@@ -1,14 +1,18 @@
-"""Numerics of base against head (``harness.gate.numerics``): msprobe's real compare on msprobe-shaped dump trees
-(one entry's statistics moved, a stage missing, expected NaN statistics), and the verdict logic around it."""
+"""Numerics of base against head (``harness.gate.numerics``): the harness's compare and msprobe's real one on
+msprobe-shaped dump trees (one entry's statistics moved, a stage missing, expected NaN statistics; msprobe -da names
+the first diverging API either way), and the verdict logic around it."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import pytest
 from builders import tensor, write_dump
 
+from harness.cli import main
 from harness.gate.numerics import Numerics, NumericsReport, StageNumerics, compare_numerics, entry_of
+from harness.settings import NumericsScope
 
 NARROW = r"^Tensor\.narrow\.\d+\.(forward|backward)$"
 
@@ -33,12 +37,14 @@ def move(root: Path, stage: str, entry: str, **stats: float) -> None:
     path.write_text(json.dumps(doc))
 
 
-def test_msprobe_names_the_first_diverging_api_and_a_missing_stage(tmp_path: Path):
+@pytest.mark.parametrize("engine", ["harness", "msprobe"])  # msprobe: HARNESS_NUMERICS's switch, every stage
+def test_msprobe_names_the_first_diverging_api_and_a_missing_stage(tmp_path: Path, engine: str):
     base1, base2 = tree(tmp_path / "base1"), tree(tmp_path / "base2")
     head = tree(tmp_path / "head", stages=("actor_update",), nan=True)  # no ref_compute_log_prob on head
     move(head, "actor_update", "Functional.linear.2.forward", Max=9.0, Norm=20.0)
     move(head, "actor_update", "Functional.linear.3.forward", Max=7.0, Norm=15.0)
-    report = compare_numerics([base1, base2], head, tmp_path / "out", [NARROW])
+    report = compare_numerics([base1, base2], head, tmp_path / "out", [NARROW], engine=engine)
+    assert report.engine == engine
 
     assert report.judged, report.notes()  # base run 2 matches base run 1 exactly
     findings = report.findings("tiny")
@@ -88,3 +94,39 @@ def test_csv_rows_map_to_dump_entries():
         "Module.model.layers.0.Qwen2DecoderLayer.forward.0"
     )
     assert entry_of("Functional.linear.0.forward.parameters.weight") == "Functional.linear.0.forward"
+
+
+def test_the_numerics_command_reports_two_trees_and_two_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    base = tree(tmp_path / "base")
+    head = tree(tmp_path / "head", stages=("actor_update",))
+    assert main(["numerics", str(base), str(head), "--results", str(tmp_path / "r"), "--label", "tiny"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "MISSING tiny: numerics step_2/ref_compute_log_prob dumped on base, missing on head: not compared"
+    assert "numerics: 1 of 2 step/stage dumps match base (18 rows all pass)" in out
+    assert (tmp_path / "r" / "head_vs_base" / "step_2" / "actor_update" / "compare_result_rank0.csv").is_file()
+    files = [str(d / "step_2" / "actor_update" / "step0" / "rank0" / "dump.json") for d in (base, head)]
+    assert main(["numerics", *files, "--results", str(tmp_path / "f")]) == 0
+    assert "numerics: 1 of 1 step/stage dumps match base (18 rows all pass)" in capsys.readouterr().out
+    assert main(["numerics", files[0], str(head), "--results", str(tmp_path / "f")]) == 2
+    assert "give two dump trees or two dump.json files" in capsys.readouterr().err
+    assert main(["numerics", str(base), str(head), "--results", str(base / "out")]) == 2
+    assert "overlaps the input" in capsys.readouterr().err
+
+
+def test_the_scope_compares_the_first_step_and_the_first_ranks_and_says_what_it_skipped(tmp_path: Path):
+    for side in ("base", "head"):
+        for step in (2, 4):
+            for rank in (0, 1, 10):
+                write_dump(tmp_path / side, step, "actor_update", rank)
+    base, head = tmp_path / "base", tmp_path / "head"
+    whole = compare_numerics([base], head, tmp_path / "all", [])
+    assert [(s.step, s.rows) for s in whole.head_vs_base.stages] == [(2, 48), (4, 48)]
+    assert not any("numerics_scope" in n for n in whole.notes())  # the default skips nothing
+    scope = NumericsScope(steps="first", ranks=2)
+    report = compare_numerics([base], head, tmp_path / "out", [], scope=scope)
+    (stage,) = report.head_vs_base.stages
+    assert (stage.step, stage.rows) == (2, 32)
+    assert [Path(c).name for c in stage.csvs] == ["compare_result_rank0.csv", "compare_result_rank1.csv"]
+    assert "numerics: not compared (expect.numerics_scope): step_4/actor_update, step_2/actor_update/rank10" in (
+        report.notes()
+    )

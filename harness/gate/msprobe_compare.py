@@ -3,7 +3,8 @@
 msprobe's console entry point (``msprobe.msprobe.main``, its documented CLI: same argv, same outputs) is called
 once per pair in this one interpreter: importing msprobe (and torch with it) costs seconds, a pair of tiny dumps
 milliseconds. Where the plain compare finds rows beyond msprobe's thresholds (other than ``nonfinite_ok``
-entries), ``compare -da`` runs too, to name the first diverging API.
+entries), ``compare -da`` runs too, to name the first diverging API. A job whose ``argv`` is null runs ``-da`` only:
+the harness compared the statistics itself and found the stage diverging.
 
 Usage: ``python -m harness.gate.msprobe_compare JOBS.json RESULT.json``. JOBS.json: ``{"nonfinite_ok": [regex],
 "jobs": [{"argv": [...], "out": DIR, "da_argv": [...]}]}`` (argv: what follows ``msprobe compare``). RESULT.json:
@@ -40,11 +41,11 @@ def main(jobs_path: str, result_path: str) -> int:
     done = []
     for job in doc["jobs"]:
         started = time.monotonic()
-        error, da_error = _msprobe(job["argv"]), None
+        error, da_error = _msprobe(job["argv"]) if job["argv"] else None, None
         probe = StageNumerics(0, "")
-        if not error:
+        if job["argv"] and not error:
             read_csvs(probe, Path(job["out"]), patterns)
-        if probe.diverged:
+        if not job["argv"] or probe.diverged:
             da_error = _msprobe(job["da_argv"])
         done.append({"seconds": time.monotonic() - started, "error": error, "da_error": da_error})
     peak = max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))

@@ -1,12 +1,14 @@
-"""Numerics of base against head: msprobe's own compare on the two targets' "on" dump trees.
+"""Numerics of base against head: msprobe's statistics compare on the two targets' "on" dump trees.
 
 Same seeds, data and steps on both sides, so every API's statistics should match; a change in numerics (a dtype,
 an op order, a loss term, a changed default) shows up API by API. For each profiled step and stage dumped on both
-sides, ``msprobe compare`` (its CLI, all pairs in one child process: ``harness.gate.msprobe_compare``) writes one
-CSV per rank under the results dir; each row's ``Result`` is msprobe's verdict on its thresholds (pass, warning,
-error). Rows of entries the scenario lists in ``expect.nonfinite_ok`` (NaN statistics that are expected) are
-counted apart. Where a stage diverges, msprobe's own first-divergence analysis (``compare -da``,
-``msprobe.core.compare.find_first``) names the first diverging API; the first non-pass row in execution order is
+sides, one CSV per rank in msprobe's layout lands under the results dir; each row's ``Result`` is msprobe's verdict
+on its thresholds (pass, warning, error). The harness computes them itself (``harness.gate.stats_compare``, on the
+streaming dump reader: msprobe's compare reads 0.67 MB/s and holds the dumps whole); ``HARNESS_NUMERICS=msprobe``
+runs msprobe's own CLI for everything instead (all pairs in one child process: ``harness.gate.msprobe_compare``).
+Rows of entries the scenario lists in ``expect.nonfinite_ok`` (NaN statistics that are expected) are counted apart.
+Where a stage diverges, msprobe's own first-divergence analysis (``compare -da``, ``msprobe.core.compare.find_first``)
+names the first diverging API; the first non-pass row in execution order is
 given too (with its statistics on both sides), and stands alone where ``-da`` finds nothing on its thresholds.
 
 With two runs of base, base against itself is the determinism self-check: where it drifts, head's numbers are
@@ -17,19 +19,28 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from harness.errors import InfraError
+from harness.gate import stats_compare
+from harness.settings import NumericsScope
+
+ENGINES = ("harness", "msprobe")
 
 RESULTS = ("pass", "warning", "error")
 STATS = ("max", "min", "mean", "l2norm")
+_RANK = re.compile(r"(?:rank|proc)\d+")
 _ENTRY = re.compile(r"^(.*?\.(?:forward|backward)(?:\.\d+)?)\.(?:input|output|parameters_grad|parameters|kwargs)\b")
 csv.field_size_limit(1 << 30)  # NPU_Stack_Info holds a whole stack in one cell
 
@@ -73,7 +84,7 @@ class StageNumerics:
     first_da: str = ""  # msprobe -da's first diverging API, "" when it names none
     detail: str = ""  # missing ranks, msprobe's error
     csvs: list[str] = field(default_factory=list)
-    seconds: float = 0.0  # msprobe's wall time on this pair, -da included
+    seconds: float = 0.0  # the compare's wall time on this pair, msprobe's -da included
 
     @property
     def where(self) -> str:
@@ -94,7 +105,7 @@ class StageNumerics:
         if self.status == "new":
             return f"{self.where} dumped on {new} only{self.detail}: not compared"
         if self.status == "error":
-            return f"{self.where}: msprobe compare failed: {self.detail}"
+            return f"{self.where}: compare failed: {self.detail}"
         counts = ", ".join(f"{self.counts[r]} {r}" for r in RESULTS)
         text = f"{self.where}: {self.rows} rows, {counts}"
         text += f" (+{self.nonfinite_ok} nonfinite_ok rows counted apart)" if self.nonfinite_ok else ""
@@ -111,6 +122,7 @@ class Numerics:
     label: str
     stages: list[StageNumerics] = field(default_factory=list)
     dump_bytes: int = 0  # both trees' dump.json bytes
+    skipped: str = ""  # what expect.numerics_scope left out, "" when nothing
 
     @property
     def rows(self) -> int:
@@ -132,8 +144,9 @@ class NumericsReport:
     head_vs_base: Numerics
     determinism: Numerics | None = None
     declared_unmatched: bool = False  # expect.numerics_match: false
-    seconds: float = 0.0  # msprobe's wall time, every comparison and -da included
+    seconds: float = 0.0  # wall time of every comparison, msprobe's -da included
     peak_rss_bytes: int = 0
+    engine: str = "harness"  # who computed the statistics compare: the harness, or msprobe (HARNESS_NUMERICS)
 
     @property
     def judged(self) -> bool:
@@ -165,8 +178,10 @@ class NumericsReport:
                 f"numerics: {len(clean)} of {len(hb.stages)} step/stage dumps match base ({sum(s.rows for s in clean)} "
                 f"rows all pass{f', {apart} nonfinite_ok rows counted apart' if apart else ''})"
             )
+        if hb.skipped:
+            out.append(f"numerics: not compared (expect.numerics_scope): {hb.skipped}")
         mb = (hb.dump_bytes + (self.determinism.dump_bytes if self.determinism else 0)) / 1e6
-        out.append(f"numerics: msprobe compare {self.seconds:.1f}s for {mb:.1f} MB of dump.json, peak RSS "
+        out.append(f"numerics: {self.engine} compare {self.seconds:.1f}s for {mb:.1f} MB of dump.json, peak RSS "
                    f"{self.peak_rss_bytes / 2**20:.0f} MiB")  # fmt: skip
         return out
 
@@ -203,6 +218,14 @@ def _dumped(dumps: Path) -> dict[tuple[int, str], set[str]]:
     return out
 
 
+def _step_stage(dump: Path) -> tuple[int, str]:
+    """(step, stage) of ``.../step_N/<stage>/step0/rankR/dump.json``; (0, "dump") for a file elsewhere."""
+    parts = dump.parts
+    if len(parts) >= 5 and parts[-5].startswith("step_") and parts[-5][5:].isdigit() and parts[-3] == "step0":
+        return int(parts[-5][5:]), parts[-4]
+    return 0, "dump"
+
+
 def _run_msprobe(doc: dict[str, Any], work: Path, python: str) -> tuple[list[dict[str, Any]], int]:
     """Every job in one child process (its log: ``work/msprobe.log``); per job its error, and the peak RSS."""
     work.mkdir(parents=True, exist_ok=True)
@@ -218,25 +241,38 @@ def _run_msprobe(doc: dict[str, Any], work: Path, python: str) -> tuple[list[dic
     return result["jobs"], int(result["peak_rss_bytes"])
 
 
+def count_row(
+    stage: StageNumerics,
+    rank: str,
+    name: str,
+    result: str,
+    cells: Callable[[], Mapping[str, Any]],
+    nonfinite_ok: list[re.Pattern[str]],
+) -> None:
+    """One CSV row into ``stage``'s counts; the first non-pass row kept with its statistics on both sides
+    (``cells``: the row by column, asked for that row only)."""
+    stage.rows += 1
+    if result == "pass":
+        stage.counts["pass"] += 1
+    elif any(p.search(entry_of(name)) for p in nonfinite_ok):
+        stage.nonfinite_ok += 1
+    else:
+        stage.counts["error" if result != "warning" else "warning"] += 1
+        if stage.first is None:
+            row = cells()
+            base = {k: str(row.get(f"Bench {k}", "")) for k in STATS}
+            head = {k: str(row.get(f"NPU {k}", "")) for k in STATS}
+            stage.first = Row(name, rank, result or "?", base, head)
+
+
 def read_csvs(stage: StageNumerics, out: Path, nonfinite_ok: list[re.Pattern[str]]) -> None:
     """Count the rows of msprobe's CSVs in ``out`` (one per rank) into ``stage``; keep the first non-pass row."""
-    for path in sorted(out.glob("compare_result_rank*.csv")):
+    for path in sorted(out.glob("compare_result_*.csv")):
         stage.csvs.append(str(path))
-        rank = path.name.split("_")[2]
+        rank = m.group(0) if (m := _RANK.search(path.stem)) else "rank0"  # two files: msprobe names no rank
         with path.open(newline="") as f:
             for row in csv.DictReader(f):
-                stage.rows += 1
-                result = row.get("Result", "")
-                if result == "pass":
-                    stage.counts["pass"] += 1
-                elif any(p.search(entry_of(row["NPU Name"])) for p in nonfinite_ok):
-                    stage.nonfinite_ok += 1
-                else:
-                    stage.counts["error" if result != "warning" else "warning"] += 1
-                    if stage.first is None:
-                        base = {k: row.get(f"Bench {k}", "") for k in STATS}
-                        head = {k: row.get(f"NPU {k}", "") for k in STATS}
-                        stage.first = Row(row["NPU Name"], rank, result or "?", base, head)
+                count_row(stage, rank, row["NPU Name"], row.get("Result", ""), partial(dict, row), nonfinite_ok)
 
 
 def _first_da(out: Path) -> str:
@@ -248,22 +284,90 @@ def _first_da(out: Path) -> str:
     return ""
 
 
+def engine_of(engine: str | None) -> str:
+    """The numerics engine: ``engine``, else ``HARNESS_NUMERICS``, else the harness's own compare."""
+    chosen = engine or os.environ.get("HARNESS_NUMERICS") or "harness"
+    if chosen not in ENGINES:
+        raise InfraError(f"HARNESS_NUMERICS={chosen!r}: one of {', '.join(ENGINES)}")
+    return chosen
+
+
+def _compare_stage(
+    s: StageNumerics, tp: Path, gp: Path, where: Path, patterns: list[re.Pattern[str]], only: set[str] | None = None
+) -> None:
+    """The harness's compare of one step/stage, rank by rank (msprobe's rank dirs, those in ``only`` if given; two
+    dump.json files: one rank, named by its dir), CSVs in ``where``."""
+    started = time.monotonic()
+    where.mkdir(parents=True, exist_ok=True)
+    if tp.is_file():
+        ranks = [(tp.parent.name if _RANK.fullmatch(tp.parent.name) else "rank0", tp, gp)]
+    else:
+        ranks = [(r, tp / r / "dump.json", gp / r / "dump.json")
+                 for r in sorted(r.name for r in tp.iterdir() if (r / "dump.json").is_file())
+                 if only is None or r in only]  # fmt: skip
+    for rank, head, base in ranks:
+        path = where / f"compare_result_{rank}.csv"
+
+        def on_row(r: stats_compare.Row, rank: str = rank) -> None:
+            count_row(s, rank, r.npu.name, r.result, lambda: r.cells, patterns)
+
+        try:
+            stats_compare.compare_files(head, base, path, on_row)
+        except (OSError, ValueError) as exc:
+            s.status, s.detail = "error", f"{rank}: {exc}"
+            break
+        if path.is_file():
+            s.csvs.append(str(path))
+    s.seconds = time.monotonic() - started
+
+
 def compare_trees(
-    pairs: dict[tuple[str, str], tuple[Path, Path]], out: Path, nonfinite_ok: list[str], python: str
+    pairs: dict[tuple[str, str], tuple[Path, Path]],
+    out: Path,
+    nonfinite_ok: list[str],
+    python: str,
+    engine: str | None = None,
+    scope: NumericsScope | None = None,
 ) -> tuple[dict[str, Numerics], float, int]:
     """Each pair of dump trees, named (new, old) as (head, base), compared step/stage by step/stage; CSVs
-    under ``out/<new>_vs_<old>/step_N/<stage>/``. Returns the comparisons, msprobe's wall time and its peak RSS."""
+    under ``out/<new>_vs_<old>/step_N/<stage>/``. Returns the comparisons, the wall time (compare and msprobe's
+    -da where a stage diverges) and the peak RSS of the processes that compared. ``engine``: :func:`engine_of`;
+    ``scope``: expect.numerics_scope (msprobe's engine compares every rank of a stage it compares)."""
+    scope = scope or NumericsScope()
+    engine = engine_of(engine)
     patterns = [re.compile(p) for p in nonfinite_ok]
     result: dict[str, Numerics] = {}
     jobs: list[tuple[StageNumerics, Path, list[str]]] = []
+    restrict: dict[int, set[str]] = {}  # per stage (by id), the rank dirs scope keeps
     for sides, (head, base) in pairs.items():
         name = "_vs_".join(sides).replace(" ", "")
         num = result[name] = Numerics(name)
+        if head.is_file() and base.is_file():  # two dump.json files: one stage, named by its dirs if msprobe's
+            s = StageNumerics(*_step_stage(head), sides)
+            num.stages.append(s)
+            num.dump_bytes += head.stat().st_size + base.stat().st_size
+            where = out / name / s.where
+            shutil.rmtree(where, ignore_errors=True)
+            jobs.append((s, where, ["-tp", str(head), "-gp", str(base), "-o", str(where)]))
+            continue
         on_head, on_base = _dumped(head), _dumped(base)
-        for step, stage in sorted(set(on_head) | set(on_base)):
+        keys, skipped = sorted(set(on_head) | set(on_base)), []
+        if scope.steps == "first" and (both := sorted(set(on_head) & set(on_base))):
+            skipped = [f"step_{k[0]}/{k[1]}" for k in keys if k[0] != both[0][0]]
+            keys = [k for k in keys if k[0] == both[0][0]]
+        only: dict[tuple[int, str], set[str]] = {}
+        for k in keys:
+            dirs = sorted(on_head.get(k, set()) | on_base.get(k, set()), key=lambda r: int(re.sub(r"\D", "", r) or 0))
+            if scope.ranks != "all" and len(dirs) > scope.ranks:
+                skipped += [f"step_{k[0]}/{k[1]}/{r}" for r in dirs[scope.ranks :]]
+                only[k] = set(dirs[: scope.ranks])
+        num.skipped = ", ".join(skipped)
+        for step, stage in keys:
             s = StageNumerics(step, stage, sides)
             num.stages.append(s)
             ranks_h, ranks_b = on_head.get((step, stage), set()), on_base.get((step, stage), set())
+            if (step, stage) in only:
+                ranks_h, ranks_b = ranks_h & only[(step, stage)], ranks_b & only[(step, stage)]
             if ranks_h != ranks_b:
                 s.status = "missing" if ranks_b - ranks_h else "new"
                 s.detail = f" ({', '.join(sorted(ranks_b ^ ranks_h))})" if ranks_h and ranks_b else ""
@@ -274,20 +378,31 @@ def compare_trees(
             where = out / name / s.where
             shutil.rmtree(where, ignore_errors=True)  # a rerun into the same results dir: no stale CSVs
             jobs.append((s, where, ["-tp", str(tp), "-gp", str(gp), "-o", str(where)]))
+            if (step, stage) in only:
+                restrict[id(s)] = only[(step, stage)]
     if not jobs:
         return result, 0.0, 0
-    started, work = time.monotonic(), out / "msprobe"
-    doc = {"nonfinite_ok": nonfinite_ok, "jobs": [{"argv": a, "out": str(w), "da_argv": [*a[:-1], str(w / "da"), "-da"]}
-                                                  for _, w, a in jobs]}  # fmt: skip
+    started, work, own_peak = time.monotonic(), out / "msprobe", 0
+    if engine == "harness":
+        for s, where, argv in jobs:
+            _compare_stage(s, Path(argv[1]), Path(argv[3]), where, patterns, restrict.get(id(s)))
+        own_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        jobs = [j for j in jobs if j[0].diverged and j[0].status == "compared"]  # msprobe -da names the first
+        if not jobs:
+            return result, time.monotonic() - started, own_peak
+    doc = {"nonfinite_ok": nonfinite_ok, "jobs": [
+        {"argv": a if engine == "msprobe" else None, "out": str(w), "da_argv": [*a[:-1], str(w / "da"), "-da"]}
+        for _, w, a in jobs]}  # fmt: skip
     done, peak = _run_msprobe(doc, work, python)
     for (s, where, _), job in zip(jobs, done, strict=True):
         if job["error"]:
             s.status, s.detail, s.seconds = "error", f"{job['error']} (log: {work / 'msprobe.log'})", job["seconds"]
             continue
-        read_csvs(s, where, patterns)
-        s.first_da, s.seconds = _first_da(where / "da"), job["seconds"]
+        if engine == "msprobe":
+            read_csvs(s, where, patterns)
+        s.first_da, s.seconds = _first_da(where / "da"), s.seconds + job["seconds"]
         s.detail = f" (msprobe -da failed: {job['da_error']})" if job["da_error"] else ""
-    return result, time.monotonic() - started, peak
+    return result, time.monotonic() - started, max(peak, own_peak)
 
 
 def compare_numerics(
@@ -297,10 +412,15 @@ def compare_numerics(
     nonfinite_ok: list[str],
     declared_unmatched: bool = False,
     python: str = sys.executable,
+    engine: str | None = None,
+    scope: NumericsScope | None = None,
 ) -> NumericsReport:
     """Head's "on" dump tree against base's first; base's second against its first (determinism self-check)."""
     pairs = {("head", "base"): (head, base[0])}
     if len(base) > 1:
         pairs[("base run 2", "base run 1")] = (base[1], base[0])
-    nums, seconds, peak = compare_trees(pairs, out, nonfinite_ok, python)
-    return NumericsReport(nums["head_vs_base"], nums.get("baserun2_vs_baserun1"), declared_unmatched, seconds, peak)
+    engine = engine_of(engine)
+    nums, seconds, peak = compare_trees(pairs, out, nonfinite_ok, python, engine, scope)
+    report = NumericsReport(nums["head_vs_base"], nums.get("baserun2_vs_baserun1"), declared_unmatched, seconds, peak)
+    report.engine = engine
+    return report

@@ -1,0 +1,503 @@
+"""msprobe's statistics and md5 compare of two dump.json files, on the harness's streaming reader.
+
+msprobe 26.2's ``compare`` loads both dump.json files whole into pandas (0.67 MB/s, 731 MB peak RSS on a 16.9 MB
+pair, measured in issue 31); real L1 dumps are hundreds of MB per rank. This module computes what its default
+mode (``msprobe compare -tp NPU -gp BENCH``: no fuzzy match, no mappings, same framework) writes, entry by entry,
+from ``harness.dumpfile``. Read from msprobe 26.2 (``msprobe/core/compare/acc_compare.py``, ``compare/utils.py``,
+``compare/indicator_analysis/``), not guessed; msprobe's own compare stays the oracle in the tests:
+
+- Rows (``read_op``, ``op_item_parse``, ``gen_op_item``): one per leaf of an entry's input_args, input_kwargs,
+  input, output, parameters (``.input.N`` / ``.output.N`` / ``.parameters.NAME``, nested lists and dicts add
+  ``.N`` / ``.KEY``) or parameters_grad, ordered inputs, parameters, outputs, parameters_grad (``reorder_index``).
+  Entries whose name has no forward/backward/parameters_grad among its last two parts give none.
+- Matching (``compare_statistics``, ``update_backward_call``): by row name, except that a backward entry's call
+  number is replaced by its rank among the backward calls of the same API (so one dropped backward call shifts the
+  later ones, as msprobe does). Rows are the target's (NPU, head) in its order; a bench-only row is dropped. A
+  dtype change outside the float groups (``DTYPE_MATCH_GROUPS``) counts as unmatched: bench columns ``N/A``.
+- Columns (``CalcStatsDiff``): each statistic's diff and relative error (``0`` when equal as text, NaN -> ``Nan``,
+  Inf rules, ``N/A``, ``Diff`` for non-numbers), requires_grad consistency.
+- Result (``STATISTICS_CHECKERS`` / ``MD5_CHECKERS``, per entry): NaN/Inf in the target's Max or Min where the bench
+  has none, output NormRelativeErr > 50 % while every input's is < 10 %, requires_grad, scalar parameters, dtype,
+  shape: error; output's norm relative error 10x the inputs' (or > 10 % on equal inputs): warning on the first
+  output; ``to``/``empty``/... entries never judged, collectives' inputs not. md5: a differing CRC-32 error,
+  unmatched warning.
+
+Memory: the entries of the bench not yet reached by the target, plus the bench's entry names (the name index,
+about 100 bytes per entry), plus one run of parsed entries: bounded where both dumps list their APIs in the same
+order, as two runs of one code do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import math
+import re
+import zlib
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.dumpfile import DumpFile
+
+BASIC = ["NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape", "Bench Tensor Shape",
+         "NPU Requires_grad", "Bench Requires_grad"]  # fmt: skip
+STATS = ("max", "min", "mean", "l2norm")
+DIFFS = ["Max diff", "Min diff", "Mean diff", "L2norm diff",
+         "MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr"]  # fmt: skip
+EXTRA = ["Requires_grad Consistent", "Result", "Err_message"]
+SUMMARY_HEADER = BASIC + DIFFS + [f"NPU {s}" for s in STATS] + [f"Bench {s}" for s in STATS] + EXTRA
+MD5_HEADER = [*BASIC, "NPU MD5", "BENCH MD5", *EXTRA]
+STACK = "NPU_Stack_Info"
+N_A, NAN, INF, NEG_INF, DIFF = "N/A", "Nan", "inf", "-inf", "Diff"
+_FLOATS = ({"Float16", "Float32", "Float64", "BFloat16"},
+           {"torch.float16", "torch.float32", "torch.float64", "torch.bfloat16"})  # fmt: skip
+_IO = (("input_args", ".input"), ("input_kwargs", ".input"), ("input", ".input"), ("output", ".output"),
+       ("parameters", ".parameters"))  # fmt: skip
+_STATE = {"input_args": "input", "input_kwargs": "input"}
+_IGNORE_ALL = {"empty", "empty_like", "numpy", "to", "__setitem__", "empty_with_format", "new_empty_strided",
+               "new_empty", "empty_strided"}  # fmt: skip
+_IGNORE_INPUT = {"_reduce_scatter_base", "_all_gather_base", "all_to_all_single", "batch_isend_irecv"}
+_DEVICE = re.compile("npu|cpu|cuda", re.IGNORECASE)
+MAX_DEPTH = 400
+MSG_NANINF = "error: There is nan/inf/-inf in the maximum or minimum value of NPU."
+MSG_RELERR = "error: The NormRelativeErr of output is greater than 0.5."
+MSG_REQGRAD = "error: The Required_Grad of NPU and Bench are inconsistent"
+MSG_PARAMS = "error: The scalar parameters of NPU and Bench are inconsistent."
+MSG_DTYPE = "error: The dtype of NPU and Bench are inconsistent."
+MSG_SHAPE = "error: The shape of NPU and Bench are inconsistent."
+MSG_RELWARN = "warning: The norm relative error of output is 10 times that of input."
+MSG_CRC_ERR = "error: The CRC-32 value of NPU differs from that of the bench."
+MSG_CRC_WARN = "warning: The parameter of NPU does not match the bench."
+_LEVEL = {"pass": 0, "warning": 1, "error": 2}
+# columns by index (BASIC, then the summary's diffs and statistics, or the md5s)
+NPU_NAME, BENCH_NAME, NPU_DTYPE, BENCH_DTYPE, NPU_SHAPE, BENCH_SHAPE, NPU_REQ, BENCH_REQ = range(8)
+NORM_REL, NPU_MAX, NPU_MIN, BENCH_MAX, BENCH_MIN = 15, 16, 17, 20, 21
+NPU_MD5, BENCH_MD5 = 8, 9
+_ZEROS = ["0"] * 8
+_REORDER = {"parameters": 1, "output": 2, "parameters_grad": 3}  # inputs first, then these
+
+
+@dataclass(slots=True)
+class Item:
+    """One row's side: a leaf of an entry as msprobe's ``gen_op_item`` reads it."""
+
+    name: str
+    state: str
+    dtype: str
+    shape: str
+    req_grad: str
+    stats: list[Any]
+    md5: str
+
+
+@dataclass
+class Entry:
+    """One dump.json entry: its value as read and the key its rows are matched by (backward calls renumbered)."""
+
+    name: str
+    key: str
+    data: Any
+
+    def items(self, crc: bool) -> list[Item]:
+        """Its rows' sides, parsed when asked (the name index needs less); ``crc``: md5 mode's CRC-32s too."""
+        if not isinstance(self.data, dict):
+            return []
+        name, split = self.name, self.name.split(".")
+        if split[-1] == "parameters_grad" or (len(split) >= 2 and split[-2] == "parameters_grad"):
+            items = list(_parse(self.data, name, "parameters_grad", True, crc))
+        else:
+            items = []
+            for io, suffix in _IO:
+                if io in self.data:
+                    items.extend(_parse(self.data[io], name + suffix, _STATE.get(io, io), False, crc))
+        items.sort(key=lambda it: _REORDER.get(it.state, 0))  # stable: msprobe's reorder_index
+        return items
+
+
+@dataclass
+class Row:
+    """One CSV row as msprobe writes it (``values``: its header's columns up to Requires_grad Consistent), and its
+    verdict (``result``, ``messages``) as the checkers leave it."""
+
+    npu: Item
+    bench: Item | None
+    values: list[Any]
+    md5: bool
+    result: str = "pass"
+    messages: list[str] = field(default_factory=list)
+
+    def flag(self, level: str, message: str) -> None:
+        if _LEVEL[level] > _LEVEL[self.result]:
+            self.result = level
+        self.messages.append(message)
+
+    @property
+    def cells(self) -> dict[str, Any]:
+        """The row by column name (msprobe's header, stack column aside)."""
+        names = MD5_HEADER if self.md5 else SUMMARY_HEADER
+        return dict(zip(names, [*self.values, self.result, json.dumps(self.messages)], strict=True))
+
+
+def _text(v: Any) -> str:
+    """A value as pandas writes it to msprobe's CSV (msprobe turns a float inf into ' inf' for Excel)."""
+    if isinstance(v, float) and math.isinf(v):
+        return " inf" if v > 0 else " -inf"
+    return str(v)
+
+
+def _gen_item(data: dict[str, Any], name: str, state: str, crc: bool) -> Item:
+    stats = [data.get(k) for k in ("Max", "Min", "Mean", "Norm")]
+    dtype, shape, md5 = data.get("dtype"), data.get("shape"), data.get("md5")
+    if not dtype:
+        kind, value = data.get("type"), data.get("value")
+        if kind == "torch.Size":
+            dtype, shape = kind, str(value)
+        elif kind == "slice":
+            import numpy as np  # only for msprobe's rendering of a slice's shape
+
+            dtype, shape = kind, str(np.shape(np.array(value)))
+        elif kind == "ellipsis":
+            dtype, shape, stats = kind, "[]", [value] * 4
+        elif name.rsplit(".", 1)[-1] in ("src", "dst", "group_src", "group_dst"):
+            dtype, shape, stats, md5 = kind, "[]", [str(value)] * 4, str(value)
+        elif kind == "torch.ProcessGroup":
+            ranks = str(data.get("group_ranks"))
+            dtype, shape, stats, md5 = kind, "[]", [ranks] * 4, ranks
+        else:
+            dtype, shape, stats = str(type(value)), "[]", [value] * 4
+    if not md5 and crc:  # msprobe's CRC-32 of a value without md5: read in md5 mode only
+        md5 = f"{zlib.crc32(str(data.get('value', '')).encode()):08x}"
+    req = data.get("requires_grad")
+    return Item(name, state, str(dtype), str(shape), N_A if req is None else str(req), stats, str(md5))
+
+
+def _parse(data: Any, name: str, state: str, grad: bool, crc: bool, depth: int = 0) -> Iterator[Item]:
+    """``op_item_parse``: the leaves of one input/output/parameters value."""
+    if depth > MAX_DEPTH:
+        raise ValueError(f"{name}: nested deeper than {MAX_DEPTH}")
+    if data is None:
+        yield Item(name, state, N_A, N_A, N_A, ["None"] * 4, N_A)
+    elif not data:
+        return
+    elif isinstance(data, list):
+        for i, sub in enumerate(data):
+            yield from _parse(sub, name if grad else f"{name}.{i}", state, grad, crc, depth + 1)
+    elif isinstance(data, dict):
+        if data.get("class_type") == "torch.distributed.P2POp":
+            tensor = data.get("tensor")
+            if isinstance(tensor, dict):
+                yield _gen_item(tensor, name, state, crc)
+            else:
+                yield Item(name, state, N_A, N_A, N_A, ["None"] * 4, N_A)
+        elif isinstance(data.get("type"), str):
+            yield _gen_item(data, name, state, crc)
+        else:
+            for key, sub in data.items():
+                yield from _parse(sub, f"{name}.{key}", state, grad, crc, depth + 1)
+
+
+def _split(name: str) -> tuple[str, str, str]:
+    """``split_data_name_components``: (API without call number, call+direction, direction)."""
+    parts = name.split(".")
+    last, second = parts[-1], parts[-2] if len(parts) >= 2 else ""
+    if "parameters_grad" in (last, second):
+        return ".".join(parts[:-1]) if len(parts) > 1 else "", "parameters_grad", "parameters_grad"
+    for direction in ("forward", "backward"):
+        if direction in (last, second):
+            return ".".join(parts[:-2]) if len(parts) > 2 else "", f"{second}.{last}", direction
+    return "", "", ""
+
+
+class Side:
+    """One dump.json read entry by entry, with msprobe's backward renumbering."""
+
+    def __init__(self, path: Path) -> None:
+        self.dump = DumpFile(path)
+        self.backward: dict[str, int] = defaultdict(int)
+
+    def entries(self) -> Iterator[Entry]:
+        for batch in self.dump.batches():
+            for name, data in batch.items():
+                if (entry := self.entry(name, data)) is not None:
+                    yield entry
+
+    def entry(self, name: str, data: Any) -> Entry | None:
+        base, call, direction = _split(name)
+        if not base:
+            return None
+        key = name
+        if direction == "backward":
+            order = self.backward[base]
+            self.backward[base] += 1
+            head, _, tail = call.rpartition(".")
+            if head.isdigit() or tail.isdigit():
+                key = f"{base}.{str(order) if head.isdigit() else head}.{str(order) if tail.isdigit() else tail}"
+        return Entry(name, key, data)
+
+
+def entry_keys(path: Path) -> set[str]:
+    """The bench's name index: every entry's match key."""
+    side = Side(path)
+    return {e.key for batch in side.dump.batches() for name in batch if (e := side.entry(name, None)) is not None}
+
+
+def _kind(v: Any) -> str:
+    """``CalcStatsDiff.classify`` of one statistic."""
+    s = str(v)
+    low = s.lower()
+    if v is None or low == "nan" or (isinstance(v, float) and math.isnan(v)):
+        return "nan"
+    if low == "inf":
+        return "inf"
+    if low == "-inf":
+        return "-inf"
+    if low not in ("true", "false") and _number(v) is not None:
+        return "num"
+    if _DEVICE.search(s):
+        return "device"
+    if s == N_A:
+        return "na"
+    return "other"
+
+
+def _number(v: Any) -> float | None:
+    if isinstance(v, bool):
+        return float(v)
+    if isinstance(v, int | float):
+        return float(v)
+    try:
+        return float(str(v))
+    except ValueError:
+        return None
+
+
+_STATIC = {("nan", t): NAN for t in ("num", "nan", "inf", "-inf")} | {(t, "nan"): NAN for t in ("num", "inf", "-inf")}
+_STATIC |= {("inf", "num"): INF, ("inf", "-inf"): INF, ("-inf", "num"): NEG_INF, ("-inf", "inf"): NEG_INF,
+            ("num", "inf"): NEG_INF, ("num", "-inf"): INF}  # fmt: skip
+_KINDS = ("num", "nan", "inf", "-inf", "device", "na", "other")
+_STATIC |= {(a, b): N_A for a in _KINDS for b in _KINDS if "na" in (a, b)}
+_STATIC |= {(a, b): DIFF for a in ("device", "other") for b in _KINDS if b != "na"}
+_STATIC |= {(b, a): DIFF for a in ("device", "other") for b in _KINDS if b != "na"}
+_STATIC[("device", "device")] = N_A
+
+
+def _diff(npu: Any, bench: Any) -> tuple[str, str]:
+    """One statistic's diff and relative error, as ``CalcStatsDiff.calc_summary_diff`` renders them."""
+    if str(npu) == str(bench):
+        return "0", "0"
+    a, b = _kind(npu), _kind(bench)
+    if a == b == "num":
+        x, y = _number(npu), _number(bench)
+        assert x is not None and y is not None
+        d = x - y
+        return str(d), (f"{abs(d / y * 100)}%" if y != 0 else INF)
+    text = _STATIC.get((a, b), N_A)
+    return text, text
+
+
+def _summary(stats: list[Any]) -> list[Any]:
+    """``CreateTable.set_summary``: NaN as msprobe shows it ('Nan'), a missing statistic as 'None'."""
+    for v in stats:
+        if type(v) is not float or v != v:  # else all plain floats, as they mostly are: unchanged
+            return [NAN if (isinstance(v, float) and math.isnan(v)) or str(v).lower() == "nan" else
+                    ("None" if v is None else v) for v in stats]  # fmt: skip
+    return stats
+
+
+def _pct(v: Any) -> float | None:
+    """``ApiData.get_min_or_max_value``'s reading of a relative error: only 'x%' texts count."""
+    if isinstance(v, str) and v.endswith("%"):
+        try:
+            return float(v[:-1]) / 100
+        except ValueError:
+            return 0.0
+    return None
+
+
+def _str2float(v: Any) -> float:
+    try:
+        return float(str(v).strip("%")) / 100
+    except ValueError:
+        return 0.0
+
+
+def _naninf(v: Any) -> bool:
+    if isinstance(v, float):
+        return math.isnan(v) or math.isinf(v)
+    return isinstance(v, str) and v.strip().lower() in ("inf", "-inf", "nan")
+
+
+def _judge(rows: list[Row], md5: bool) -> None:
+    """msprobe's checkers on one entry's rows (``ApiIndicatorCalculator.calculate``)."""
+    inputs = [r for r in rows if ".output." not in r.npu.name]
+    outputs = [r for r in rows if ".output." in r.npu.name]
+    ignore = ""
+    if inputs and len(split := inputs[0].npu.name.split(".")) >= 2:
+        ignore = "all" if split[1] in _IGNORE_ALL else "input" if split[1] in _IGNORE_INPUT else ""
+    judged = [] if ignore == "all" else outputs if ignore == "input" else inputs + outputs
+    if md5:
+        for r in judged:
+            a, b = r.values[NPU_MD5], r.values[BENCH_MD5]
+            if a != b:
+                unmatched = a in (N_A, NAN, "") or b in (N_A, NAN, "")
+                r.flag(*(("warning", MSG_CRC_WARN) if unmatched else ("error", MSG_CRC_ERR)))
+        return
+    for r in judged:  # InfNanErrChecker
+        if _naninf(r.values[BENCH_MAX]) or _naninf(r.values[BENCH_MIN]):
+            continue
+        if _naninf(r.values[NPU_MAX]) or _naninf(r.values[NPU_MIN]):
+            r.flag("error", MSG_NANINF)
+    full = not ignore
+
+    def top(group: list[Row]) -> float:
+        return max([0.0, *(p for r in group if (p := _pct(r.values[NORM_REL])) is not None)])
+
+    if full and abs(top(inputs)) < 0.1:  # RelativeErrChecker
+        for r in outputs:
+            if abs(_str2float(r.values[NORM_REL])) > 0.5:
+                r.flag("error", MSG_RELERR)
+    for r in judged:  # RequiresGradErrChecker
+        if r.bench is not None and r.values[NPU_REQ] != r.values[BENCH_REQ]:
+            r.flag("error", MSG_REQGRAD)
+    if full:  # ParametersErrChecker
+        for r in inputs:
+            x = r.values
+            if (r.bench is not None and "class" in x[NPU_DTYPE] and "class" in x[BENCH_DTYPE]
+                    and x[NPU_SHAPE] == "[]" and x[NPU_MAX] != x[BENCH_MAX]):  # fmt: skip
+                r.flag("error", MSG_PARAMS)
+    for r in judged:  # DTypeErrChecker
+        x = r.values
+        if r.bench is None or "qkv" in x[BENCH_NAME] or "gate_up" in x[BENCH_NAME]:
+            continue
+        if x[NPU_DTYPE] != x[BENCH_DTYPE]:
+            r.flag("error", MSG_DTYPE)
+    for r in judged:  # ShapeErrChecker
+        if r.bench is not None and r.values[NPU_SHAPE] != r.values[BENCH_SHAPE]:
+            r.flag("error", MSG_SHAPE)
+    if full and outputs:  # RelativeWarnChecker
+        into, out = abs(top(inputs)), abs(top(outputs))
+        if (into == 0 and out > 0.1) or (into != 0 and out / into > 10):
+            outputs[0].flag("warning", MSG_RELWARN)
+
+
+def _row(npu: Item, bench: Item | None, md5: bool, same: bool = False) -> Row:
+    """One row; ``same``: bench is npu's equal (the entry is the same on both sides), every diff is 0."""
+    v: list[Any]
+    if bench is None:
+        v = [npu.name, N_A, npu.dtype, N_A, npu.shape, N_A, npu.req_grad, N_A]
+    else:
+        v = [npu.name, bench.name, npu.dtype, bench.dtype, npu.shape, bench.shape, npu.req_grad, bench.req_grad]
+    if md5:
+        v += (npu.md5, N_A if bench is None else bench.md5)
+    else:
+        mine = _summary(npu.stats)
+        theirs = [N_A] * 4 if bench is None else mine if same else _summary(bench.stats)
+        if same:
+            v += _ZEROS
+        else:
+            pairs = [_diff(a, b) for a, b in zip(mine, theirs, strict=True)]
+            v += [d for d, _ in pairs] + [r for _, r in pairs]
+        v += mine
+        v += theirs
+    v.append(v[NPU_REQ] == v[BENCH_REQ])
+    return Row(npu, bench, v, md5)
+
+
+def _same_dtype(a: str, b: str) -> bool:
+    return a == b or any(a in g and b in g for g in _FLOATS)
+
+
+def _load_stack(path: Path | None) -> dict[str, Any] | None:
+    """stack.json (msprobe's stack mode: a ``NPU_Stack_Info`` column when the target's dir holds one); its new
+    layout ``{"0": [[api, ...], stack], ...}`` flattened to api -> stack as ``load_stack_json`` does."""
+    if path is None or not path.is_file():
+        return None
+    doc = json.loads(path.read_text())
+    if not isinstance(doc, dict) or not doc.get("0"):
+        return doc if isinstance(doc, dict) else {}
+    out: dict[str, Any] = {}
+    for info in doc.values():
+        if isinstance(info, list) and len(info) == 2 and isinstance(info[0], list):
+            out.update(dict.fromkeys(info[0], info[1]))
+    return out
+
+
+def is_md5(path: Path) -> bool:
+    """Whether a dump's statistics carry md5 (msprobe's ``md5_find``: the summary_mode md5 or xor dumps)."""
+    for batch in DumpFile(path).batches():
+        for data in batch.values():
+            for value in data.values() if isinstance(data, dict) else ():
+                for leaf in value if isinstance(value, list) else [value]:
+                    if isinstance(leaf, dict) and "md5" in leaf:
+                        return True
+    return False
+
+
+def compare_files(npu_path: Path, bench_path: Path, csv_path: Path | None, on_row: Callable[[Row], None]) -> int:
+    """Compare the target's dump.json (NPU, head) against the bench's (base): each row, judged, goes to ``on_row``
+    and (with ``csv_path``) to msprobe's CSV layout; like msprobe, no CSV where either side has no entry. Returns
+    the rows. The mode (statistics or md5) is the target's, as msprobe reads it."""
+    md5 = is_md5(npu_path)
+    stack = _load_stack(npu_path.parent / "stack.json")
+    header = (MD5_HEADER if md5 else SUMMARY_HEADER) + ([STACK] if stack is not None else [])
+    keys = entry_keys(bench_path)
+    tmp = csv_path.with_name(csv_path.name + ".part") if csv_path else None
+    with tmp.open("w", newline="") if tmp else contextlib.nullcontext() as out:
+        writer = csv.writer(out, lineterminator="\n") if out is not None else None
+        if writer is not None:
+            writer.writerow(header)
+        n = _rows(npu_path, bench_path, keys, md5, stack, writer, on_row)
+    if tmp is not None and csv_path is not None:
+        if n and keys:
+            tmp.replace(csv_path)
+        else:
+            tmp.unlink()
+    return n
+
+
+def _rows(
+    npu_path: Path,
+    bench_path: Path,
+    keys: set[str],
+    md5: bool,
+    stack: dict[str, Any] | None,
+    writer: Any,
+    on_row: Callable[[Row], None],
+) -> int:
+    pending: dict[str, Entry] = {}
+    bench = Side(bench_path).entries()
+    n = 0
+    for entry in Side(npu_path).entries():
+        match = None
+        if entry.key in keys:
+            while entry.key not in pending and (b := next(bench, None)) is not None:
+                pending[b.key] = b
+            match = pending.pop(entry.key, None)
+        items = entry.items(md5)
+        if match is not None and match.name == entry.name and match.data == entry.data:
+            rows = [_row(item, item, md5, same=True) for item in items]  # equal on both sides: all pass
+        else:
+            theirs = {it.name.replace(match.name, "", 1): it for it in match.items(md5)} if match is not None else {}
+            rows = []
+            for item in items:
+                b_item = theirs.get(item.name.replace(entry.name, "", 1))
+                if b_item is not None and not _same_dtype(item.dtype, b_item.dtype):
+                    b_item = None
+                rows.append(_row(item, b_item, md5))
+            _judge(rows, md5)
+        for i, r in enumerate(rows):
+            if writer is not None:  # csv writes str() of a number, bool or list, as pandas does; inf aside
+                line = [*r.values, r.result, json.dumps(r.messages) if r.messages else "[]"]
+                if not md5 and (math.inf in (stats := line[NPU_MAX : NPU_MAX + 8]) or -math.inf in stats):
+                    line[NPU_MAX : NPU_MAX + 8] = map(_text, stats)
+                if stack is not None:
+                    info = stack.get(entry.name) if i == 0 else None
+                    line.append(N_A if info is None else info)
+                writer.writerow(line)
+            on_row(r)
+            n += 1
+    return n

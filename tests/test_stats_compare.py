@@ -1,0 +1,173 @@
+"""The harness's statistics and md5 compare (``harness.gate.stats_compare``) against msprobe's own, its oracle:
+small generated dump pairs, perturbed on each side of each of msprobe's thresholds, run through both, CSV row for
+row (every column) the same."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from builders import tensor
+
+from harness.gate import msprobe_compare
+from harness.gate.numerics import StageNumerics, _compare_stage, engine_of, read_csvs
+from harness.gate.stats_compare import MD5_HEADER, SUMMARY_HEADER, compare_files
+
+NAN, INF = float("nan"), float("inf")
+
+
+def t(norm: float = 2.0, mx: float = 1.0, mn: float = -1.0, mean: float = 0.1, **over: Any) -> dict[str, Any]:
+    """A tensor's statistics (builders.tensor's, the bench's 2.0 norm) and other fields replaced."""
+    return tensor(mx, mn, mean, norm) | over
+
+
+def api(inputs: list[Any], outputs: list[Any], **extra: Any) -> dict[str, Any]:
+    return {"input_args": inputs, "input_kwargs": extra.pop("kwargs", {}), "output": outputs, **extra}
+
+
+def norms(n_in: float, n_out: float) -> dict[str, Any]:
+    """An entry whose input norm and output norm are given (the bench's are 2.0 both)."""
+    return api([t(n_in)], [t(n_out)])
+
+
+def pair() -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """(base, head) entries per stage: statistics mode."""
+    base: dict[str, Any] = {}
+    head: dict[str, Any] = {}
+    # relative error of the output's norm with the input unchanged: pass <= 10 %, warning, error > 50 %
+    for i, rel in enumerate((0.09, 0.11, 0.49, 0.5, 0.51, 3.0)):
+        base[f"Functional.linear.{i}.forward"] = norms(2.0, 2.0)
+        head[f"Functional.linear.{i}.forward"] = norms(2.0, 2.0 * (1 + rel))
+    # input moved: an error needs every input under 10 %; a warning the output 10x the input
+    for i, (rin, rout) in enumerate(((0.02, 0.19), (0.02, 0.21), (0.09, 0.6), (0.11, 0.6), (0.2, 0.1)), start=10):
+        base[f"Functional.linear.{i}.forward"] = norms(2.0, 2.0)
+        head[f"Functional.linear.{i}.forward"] = norms(2.0 * (1 + rin), 2.0 * (1 - rout))
+    # max/min/mean moved (not judged), a zero bench norm (relative error inf), NaN and Inf on either side
+    base["Functional.gelu.0.forward"] = api([t()], [t(mean=0.0)])
+    head["Functional.gelu.0.forward"] = api([t(mx=3.0)], [t(mn=-7.0, mean=0.5)])
+    base["Functional.gelu.1.forward"] = api([t()], [t(norm=0.0)])
+    head["Functional.gelu.1.forward"] = api([t()], [t(norm=1.0)])
+    base["Functional.gelu.2.forward"] = api([t()], [t()])
+    head["Functional.gelu.2.forward"] = api([t()], [t(mx=NAN, mn=NAN, mean=NAN, norm=NAN)])
+    base["Functional.gelu.3.forward"] = api([t()], [t(mx=NAN)])
+    head["Functional.gelu.3.forward"] = api([t()], [t(mx=NAN)])
+    base["Functional.gelu.4.forward"] = api([t(mx=INF)], [t()])
+    head["Functional.gelu.4.forward"] = api([t()], [t(mn=-INF, mx=INF)])
+    # dtype in the float group (error), out of it (unmatched), shape, requires_grad, a scalar argument
+    base["Tensor.add.0.forward"] = api([t(), t(), t(), {"type": "int", "value": 3}], [t(), t()],
+                                       kwargs={"alpha": {"type": "float", "value": 1.0}})  # fmt: skip
+    head["Tensor.add.0.forward"] = api(
+        [t(dtype="torch.bfloat16"), t(dtype="torch.int64"), t(shape=[8, 4]), {"type": "int", "value": 4}],
+        [t(requires_grad=False), t()], kwargs={"alpha": {"type": "float", "value": 1.0}})  # fmt: skip
+    # not judged: Tensor.to (all), all_gather's inputs; nested outputs, None and a torch.Size
+    base["Tensor.to.0.forward"] = api([t()], [t()])
+    head["Tensor.to.0.forward"] = api([t(mx=NAN)], [t(norm=40.0)])
+    base["Distributed._all_gather_base.0.forward"] = api([t()], [t()])
+    head["Distributed._all_gather_base.0.forward"] = api([t(norm=40.0)], [t(norm=40.0)])
+    base["Tensor.view.0.forward"] = api([t(), {"type": "torch.Size", "value": [4, 8]}, None], [[t(), t()]])
+    head["Tensor.view.0.forward"] = api([t(), {"type": "torch.Size", "value": [8, 4]}, None], [[t(), t(norm=9.0)]])
+    # entries on one side only; a dropped backward call shifts the later ones (msprobe's renumbering)
+    base["Functional.dropout.0.forward"] = api([t()], [t()])
+    head["Functional.relu.0.forward"] = api([t()], [t()])
+    for i in range(3):
+        base[f"Functional.linear.{i}.backward"] = {"input": [t(norm=2.0 + i)], "output": [t(norm=2.0 + i)]}
+    for i in (0, 2):
+        head[f"Functional.linear.{i}.backward"] = {"input": [t(norm=2.0 + i)], "output": [t(norm=2.0 + i)]}
+    # modules and their parameters' gradients (L0)
+    mod = "Module.model.layers.0.Qwen2DecoderLayer"
+    base[f"{mod}.forward.0"] = api([t()], [t()], parameters={"weight": t()})
+    head[f"{mod}.forward.0"] = api([t()], [t(norm=2.4)], parameters={"weight": t(norm=2.1)})
+    base[f"{mod}.parameters_grad"] = {"weight": [t()], "bias": [t()]}
+    head[f"{mod}.parameters_grad"] = {"weight": [t(norm=5.0)], "bias": [t()]}
+    return base, head
+
+
+def md5_pair() -> tuple[dict[str, Any], dict[str, Any]]:
+    def m(h: str, **over: Any) -> dict[str, Any]:
+        return t(md5=h, **over)
+
+    base = {"Functional.linear.0.forward": api([m("aa"), m("bb")], [m("cc")]),
+            "Functional.linear.1.forward": api([m("dd"), {"type": "int", "value": 2}], [m("ee")]),
+            "Functional.linear.2.forward": api([m("ff")], [m("00")])}  # fmt: skip
+    head = {"Functional.linear.0.forward": api([m("aa"), m("b2")], [m("cc")]),
+            "Functional.linear.1.forward": api([m("dd"), {"type": "int", "value": 3}], [m("ee", dtype="torch.int8")]),
+            "Functional.linear.3.forward": api([m("ff")], [m("00")])}  # fmt: skip
+    return base, head
+
+
+def write_tree(root: Path, stages: dict[str, list[dict[str, Any]]]) -> Path:
+    """``step_2/<stage>/step0/rank<R>/`` for each stage's list of per-rank entries, as msprobe lays them out."""
+    for stage, ranks in stages.items():
+        for r, data in enumerate(ranks):
+            d = root / "step_2" / stage / "step0" / f"rank{r}"
+            d.mkdir(parents=True)
+            doc = {"task": "statistics", "level": "mix", "framework": "pytorch", "dump_data_dir": None, "data": data}
+            (d / "dump.json").write_text(json.dumps(doc, indent=1))
+            (d / "stack.json").write_text(json.dumps({"0": [[next(iter(data))], ["File a.py, line 1, in f"]]}))
+            (d / "construct.json").write_text("{}")
+    return root
+
+
+@pytest.fixture(scope="module")
+def trees(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    root = tmp_path_factory.mktemp("oracle")
+    base, head = pair()
+    mbase, mhead = md5_pair()
+    rank1_base = {k: v for k, v in base.items() if "linear" in k}  # two ranks, rank 1 a different subset
+    rank1_head = {k: v for k, v in head.items() if "linear" in k} | {"Functional.linear.1.forward": norms(2.0, 9.0)}
+    b = write_tree(root / "base", {"actor_update": [base, rank1_base], "md5": [mbase]})
+    h = write_tree(root / "head", {"actor_update": [head, rank1_head], "md5": [mhead]})
+    out = root / "msprobe"
+    for stage in ("actor_update", "md5"):
+        argv = ["-tp", str(h / "step_2" / stage / "step0"), "-gp", str(b / "step_2" / stage / "step0")]
+        assert msprobe_compare._msprobe([*argv, "-o", str(out / stage)]) is None
+    return b, h, out
+
+
+def rows(path: Path) -> list[list[str]]:
+    with path.open(newline="") as f:
+        return list(csv.reader(f))
+
+
+@pytest.mark.parametrize(("stage", "rank"), [("actor_update", "rank0"), ("actor_update", "rank1"), ("md5", "rank0")])
+def test_every_row_and_column_as_msprobe_writes_them(trees: tuple[Path, Path, Path], tmp_path: Path, stage, rank):
+    base, head, oracle = trees
+    (expected,) = (oracle / stage).glob(f"compare_result_{rank}_*.csv")
+    mine = tmp_path / "mine.csv"
+    seen: list[str] = []
+    n = compare_files(*(d / "step_2" / stage / "step0" / rank / "dump.json" for d in (head, base)), mine,
+                      lambda r: seen.append(r.result))  # fmt: skip
+    want, got = rows(expected), rows(mine)
+    assert got[0] == want[0] and want[0][: len(SUMMARY_HEADER if stage != "md5" else MD5_HEADER)] == (
+        SUMMARY_HEADER if stage != "md5" else MD5_HEADER
+    )
+    assert n == len(got) - 1 == len(want) - 1
+    diffs = [(w[0], [(h, a, b) for h, a, b in zip(want[0], g, w, strict=True) if a != b])
+             for g, w in zip(got[1:], want[1:], strict=True) if g != w]  # fmt: skip
+    assert diffs == []
+    if (stage, rank) == ("actor_update", "rank0"):  # the pair reaches every verdict, not only pass
+        assert {"pass", "warning", "error"} <= set(seen), seen
+    if stage == "md5":
+        assert {"pass", "warning", "error"} <= set(seen), seen
+
+
+def test_a_stage_is_counted_rank_by_rank_as_from_msprobes_csvs(trees: tuple[Path, Path, Path], tmp_path: Path):
+    base, head, oracle = trees
+    ours, theirs = StageNumerics(2, "actor_update"), StageNumerics(2, "actor_update")
+    where = tmp_path / "h"
+    _compare_stage(ours, *(d / "step_2" / "actor_update" / "step0" for d in (head, base)), where, [])
+    read_csvs(theirs, oracle / "actor_update", [])
+    assert [Path(c).name for c in ours.csvs] == ["compare_result_rank0.csv", "compare_result_rank1.csv"]
+    assert (ours.rows, ours.counts, ours.first) == (theirs.rows, theirs.counts, theirs.first)
+    assert ours.first is not None and ours.first.name == "Functional.linear.1.forward.output.0"  # in dump order
+
+
+def test_the_engine_switch_is_validated(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("HARNESS_NUMERICS", "msprobe")
+    assert engine_of(None) == "msprobe" and engine_of("harness") == "harness"
+    monkeypatch.setenv("HARNESS_NUMERICS", "pandas")
+    with pytest.raises(Exception, match="HARNESS_NUMERICS='pandas': one of harness, msprobe"):
+        engine_of(None)
