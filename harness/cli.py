@@ -22,6 +22,7 @@ from rich.progress import Progress as Bars
 from rich.table import Table
 
 from harness import outcomes
+from harness.cli_bisect import add_bisect_command
 from harness.cli_gate import add_gate_commands
 from harness.cli_numerics import add_numerics_command
 from harness.devices import skip_reason
@@ -365,6 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=cmd_schema)
     add_gate_commands(sub)  # baseline merge, calibrate, gate, report, junit-merge
     add_numerics_command(sub)  # numerics BASE HEAD: two runs' dumps
+    add_bisect_command(sub)
     args = parser.parse_args(argv)
     try:
         with interrupts():

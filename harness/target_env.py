@@ -124,6 +124,11 @@ def probe_predicates(python: str, config_yaml: str, names: list[str]) -> dict[st
     return _probe(python, "predicates", text, json.dumps(names), what=f"asking {python}'s verl which stages run")
 
 
+def probe_dialect(python: str | None) -> dict[str, Any]:
+    """How the target's verl configures precision_debugger (``target_probe.dialect``), asked in its interpreter."""
+    return _probe(python or sys.executable, "dialect", what=f"asking {python or sys.executable}'s verl its dialect")
+
+
 @cache
 def facts_of(python: str | None) -> dict[str, Any]:
     """What an interpreter has installed (versions, verl's dirs); the harness's own when ``python`` is None."""

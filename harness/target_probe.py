@@ -4,7 +4,7 @@ harness drives. Standard library only (it runs before anything else is known to 
 ``python -m harness.target_probe facts`` prints versions and install dirs; ``... api SYMBOLS_JSON`` tries each
 dotted symbol (``verl.utils.profiler.DistProfiler.annotate``) and reads verl's stage table; ``... predicates
 YAML_TEXT NAMES_JSON`` asks verl's own ``verl.trainer.ppo.utils`` predicates (which stages its trainer runs)
-about a resolved config.
+about a resolved config; ``... dialect`` reads how its precision_debugger is configured.
 """
 
 from __future__ import annotations
@@ -107,10 +107,36 @@ def predicates(config: object, names: list[str]) -> dict[str, bool | str]:
     return out
 
 
+def dialect() -> dict[str, object]:
+    """What the precision_debugger configuration looks like in this verl: the fields of its
+    ``PrecisionDebuggerToolConfig`` and ``ProfilerConfig``, and what its ``DistProfiler`` does on rank 1 when
+    enabled for precision_debugger with no ranks named (verl #5986 profiles every rank, msprobe's config.json
+    filtering; before it, rank 0 only). Asked of verl's own code, never of its version string."""
+    import dataclasses
+    import tempfile
+
+    try:
+        from verl.utils.profiler import DistProfiler, ProfilerConfig
+        from verl.utils.profiler.config import PrecisionDebuggerToolConfig
+
+        tool = [f.name for f in dataclasses.fields(PrecisionDebuggerToolConfig)]
+        profiler = [f.name for f in dataclasses.fields(ProfilerConfig)]
+        on: dict[str, object] = {"enable": True} if "enable" in tool else {}  # #5186's tool config turns it on
+        tool_config = PrecisionDebuggerToolConfig(**on)  # type: ignore[arg-type]
+        with tempfile.TemporaryDirectory() as tmp:
+            config = ProfilerConfig(tool="precision_debugger", enable=True, save_path=tmp, tool_config=tool_config)
+            every_rank = bool(DistProfiler(rank=1, config=config, tool_config=tool_config).check_this_rank())
+    except Exception as exc:  # reported: the harness names it as API drift
+        return {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
+    return {"tool_fields": tool, "profiler_fields": profiler, "every_rank": every_rank}
+
+
 def main(argv: list[str]) -> int:
     out: dict[str, object]
     if argv[0] == "facts":
         out = facts()
+    elif argv[0] == "dialect":
+        out = dialect()
     elif argv[0] == "predicates":
         out = dict(predicates(argv[1], json.loads(argv[2])))
     else:

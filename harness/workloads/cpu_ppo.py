@@ -7,6 +7,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, PositiveFloat, PositiveInt
 
+from harness.dialect import dialect_of
 from harness.launch import Launch
 from harness.msprobe_config import msprobe_config
 from harness.rundir import RunDir
@@ -77,7 +78,7 @@ class CpuPpo:
         return False  # ~0.5 GiB and one thread per rank
 
     def describe(self, scenario: ScenarioView, run: RunDir, python: str | None = None) -> list[str]:
-        return []  # nothing beyond the launch itself: no host inputs, no trainer config
+        return [dialect_of(python).line()]  # no host inputs, no trainer config: how the on run configures verl
 
     def prepare(
         self, scenario: ScenarioView, run: RunDir, enabled: bool, *, dry: bool = False, python: str | None = None
@@ -89,7 +90,10 @@ class CpuPpo:
             pd = scenario.precision_debugger
             cfg = msprobe_config(pd, dump_path=str(run.dumps))
             run.msprobe_config.write_text(json.dumps(cfg, indent=2))
+            dialect = dialect_of(python)  # the target's own way to configure precision_debugger
             profiler = {
+                "dialect": dialect.name,
+                "all_ranks": dialect.all_ranks,
                 "save_path": str(run.dumps),
                 "steps": pd.steps,
                 "stages": pd.stages,

@@ -47,6 +47,8 @@ from harness.workloads import fault_injection
 
 @dataclass
 class ProfilerSpec:
+    dialect: str  # harness.dialect: how this verl turns precision_debugger on (tool-config, profiler-config)
+    all_ranks: bool
     save_path: str
     steps: list[int]
     stages: list[str]
@@ -85,8 +87,13 @@ def make_profiler(spec: TrainSpec, rank: int) -> DistProfiler:
     if spec.profiler is None:
         return DistProfiler(rank=rank, config=ProfilerConfig(tool=None, enable=False, save_path=None, tool_config=None))
     p = spec.profiler
-    tool_config = PrecisionDebuggerToolConfig(config_path=p.config_path, stages=list(p.stages), strict=p.strict)
-    config = ProfilerConfig(tool="precision_debugger", enable=True, save_path=p.save_path, tool_config=tool_config)
+    tool: dict[str, Any] = {"config_path": p.config_path, "stages": list(p.stages), "strict": p.strict}
+    if p.dialect == "tool-config":  # verl #5186: the tool config turns it on, filters steps, says where dumps go
+        tool.update(enable=True, data_dir=p.save_path, steps=list(p.steps))
+    tool_config = PrecisionDebuggerToolConfig(**tool)
+    config = ProfilerConfig(
+        tool="precision_debugger", enable=True, all_ranks=p.all_ranks, save_path=p.save_path, tool_config=tool_config
+    )
     return DistProfiler(rank=rank, config=config, tool_config=tool_config)
 
 

@@ -24,6 +24,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, PositiveInt, field_validator
 
+from harness.dialect import Dialect, dialect_of
 from harness.errors import InfraError
 from harness.launch import Launch
 from harness.msprobe_config import msprobe_config
@@ -249,8 +250,11 @@ def role_profilers(stages: Iterable[str]) -> list[str]:
     return [path for role, path in ROLE_PROFILERS.items() if role in roles]
 
 
-def build_overrides(scenario: ScenarioView, run: RunDir, enabled: bool) -> tuple[str, list[str], dict[str, Any]]:
-    """(config name, overrides, expected resolved values). ``expected`` is what verl must resolve to."""
+def build_overrides(
+    scenario: ScenarioView, run: RunDir, enabled: bool, dialect: Dialect | None = None
+) -> tuple[str, list[str], dict[str, Any]]:
+    """(config name, overrides, expected resolved values). ``expected`` is what verl must resolve to. ``dialect``:
+    the target's way to configure precision_debugger (harness.dialect; None: profiler-config, verl #5986 on)."""
     s: VerlPpoSettings = scenario.workload
     inputs = Inputs.of(s)
     per_node = s.devices_per_node(scenario.world_size)
@@ -307,6 +311,8 @@ def build_overrides(scenario: ScenarioView, run: RunDir, enabled: bool) -> tuple
     if enabled:
         pd = scenario.precision_debugger
         tool = {"config_path": str(run.msprobe_config), "stages": list(pd.stages), "strict": pd.strict}
+        if dialect is not None and dialect.name == "tool-config":  # verl #5186: the tool config turns it on
+            tool.update(enable=True, data_dir=str(run.dumps), steps=list(pd.steps))
         ov.update(
             {
                 "global_profiler.tool": "precision_debugger",
@@ -326,6 +332,8 @@ def build_overrides(scenario: ScenarioView, run: RunDir, enabled: bool) -> tuple
         expected.update({f"{TOOL_CONFIG}.{k}": v for k, v in tool.items()})
         for block in role_profilers(pd.stages):
             ov[f"{block}.enable"] = True
+            if dialect is not None and dialect.all_ranks:  # its DistProfiler profiles rank 0 only by default
+                ov[f"{block}.all_ranks"] = expected[f"{block}.all_ranks"] = True
             expected.update(
                 {f"{block}.enable": True, f"{block}.tool": "precision_debugger", f"{block}.save_path": str(run.dumps)}
             )
@@ -417,7 +425,8 @@ class VerlPpo:
         if enabled:
             cfg = msprobe_config(scenario.precision_debugger, dump_path=str(run.dumps))
             run.msprobe_config.write_text(json.dumps(cfg, indent=2))
-        config_name, overrides, expected = build_overrides(scenario, run, enabled)
+        dialect = dialect_of(python) if enabled else None  # how the target turns precision_debugger on
+        config_name, overrides, expected = build_overrides(scenario, run, enabled, dialect)
         check_overrides(
             config_name,
             overrides,
@@ -463,7 +472,8 @@ class VerlPpo:
                 f"data preparation (when the parquet files are absent): {shlex.join(inputs.prepare_data_argv())}"
             )
         lines.append(f"overrides of both runs checked offline against verl {installed_verl(python)}'s hydra config: ok")
-        config_name, overrides, _ = build_overrides(scenario, run, enabled=True)
+        lines.append((dialect := dialect_of(python)).line())
+        config_name, overrides, _ = build_overrides(scenario, run, enabled=True, dialect=dialect)
         skipped = unreachable_stages(compose(config_name, overrides, python), STAGE_NEEDS, python)
         runs = [st for st in scenario.expected_stages if st not in skipped]
         others = [st for st in STAGES if st not in skipped and st not in runs]

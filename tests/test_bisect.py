@@ -1,0 +1,184 @@
+"""``harness bisect``: the search on generated linear histories (the bad commit at every position, skipped
+commits, a runner that fails once), its bad input as one line, and one bisection of real trainings.
+
+The generated histories are git repositories whose commits say what they are in their own files (a commit that
+breaks the profiler, one that cannot be installed); the probe reads the commit, as the real one installs it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from builders import write_scenario
+from conftest import SMALL_TARGET
+from verl_repo import PROFILE, VerlRepo, git
+
+from harness.bisect import BisectError, Commit, Probe, bisect, history
+from harness.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+BROKEN = "skip actor_update"
+UNINSTALLABLE = "syntax error in setup"
+
+
+def linear_history(
+    root: Path, n: int, bad_from: int, skipped: frozenset[int] = frozenset(), fixed_from: int | None = None
+) -> list[str]:
+    """``n`` commits on main, oldest first: commit ``bad_from`` breaks the profiler (``fixed_from`` mends it), the
+    ``skipped`` ones cannot be installed."""
+    root.mkdir(parents=True)
+    git(root, "init", "-q", "-b", "main")
+    (root / "verl").mkdir()
+    (root / "verl" / "__init__.py").write_text("")
+    shas = []
+    for i in range(n):
+        broken = i >= bad_from and (fixed_from is None or i < fixed_from)
+        (root / "verl" / "profile.py").write_text(f"# commit {i}\n" + (f"# {BROKEN}\n" if broken else ""))
+        (root / "setup.py").write_text(UNINSTALLABLE if i in skipped else "")
+        git(root, "add", "-A")
+        git(root, "commit", "-q", "-m", f"change {i}")
+        shas.append(git(root, "rev-parse", "HEAD"))
+    return shas
+
+
+def reading_probe(repo: Path, calls: list[str]) -> Callable[[Commit], Probe]:
+    """The verdict each commit's own files give (what installing and running it would find)."""
+
+    def probe(c: Commit) -> Probe:
+        calls.append(c.sha)
+        if git(repo, "show", f"{c.sha}:setup.py") == UNINSTALLABLE:
+            return Probe("skip", why="cannot be installed")
+        broken = BROKEN in git(repo, "show", f"{c.sha}:verl/profile.py")
+        return Probe("fail" if broken else "pass", {"layout": ("FAIL", "0/2 dirs") if broken else ("pass", "2/2 dirs")})
+
+    return probe
+
+
+def test_first_bad_commit_at_every_position_of_16_in_at_most_4_probes(tmp_path: Path) -> None:
+    for bad in range(1, 16):
+        repo = tmp_path / f"r{bad}"
+        shas = linear_history(repo, 16, bad)
+        commits = history(str(repo), shas[0], "main", "--good", "--bad")
+        assert [c.sha for c in commits] == shas and commits[bad].subject == f"change {bad}"
+        calls: list[str] = []
+        out = bisect(commits, reading_probe(repo, calls), say=lambda _: None)
+        assert out.found and out.first.sha == shas[bad], bad
+        assert calls[:2] == [shas[0], shas[15]] and len(calls) - 2 <= 4, (bad, len(calls))
+        assert out.flips == ["layout: pass -> FAIL (0/2 dirs)"] and out.last_old.sha == shas[bad - 1]
+        assert f"first bad commit: {shas[bad]} change {bad}" in out.lines()
+
+
+def test_find_fix_names_the_first_good_commit(tmp_path: Path) -> None:
+    for fixed in (1, 7, 15):
+        repo = tmp_path / f"r{fixed}"
+        shas = linear_history(repo, 16, 0, fixed_from=fixed)
+        commits = history(str(repo), shas[0], shas[15], "--bad", "--good")
+        out = bisect(commits, reading_probe(repo, []), find="fix", say=lambda _: None)
+        assert out.found and out.first.sha == shas[fixed] and out.flips == ["layout: FAIL -> pass (2/2 dirs)"]
+        assert out.lines()[-2].startswith("  flips:") and "first good commit (the fix)" in "\n".join(out.lines())
+
+
+def test_skipped_commits_are_gone_around_and_said(tmp_path: Path) -> None:
+    repo = tmp_path / "far"
+    shas = linear_history(repo, 16, 9, skipped={7, 11})
+    out = bisect(history(str(repo), shas[0], shas[15], "--good", "--bad"), reading_probe(repo, []), say=lambda _: None)
+    assert out.found and out.first.sha == shas[9] and [c.sha for c, _ in out.skipped] == [shas[7], shas[11]]
+    assert f"skipped {shas[11][:12]}: cannot be installed" in out.lines()
+    # two skipped commits just before the bad one: any of the three may be the first bad, as git bisect says
+    repo = tmp_path / "next"
+    shas = linear_history(repo, 16, 9, skipped={7, 8})
+    out = bisect(history(str(repo), shas[0], shas[15], "--good", "--bad"), reading_probe(repo, []), say=lambda _: None)
+    assert not out.found and [c.sha for c in out.candidates] == shas[7:10]
+    # the bad commit itself cannot be installed: the flip is one of it and the next, and both are named
+    repo = tmp_path / "at"
+    shas = linear_history(repo, 16, 9, skipped={9})
+    out = bisect(history(str(repo), shas[0], shas[15], "--good", "--bad"), reading_probe(repo, []), say=lambda _: None)
+    assert not out.found and [c.sha for c in out.candidates] == shas[9:11]
+    assert f"2 candidates after {shas[8][:12]}: {shas[9][:12]}, {shas[10][:12]}" in out.lines()[-1]
+
+
+def test_infrastructure_failure_is_asked_again_once_then_skipped(tmp_path: Path) -> None:
+    repo = tmp_path / "r"
+    shas = linear_history(repo, 4, 2)
+    commits = history(str(repo), shas[0], shas[3], "--good", "--bad")
+    inner, calls, lines = reading_probe(repo, []), [], []
+
+    def flaky(c: Commit) -> Probe:  # commit 1's runner dies every time, commit 2's once
+        calls.append(c.sha)
+        if c.sha == shas[1] or (c.sha == shas[2] and calls.count(c.sha) == 1):
+            return Probe("infra", why="the training timed out")
+        return inner(c)
+
+    out = bisect(commits, flaky, say=lines.append)
+    assert calls.count(shas[1]) == 2 and calls.count(shas[2]) == 2
+    assert out.skipped == [(commits[1], "infrastructure failed twice: the training timed out")]
+    assert not out.found and [c.sha for c in out.candidates] == shas[1:3]  # 1 unjudged: the flip is 1 or 2
+    assert any("trying it once more" in line for line in lines)
+
+
+def test_endpoints_must_hold_their_verdicts(tmp_path: Path) -> None:
+    repo = tmp_path / "r"
+    shas = linear_history(repo, 6, 3)
+    probe = reading_probe(repo, [])
+    with pytest.raises(BisectError, match=rf"--good {shas[4][:12]} is already bad, not pass: FAIL \(layout: FAIL"):
+        bisect(history(str(repo), shas[4], shas[5], "--good", "--bad"), probe, say=lambda _: None)
+    with pytest.raises(BisectError, match=rf"--bad {shas[2][:12]} is already good"):
+        bisect(history(str(repo), shas[0], shas[2], "--good", "--bad"), probe, say=lambda _: None)
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[str]]:
+    code = main(["bisect", str(ROOT / "scenarios" / "tiny_fsdp_l1.yaml"), *argv])
+    return code, capsys.readouterr().err.strip().splitlines()
+
+
+def test_bad_input_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    repo = tmp_path / "r"
+    shas = linear_history(repo, 3, 2)
+    code, err = run_cli(capsys, "--verl-repo", str(repo), "--good", shas[2], "--bad", shas[0])
+    assert code == 2 and err == [
+        f"BISECT ERROR: --good {shas[2]} is not an older commit on --bad {shas[0]}'s first-parent history: give "
+        "the older commit as --good (refs not ordered)"
+    ]
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    git(plain, "init", "-q")
+    git(plain, "commit", "-q", "--allow-empty", "-m", "x")
+    code, err = run_cli(capsys, "--verl-repo", str(plain), "--good", "HEAD", "--bad", "HEAD")
+    assert code == 2 and err == [
+        f"BISECT ERROR: --verl-repo {plain}: not a verl repository (HEAD has no verl/__init__.py)"
+    ]
+    code, err = run_cli(capsys, "--verl-repo", str(tmp_path), "--good", "a", "--bad", "b")
+    assert code == 2 and err == [f"BISECT ERROR: --verl-repo {tmp_path}: not a git repository"]
+    code, err = run_cli(capsys, "--verl-repo", str(repo), "--good", shas[0], "--bad", "main", "--check", "overhead")
+    assert code == 2 and len(err) == 1 and "overhead is a timing ratio" in err[0] and "compare" in err[0]
+    code, err = run_cli(capsys, "--verl-repo", str(repo), "--good", shas[0], "--bad", "main", "--check", "speed")
+    assert code == 2 and err[0].startswith("BISECT ERROR: --check speed: no such check (expected one of crash, ")
+
+
+@pytest.mark.heavy  # 4 commits' environments and their trainings: minutes (635 s measured under load)
+def test_real_trainings_find_the_commit_that_stops_dumping_actor_update(
+    repo: VerlRepo, cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The release, a commit that renames DistProfiler (API drift: skipped), its revert, the bad commit."""
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(cache))
+    for var in ("HARNESS_VERL", "HARNESS_MSPROBE", "HARNESS_SERIES"):
+        monkeypatch.delenv(var, raising=False)
+    linear = tmp_path / "linear"
+    git(tmp_path, "clone", "-q", "--branch", "main", str(repo.path), str(linear))
+    for branch in ("drift", "bad"):
+        git(linear, "cherry-pick", f"origin/{branch}")
+        if branch == "drift":
+            git(linear, "revert", "--no-edit", "HEAD")
+    scenario = write_scenario(tmp_path / "s", name="tiny_fsdp_l1", **SMALL_TARGET)
+    code = main(["bisect", str(scenario), "--verl-repo", str(linear), "--good", repo.release, "--bad", "main",
+                 "--results", str(tmp_path / "res")])  # fmt: skip
+    out = capsys.readouterr().out
+    bad = git(linear, "rev-parse", "main")
+    drift = git(linear, "rev-parse", "main~2")
+    assert code == 0, out
+    assert f"first bad commit: {bad} precision_debugger: skip actor_update" in out, out
+    assert f"skipped {drift[:12]}: cannot be installed or API drift: " in out and "(API drift)" in out, out
+    assert "probes: 4 (2 between the endpoints, plus the 2 endpoint checks)" in out, out
+    assert "  flips: layout: pass -> FAIL" in out, out
+    assert git(linear, "diff", "--name-only", f"{bad}~1", bad) == str(PROFILE)
