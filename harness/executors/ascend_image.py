@@ -18,6 +18,7 @@ from pathlib import Path
 
 from harness.errors import InfraError
 from harness.executors.docker import TARGET_LABEL
+from harness.safeio import output_path
 from harness.target import Target, TargetError, parse_target
 from harness.target_env import source_tree
 
@@ -82,7 +83,8 @@ def make_context(target: Target, out: Path, tag: str, base_tag: str | None = Non
 def cmd_ascend_context(args: argparse.Namespace) -> int:
     """``python -m harness image ascend-context --verl SPEC --out DIR``: the context, then the build command."""
     target = parse_target(args.verl, args.msprobe, args.series)
-    build = make_context(target, Path(args.out).resolve(), args.tag, args.base_tag)
+    copied = [ROOT / name for name in CONTEXT_FILES] + ([Path(target.verl.source)] if target.verl.source else [])
+    build = make_context(target, output_path(args.out, "--out", copied, directory=True), args.tag, args.base_tag)
     print(f"context {build.context}: the harness and {target.verl.describe()} in {VERL_SRC}/")
     if not args.build:
         print(f"the image will carry {TARGET_LABEL}={target.verl.identity}; build it on the runner with:")
