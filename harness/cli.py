@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 import uuid
@@ -22,6 +23,7 @@ from rich.progress import Progress as Bars
 from rich.table import Table
 
 from harness import stats
+from harness.base_head import repeats_option, run_comparison, write_reports
 from harness.checks.known_gap import is_gap
 from harness.cli_gate import add_gate_commands
 from harness.devices import skip_reason
@@ -29,9 +31,10 @@ from harness.errors import HarnessError, ScenarioError, one_line
 from harness.evaluate import evaluate
 from harness.figures import FAMILIES
 from harness.loader import load_scenario, scenario_files
-from harness.monitor import MAX_DUMP_ENV, MIN_FREE_ENV, PeriodicLines, Progress, Show, Watch
+from harness.monitor import MAX_DUMP_ENV, MIN_FREE_ENV, PeriodicLines, Progress, Show, Watch, positive_seconds
 from harness.registry import EXECUTORS
 from harness.runs import results_dir
+from harness.safeio import output_path, write_atomic
 from harness.scenario import ExecutorSettings, Scenario
 from harness.signals import describe, interrupts
 from harness.target import SERIES_HELP, TARGET_HELP, parse_target
@@ -40,14 +43,21 @@ from harness.target_env import ensure_env
 console = Console(highlight=False)
 
 
-def _load_all(paths: list[str]) -> tuple[list[Scenario], list[str]]:
+def _load_all(paths: list[str], executor: str | None = None) -> tuple[list[Scenario], list[str]]:
+    """Every scenario file (``executor``: checked as that executor runs it); two of one name are a problem: their
+    results would land in one directory, the second's replacing the first's."""
     scenarios, problems = [], []
     files = scenario_files(paths)
     if not files:
         problems.append(f"no scenario files found in {' '.join(paths)}")
+    seen: dict[str, Path] = {}
     for f in files:
+        if (first := seen.setdefault(f.stem, f)) is not f:  # the same file named twice runs once
+            if first.resolve() != f.resolve():
+                problems.append(f"{f}: scenario name {f.stem!r} is also {first}'s: one results dir each (rename one)")
+            continue
         try:
-            scenarios.append(load_scenario(f))
+            scenarios.append(load_scenario(f, executor))
         except ScenarioError as exc:
             problems += exc.problems
     return scenarios, problems
@@ -65,7 +75,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_schema(args: argparse.Namespace) -> int:
     text = json.dumps(Scenario.model_json_schema(by_alias=True), indent=2) + "\n"
     if args.output:
-        Path(args.output).write_text(text)
+        write_atomic(output_path(args.output, "-o"), text)
     else:
         sys.stdout.write(text)
     return 0
@@ -113,7 +123,7 @@ def sweep() -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    scenarios, problems = _load_all(args.paths)
+    scenarios, problems = _load_all(args.paths, args.executor)
     if problems:
         for line in problems:
             print(line, file=sys.stderr)
@@ -141,7 +151,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             seconds, checks = evaluate(s, results, session, args.executor, args.reuse, target, watch)
             trained += seconds
         except HarnessError as exc:
-            console.print(f"[red]{exc.label}[/] {escape(str(exc))}")
+            console.print(f"[red]{escape(one_line(exc))}[/]", soft_wrap=True)
             table.add_row(s.name, "-", "[red]ERROR[/]", "")
             status = _worse(status, 2)
             continue
@@ -180,21 +190,20 @@ def _families(text: str) -> tuple[str, ...]:
     return tuple(text.split(","))
 
 
-def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return int(text)
+def _watch(show: Show) -> Watch:
+    try:
+        return Watch.configure(show=show)
+    except ValueError as exc:
+        raise HarnessError(str(exc)) from None
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """Base against head on this machine: 0 pass, 1 a regression, 2 an error, 3 inconclusive (as ``gate``)."""
-    from harness.base_head import run_comparison, write_reports
-
-    scenarios, problems = _load_all(args.paths)
+    scenarios, problems = _load_all(args.paths, args.executor)
     if problems:
         raise ScenarioError(problems)
-    base = parse_target(args.base, args.msprobe, args.series)
-    head = parse_target(args.head, args.msprobe, args.series)
+    base = parse_target(args.base, args.msprobe, args.series, "--base")
+    head = parse_target(args.head, args.msprobe, args.series, "--head")
     runnable = []
     for s in scenarios:
         if reason := skip_reason(s):
@@ -213,7 +222,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         args.executor,
         say=lambda m: console.print(escape(m), soft_wrap=True),
         judge=args.judge,
-        watch=Watch.configure(show=live_line(15.0)),
+        watch=_watch(live_line(15.0)),
         max_repeats=args.max_repeats,
     )
     for line in comparison.lines():
@@ -262,6 +271,17 @@ def cmd_image_ascend_context(args: argparse.Namespace) -> int:
     return cmd_ascend_context(args)
 
 
+def _unprintable(arg: str) -> str:
+    """Why an argument is refused before anything reads it: a byte that is not UTF-8 (Python keeps it as a lone
+    surrogate) ends a report or a print in a traceback; a line break or another control character, printed in a
+    verdict line, could forge one (``--series $'main\\nREGRESSED'``)."""
+    try:
+        arg.encode()
+    except UnicodeEncodeError:
+        return f"{os.fsencode(arg)!r} is not UTF-8 (a path with such a byte: rename it)"
+    return f"{arg!r} holds a line break or another control character"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m harness", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -287,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
         help=f"stop a run when the results filesystem has less free (default: ${MIN_FREE_ENV}, else 1GB)",
     )
     p.add_argument(
-        "--progress-every", type=float, default=15.0, metavar="S", help="seconds between live lines in a log"
+        "--progress-every", type=positive_seconds, default=15.0, metavar="S", help="seconds between live lines in a log"
     )
     p.set_defaults(func=cmd_run)
     p = sub.add_parser(
@@ -300,10 +320,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--head", required=True, metavar="SPEC", help="the verl with the change (SPEC as --base)")
     p.add_argument("--msprobe", metavar="SPEC", help="the msprobe of both sides: a version or a .whl")
     p.add_argument("--series", help=SERIES_HELP)
-    p.add_argument("--repeats", type=_positive, default=2, help="runs per side: base, head, head, base, ...")
+    p.add_argument("--repeats", type=repeats_option, default=2, help="runs per side: base, head, head, base, ...")
     p.add_argument(
         "--max-repeats",
-        type=_positive,
+        type=repeats_option,
         help="while a scenario is INCONCLUSIVE, one more base/head pair at a time up to this many runs per side "
         "(default: --repeats, none more)",
     )
@@ -344,6 +364,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-o", "--output")
     p.set_defaults(func=cmd_schema)
     add_gate_commands(sub)  # baseline merge, calibrate, gate, report, junit-merge
+    argv = sys.argv[1:] if argv is None else argv
+    if bad := next((a for a in argv if not a.isprintable()), None):
+        print(f"{parser.prog}: argument {_unprintable(bad)}", file=sys.stderr)
+        return 2
     args = parser.parse_args(argv)
     try:
         with interrupts():
