@@ -9,6 +9,7 @@ directory, ``<results>/<base|head>/r<i>/<scenario>/``, checked as ``harness run`
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import uuid
@@ -30,6 +31,17 @@ from harness.target import Target
 from harness.target_env import ensure_env
 
 SIDES = ("base", "head")
+# Runs per side, at most: each is a full off + on pair of trainings (30-300 s), so a hundred is a day's compare;
+# a billion once built the whole run order in memory before anything ran (a MemoryError traceback).
+MAX_REPEATS = 100
+
+
+def repeats_option(text: str) -> int:
+    """``--repeats`` / ``--max-repeats`` (and pytest's): a whole number from 1 to MAX_REPEATS, else argparse's
+    one-line usage error."""
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= MAX_REPEATS:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 1 to {MAX_REPEATS} runs per side, got {text!r}")
+    return int(text)
 
 
 def run_dir(results: Path, side: str, repeat: int) -> Path:

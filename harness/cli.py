@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 import uuid
@@ -22,6 +23,7 @@ from rich.progress import Progress as Bars
 from rich.table import Table
 
 from harness import outcomes
+from harness.base_head import repeats_option, run_comparison, write_reports
 from harness.cli_bisect import add_bisect_command
 from harness.cli_gate import add_gate_commands
 from harness.cli_numerics import add_numerics_command
@@ -30,9 +32,10 @@ from harness.errors import HarnessError, ScenarioError, one_line
 from harness.evaluate import evaluate
 from harness.figures import FAMILIES
 from harness.loader import load_scenario, scenario_files
-from harness.monitor import MAX_DUMP_ENV, MIN_FREE_ENV, PeriodicLines, Progress, Show, Watch
+from harness.monitor import MAX_DUMP_ENV, MIN_FREE_ENV, PeriodicLines, Progress, Show, Watch, positive_seconds
 from harness.registry import EXECUTORS
 from harness.runs import results_dir
+from harness.safeio import output_path, write_atomic
 from harness.scenario import ExecutorSettings, Scenario
 from harness.signals import describe, interrupts
 from harness.target import SERIES_HELP, TARGET_HELP, parse_target
@@ -41,14 +44,21 @@ from harness.target_env import ensure_env
 console = Console(highlight=False)
 
 
-def _load_all(paths: list[str]) -> tuple[list[Scenario], list[str]]:
+def _load_all(paths: list[str], executor: str | None = None) -> tuple[list[Scenario], list[str]]:
+    """Every scenario file (``executor``: checked as that executor runs it); two of one name are a problem: their
+    results would land in one directory, the second's replacing the first's."""
     scenarios, problems = [], []
     files = scenario_files(paths)
     if not files:
         problems.append(f"no scenario files found in {' '.join(paths)}")
+    seen: dict[str, Path] = {}
     for f in files:
+        if (first := seen.setdefault(f.stem, f)) is not f:  # the same file named twice runs once
+            if first.resolve() != f.resolve():
+                problems.append(f"{f}: scenario name {f.stem!r} is also {first}'s: one results dir each (rename one)")
+            continue
         try:
-            scenarios.append(load_scenario(f))
+            scenarios.append(load_scenario(f, executor))
         except ScenarioError as exc:
             problems += exc.problems
     return scenarios, problems
@@ -66,7 +76,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_schema(args: argparse.Namespace) -> int:
     text = json.dumps(Scenario.model_json_schema(by_alias=True), indent=2) + "\n"
     if args.output:
-        Path(args.output).write_text(text)
+        write_atomic(output_path(args.output, "-o"), text)
     else:
         sys.stdout.write(text)
     return 0
@@ -114,7 +124,7 @@ def sweep() -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    scenarios, problems = _load_all(args.paths)
+    scenarios, problems = _load_all(args.paths, args.executor)
     if problems:
         for line in problems:
             print(line, file=sys.stderr)
@@ -142,7 +152,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             seconds, checks = evaluate(s, results, session, args.executor, args.reuse, target, watch)
             trained += seconds
         except HarnessError as exc:
-            console.print(f"[red]{exc.label}[/]{exc.note}: {escape(str(exc))}", soft_wrap=True)
+            console.print(f"[red]{escape(one_line(exc))}[/]", soft_wrap=True)
             table.add_row(s.name, "-", "[red]ERROR[/]", "")
             status = outcomes.worse(status, outcomes.EXIT_ERROR)
             continue
@@ -184,21 +194,20 @@ def _families(text: str) -> tuple[str, ...]:
     return tuple(text.split(","))
 
 
-def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return int(text)
+def _watch(show: Show) -> Watch:
+    try:
+        return Watch.configure(show=show)
+    except ValueError as exc:
+        raise HarnessError(str(exc)) from None
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """Base against head on this machine: 0 pass, 1 a regression, 2 an error, 3 inconclusive (as ``gate``)."""
-    from harness.base_head import run_comparison, write_reports
-
-    scenarios, problems = _load_all(args.paths)
+    scenarios, problems = _load_all(args.paths, args.executor)
     if problems:
         raise ScenarioError(problems)
-    base = parse_target(args.base, args.msprobe, args.series)
-    head = parse_target(args.head, args.msprobe, args.series)
+    base = parse_target(args.base, args.msprobe, args.series, "--base")
+    head = parse_target(args.head, args.msprobe, args.series, "--head")
     runnable, skipped = [], []
     for s in scenarios:
         if reason := skip_reason(s):
@@ -218,7 +227,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         args.executor,
         say=lambda m: console.print(escape(m), soft_wrap=True),
         judge=args.judge,
-        watch=Watch.configure(show=live_line(15.0)),
+        watch=_watch(live_line(15.0)),
         max_repeats=args.max_repeats,
         skipped=skipped,
     )
@@ -274,6 +283,17 @@ def _key_value(text: str) -> str:
     return text
 
 
+def _unprintable(arg: str) -> str:
+    """Why an argument is refused before anything reads it: a byte that is not UTF-8 (Python keeps it as a lone
+    surrogate) ends a report or a print in a traceback; a line break or another control character, printed in a
+    verdict line, could forge one (``--series $'main\\nREGRESSED'``)."""
+    try:
+        arg.encode()
+    except UnicodeEncodeError:
+        return f"{os.fsencode(arg)!r} is not UTF-8 (a path with such a byte: rename it)"
+    return f"{arg!r} holds a line break or another control character"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m harness", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -299,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
         help=f"stop a run when the results filesystem has less free (default: ${MIN_FREE_ENV}, else 1GB)",
     )
     p.add_argument(
-        "--progress-every", type=float, default=15.0, metavar="S", help="seconds between live lines in a log"
+        "--progress-every", type=positive_seconds, default=15.0, metavar="S", help="seconds between live lines in a log"
     )
     p.set_defaults(func=cmd_run)
     p = sub.add_parser(
@@ -312,10 +332,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--head", required=True, metavar="SPEC", help="the verl with the change (SPEC as --base)")
     p.add_argument("--msprobe", metavar="SPEC", help="the msprobe of both sides: a version or a .whl")
     p.add_argument("--series", help=SERIES_HELP)
-    p.add_argument("--repeats", type=_positive, default=2, help="runs per side: base, head, head, base, ...")
+    p.add_argument("--repeats", type=repeats_option, default=2, help="runs per side: base, head, head, base, ...")
     p.add_argument(
         "--max-repeats",
-        type=_positive,
+        type=repeats_option,
         help="while a scenario is INCONCLUSIVE, one more base/head pair at a time up to this many runs per side "
         "(default: --repeats, none more)",
     )
@@ -367,6 +387,10 @@ def main(argv: list[str] | None = None) -> int:
     add_gate_commands(sub)  # baseline merge, calibrate, gate, report, junit-merge
     add_numerics_command(sub)  # numerics BASE HEAD: two runs' dumps
     add_bisect_command(sub)
+    argv = sys.argv[1:] if argv is None else argv
+    if bad := next((a for a in argv if not a.isprintable()), None):
+        print(f"{parser.prog}: argument {_unprintable(bad)}", file=sys.stderr)
+        return 2
     args = parser.parse_args(argv)
     try:
         with interrupts():

@@ -10,16 +10,19 @@ import argparse
 import json
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from harness.errors import BaselineError, HarnessError
 from harness.figures import FAMILIES, family, fmt
 from harness.gate.baseline import DEFAULT_POLICY, Baseline, Policy, build, max_rel_deviation
 from harness.gate.verdicts import gate_dirs
-from harness.safeio import write_atomic
+from harness.safeio import output_path, write_atomic
 
 
 def _policy(args: argparse.Namespace) -> dict[str, Policy]:
-    """``--k overhead=3 --floor disk=0.05`` on top of the defaults."""
-    policy = {f: p.model_copy() for f, p in DEFAULT_POLICY.items()}
+    """``--k overhead=3 --floor disk=0.05`` on top of the defaults, validated as a baseline's policy is (a finite
+    number not below 0: a NaN or a negative floor was once taken as it came)."""
+    policy = {f: p.model_dump() for f, p in DEFAULT_POLICY.items()}
     for attr in ("k", "floor"):
         for item in getattr(args, attr) or []:
             fam, _, value = item.partition("=")
@@ -27,8 +30,11 @@ def _policy(args: argparse.Namespace) -> dict[str, Policy]:
                 raise BaselineError(
                     f"--{attr} {item!r}: expected FAMILY=NUMBER with FAMILY one of {', '.join(FAMILIES)}"
                 )
-            setattr(policy[fam], attr, float(value))
-    return policy
+            try:
+                policy[fam][attr] = Policy.model_validate({**policy[fam], attr: value}).model_dump()[attr]
+            except ValidationError as exc:
+                raise BaselineError(f"--{attr} {item!r}: {exc.errors()[0]['msg']}") from None
+    return {f: Policy.model_validate(p) for f, p in policy.items()}
 
 
 def _print_tolerances(b: Baseline) -> None:
@@ -57,9 +63,11 @@ def _print_tolerances(b: Baseline) -> None:
 
 
 def cmd_merge(args: argparse.Namespace, calibrate: bool = False) -> int:
-    previous = Baseline.read(Path(args.tolerances_from)) if getattr(args, "tolerances_from", None) else None
+    previous_path = getattr(args, "tolerances_from", None)
+    output = output_path(args.output, "-o", [*args.results, *([previous_path] if previous_path else [])])
+    previous = Baseline.read(Path(previous_path)) if previous_path else None
     b = build([Path(d) for d in args.results], _policy(args), calibrate=calibrate, previous=previous)
-    b.write(Path(args.output))
+    b.write(output)
     _print_tolerances(b)
     env = ", ".join(
         f"{k} {v}"
@@ -71,11 +79,12 @@ def cmd_merge(args: argparse.Namespace, calibrate: bool = False) -> int:
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
+    output = output_path(args.json, "--json", [args.baseline, *args.results]) if args.json else None
     baseline = Baseline.read(Path(args.baseline))
     report = gate_dirs(baseline, [Path(r) for r in args.results], across_env=args.compare_across_env)
     for line in report.lines():
         print(line)
-    if args.json:
+    if output:
         doc = {
             "exit_code": report.exit_code,
             "verdict": report.verdict[1],
@@ -90,15 +99,17 @@ def cmd_gate(args: argparse.Namespace) -> int:
                 for s in report.scenarios
             ],
         }
-        write_atomic(Path(args.json), json.dumps(doc, indent=1, default=str))
+        write_atomic(output, json.dumps(doc, indent=1, default=str))
     return report.exit_code
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     from harness.report import build_report  # matplotlib only for this command
 
+    inputs = [*args.results, *([args.baseline] if args.baseline else [])]
+    out = output_path(args.out, "--out", inputs, directory=True)
     baseline = Baseline.read(Path(args.baseline)) if args.baseline else None
-    rep = build_report([Path(r) for r in args.results], Path(args.out), baseline)
+    rep = build_report([Path(r) for r in args.results], out, baseline)
     print(f"summary: {rep.summary}\ntables:  {rep.tables}")
     for p in rep.pngs:
         print(f"plot:    {p}")
@@ -111,7 +122,7 @@ def cmd_junit_merge(args: argparse.Namespace) -> int:
     inputs = [Path(p) for p in args.inputs]
     if missing := [str(p) for p in inputs if not p.is_file()]:
         raise HarnessError(f"no such JUnit file: {', '.join(missing)}")
-    written, folded = merge_junit(inputs, Path(args.output))
+    written, folded = merge_junit(inputs, output_path(args.output, "OUT", inputs))
     print(f"wrote {args.output}: {written} testcases from {len(inputs)} file(s), {folded} duplicates folded")
     return 0
 

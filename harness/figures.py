@@ -6,10 +6,11 @@ reports read them back through ``parse``. A renamed figure is a change here only
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeGuard
 
 Family = Literal["overhead", "disk", "structure"]
 FAMILIES: tuple[Family, ...] = ("overhead", "disk", "structure")
@@ -141,6 +142,31 @@ def parse(name: str) -> Figure:
                 mode=groups.get("mode"),
             )
     return Figure(name, "other", None, "count")
+
+
+def check_figures(figures: Mapping[str, object]) -> Mapping[str, object]:
+    """What a results.json or a baseline may hold as figures: a text figure a string; a ratio a number above 0 (it
+    is worked on as a logarithm); a gated figure a number of 0 or more; any other a finite number (a figure of a
+    name this module does not know, ``regression.status``, also a string). A NaN once passed the gate with numpy
+    warnings, was stored as null by ``baseline merge`` and ended ``report`` in a traceback; a string in a gated
+    figure made it vanish from the gate. ValueError naming the first figure that is not one."""
+    for name, value in figures.items():
+        f = parse(name)
+        if f.unit == "text":
+            ok, want = isinstance(value, str), "text"
+        elif f.unit == "ratio":
+            ok, want = _finite(value) and value > 0, "a number above 0"
+        elif f.family:
+            ok, want = _finite(value) and value >= 0, "a number of 0 or more"
+        else:
+            ok, want = _finite(value) or (f.kind == "other" and isinstance(value, str)), "a finite number"
+        if not ok:
+            raise ValueError(f"figure {name}: {value!r} is not {want}")
+    return figures
+
+
+def _finite(value: object) -> TypeGuard[float]:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def family(name: str) -> Family | None:

@@ -143,9 +143,11 @@ def parse_yaml(path: Path, text: str) -> tuple[yaml.Node | None, Any]:
             loader.dispose()
 
 
-def load_scenario(path: str | Path) -> Scenario:
+def load_scenario(path: str | Path, executor: str | None = None) -> Scenario:
     """Parse and validate one scenario file; raise ScenarioError with every problem found. Only a regular UTF-8
-    file of at most 1 MB is read (a FIFO or a device named .yaml is refused before it is opened)."""
+    file of at most 1 MB is read (a FIFO or a device named .yaml is refused before it is opened). ``executor``
+    (``--executor``): the file is also checked as if its ``executor.kind`` said that one, which is how it will
+    run (a workload refuses an executor it cannot run under before anything starts)."""
     path = Path(path)
     try:
         text = read_text(path, MAX_SCENARIO_BYTES)
@@ -163,6 +165,13 @@ def load_scenario(path: str | Path) -> Scenario:
         problems += [line for _, line in sorted(format_errors(path, root, exc), key=lambda p: p[0])]
     if problems:
         raise ScenarioError(problems)
+    if executor and executor != scenario.executor.kind:
+        block = data.get("executor")
+        as_run = {**(block if isinstance(block, dict) else {}), "kind": executor}
+        try:
+            Scenario.model_validate({**data, "executor": as_run})
+        except ValidationError as exc:
+            raise ScenarioError([f"{path}: --executor {executor}: {_describe(err)}" for err in exc.errors()]) from None
     scenario._name = path.stem
     return scenario
 

@@ -11,6 +11,8 @@ samples feed the live line (``show``).
 
 from __future__ import annotations
 
+import argparse
+import math
 import os
 import threading
 import time
@@ -139,12 +141,33 @@ class Watch:
 
     @classmethod
     def configure(cls, max_dump: str | None = None, min_free: str | None = None, show: Show | None = None) -> Watch:
-        """From the entry point's options, else ``HARNESS_MAX_DUMP`` / ``HARNESS_MIN_FREE``; ValueError when
-        one is not a size."""
+        """From the entry point's options, else ``HARNESS_MAX_DUMP`` / ``HARNESS_MIN_FREE``; ValueError naming the
+        option or the variable when one is not a size (a cap of 0 too)."""
         cap_text, cap_from = (max_dump, "--max-dump") if max_dump else (os.environ.get(MAX_DUMP_ENV), MAX_DUMP_ENV)
-        free = min_free or os.environ.get(MIN_FREE_ENV) or DEFAULT_MIN_FREE
-        cap = Cap(parse_size(cap_text), f"the runner's {cap_from}") if cap_text else None
-        return cls(max_dump=cap, min_free=parse_size(free), show=show)
+        free, free_from = (min_free, "--min-free") if min_free else (os.environ.get(MIN_FREE_ENV), MIN_FREE_ENV)
+        cap = Cap(_size(cap_text, cap_from, cap=True), f"the runner's {cap_from}") if cap_text else None
+        return cls(max_dump=cap, min_free=_size(free or DEFAULT_MIN_FREE, free_from), show=show)
+
+
+def _size(text: str, where: str, cap: bool = False) -> int:
+    try:
+        size = parse_size(text)
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+    if cap and size == 0:
+        raise ValueError(f"{where}: a cap of 0 bytes stops every run as it starts (unset it for no cap)")
+    return size
+
+
+def positive_seconds(text: str) -> float:
+    """``--progress-every``: seconds, finite and above 0 (argparse's and pytest's option type: one line, exit 2)."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise argparse.ArgumentTypeError(f"expected seconds above 0, got {text!r}")
+    return seconds
 
 
 @dataclass(frozen=True)

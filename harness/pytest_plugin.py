@@ -24,6 +24,7 @@ import pytest
 from filelock import FileLock
 
 from harness import outcomes
+from harness.base_head import repeats_option, run_comparison
 from harness.checks import CHECKS, CheckContext, CheckResult, run_check
 from harness.checks.crash import not_checked
 from harness.checks.known_gap import check_gap, gap_name
@@ -33,7 +34,7 @@ from harness.gate.baseline import Baseline
 from harness.gate.observe import observe_results
 from harness.gate.verdicts import compare_scenario
 from harness.loader import load_scenario
-from harness.monitor import MAX_DUMP_ENV, MIN_FREE_ENV, PeriodicLines, Watch
+from harness.monitor import MAX_DUMP_ENV, MIN_FREE_ENV, PeriodicLines, Watch, positive_seconds
 from harness.registry import EXECUTORS
 from harness.results import record_check
 from harness.rundir import ScenarioDir
@@ -89,10 +90,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="base against head: each scenario becomes one 'compare' item that runs it for this verl (base) and "
         "the --verl one (head), interleaved, and fails on a regression of head",
     )
-    g.addoption("--harness-compare-repeats", type=int, default=2, help="runs per side of a comparison (default 2)")
+    g.addoption(
+        "--harness-compare-repeats", type=repeats_option, default=2, help="runs per side of a comparison (default 2)"
+    )
     g.addoption(
         "--harness-compare-max-repeats",
-        type=int,
+        type=repeats_option,
         help="while a comparison is INCONCLUSIVE, more base/head pairs up to this many runs per side",
     )
     g.addoption(
@@ -119,7 +122,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     g.addoption(
         "--harness-progress-every",
-        type=float,
+        type=positive_seconds,
         default=15.0,
         metavar="S",
         help="seconds between a training's live lines (default 15)",
@@ -268,7 +271,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
 class ScenarioFile(pytest.File):
     def collect(self) -> list[pytest.Item]:
         try:
-            scenario = load_scenario(self.path)
+            scenario = load_scenario(self.path, self.config.getoption("executor"))
         except ScenarioError as exc:
             raise self.CollectError(f"invalid scenario file ({len(exc.problems)} problems):\n{exc}") from None
         items: list[pytest.Item] = [CheckItem.from_parent(self, name=name, scenario=scenario) for name in CHECKS]
@@ -413,8 +416,6 @@ class CompareItem(pytest.Item):
         self.scenario = scenario
 
     def runtest(self) -> None:
-        from harness.base_head import run_comparison
-
         if reason := skip_reason(self.scenario, os.path.relpath(self.path)):
             pytest.skip(reason)
         config = self.config

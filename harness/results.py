@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from filelock import FileLock
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from harness.checks.base import CheckResult
 from harness.errors import BaselineError
+from harness.figures import check_figures
 from harness.loader import NAME_RE
 from harness.registry import EXECUTORS
 from harness.runs import ScenarioRuns
@@ -92,7 +93,7 @@ class RunDoc(_Lenient):
 class CheckDoc(_Lenient):
     passed: bool
     not_checked: str = ""  # nothing to check: a training crashed (the crash check's verdict)
-    figures: dict[str, float | int | str] = {}
+    figures: Annotated[dict[str, float | int | str], AfterValidator(check_figures)] = {}
     problems: list[str] = []
     inconclusive: list[str] = []
 
@@ -119,7 +120,8 @@ def read_results(path: Path) -> ResultsDoc:
             err = exc.errors()[0]
             where = ".".join(map(str, err["loc"])) or "(top level)"
             more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-            raise BaselineError(f"{path}: {where}: {err['msg']}{more}: not a harness results.json") from None
+            msg = err["msg"].removeprefix("Value error, ")
+            raise BaselineError(f"{path}: {where}: {msg}{more}: not a harness results.json") from None
         why = str(exc)[:80]
         raise BaselineError(f"{path} is not valid JSON ({why}): a truncated or corrupt results file") from None
     if doc.scenario != path.parent.name:

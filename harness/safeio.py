@@ -11,9 +11,10 @@ import os
 import shutil
 import stat
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
-from harness.errors import InfraError
+from harness.errors import HarnessError, InfraError
 
 MB = 1 << 20
 
@@ -107,3 +108,28 @@ def write_atomic(path: Path, data: str | bytes) -> None:
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             raise disk_full(path, f"{len(raw)} bytes") from None
         raise InfraError(f"cannot write {path}: {exc.strerror}") from None
+
+
+def output_path(path: str | Path, option: str, inputs: Iterable[str | Path] = (), directory: bool = False) -> Path:
+    """Where a command may write ``path`` (given as ``option``), absolute, its parent made (a ``directory``
+    output: itself). Never one of the command's ``inputs`` nor inside one (a results dir being read: a baseline
+    written as ``R/<scenario>/results.json`` replaced a results file, and every later command failed on it), and a
+    directory output never holds one. A file output that is a directory, a directory output that is a file, or a
+    parent that is not a directory: HarnessError, one line naming ``option``."""
+    out = Path(path).resolve()  # a link to an input is that input
+    for given in inputs:
+        src = Path(given).resolve()
+        if out == src or src in out.parents:
+            where = "the input" if out == src else "inside the input"
+            raise HarnessError(f"{option} {path}: is {where} {given} (write elsewhere)")
+        if directory and out in src.parents:
+            raise HarnessError(f"{option} {path}: holds the input {given} (name a directory of its own)")
+    try:
+        if out.exists() and out.is_dir() != directory:
+            raise HarnessError(f"{option} {path}: {'not a directory' if directory else 'is a directory (name a file)'}")
+        if blocked := next((p for p in out.parents if p.exists() and not p.is_dir()), None):
+            raise HarnessError(f"{option} {path}: {blocked} is not a directory")
+        (out if directory else out.parent).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise HarnessError(f"{option} {path}: {exc.strerror}") from None
+    return out

@@ -77,6 +77,8 @@ class Scenario(Strict):
         gaps: set[str] = {s for g in self.expect.known_gaps for s in g.stages}
         if unexpected := sorted(gaps - set(self.expected_stages)):
             raise ValueError(f"expect.known_gaps names stages {unexpected} that are not expected")
+        if unexpected := sorted(set(self.expect.required_patterns) - set(self.expected_stages)):
+            raise ValueError(f"expect.required_patterns names stages {unexpected} that are not expected")
         for kind in EXECUTORS:  # every options block, used or not: `--executor docker` may pick one up
             opts = self.executor.options(kind)
             if isinstance(opts, ExecutorOptions) and (why := opts.refusal(f"executor.{kind}", self.device)):

@@ -120,6 +120,8 @@ class Expectations(Strict):
 
     @model_validator(mode="after")
     def _check(self) -> Expectations:
+        if self.max_entries is not None and self.min_entries > self.max_entries:
+            raise ValueError(f"min_entries {self.min_entries} is above max_entries {self.max_entries}: none could pass")
         named = [(f"required_patterns.{st}", p) for st, ps in self.required_patterns.items() for p in ps]
         bugs = [(f"known_bugs.{i}.raises", b.raises) for i, b in enumerate(self.known_bugs)]
         for where, p in [*named, *(("nonfinite_ok", p) for p in self.nonfinite_ok), *bugs]:
@@ -130,15 +132,22 @@ class Expectations(Strict):
         return self
 
 
+# An on/off step-time ratio's max: 1 or more (the debugger's work is never negative; a max of 0.5 could only ever
+# fail), finite.
+MaxRatio = Annotated[float, Field(ge=1, allow_inf_nan=False)]
+# A dump budget: above 0 bytes (a budget of 0 fails every run that dumps at all; unset it for no limit).
+Bytes = Annotated[ByteSize, Field(gt=0)]
+
+
 class OverheadBudget(Strict):
     """Step time with precision_debugger on / off, at the same global step number."""
 
     warmup_steps: Annotated[
         int, Field(ge=0, description="first steps reported but not judged (allocation, caches)")
     ] = 1
-    max_profiled_ratio: PositiveFloat
-    max_unprofiled_ratio: PositiveFloat
-    max_stage_ratio: dict[Stage, PositiveFloat] = Field(default_factory=dict)
+    max_profiled_ratio: MaxRatio
+    max_unprofiled_ratio: MaxRatio
+    max_stage_ratio: dict[Stage, MaxRatio] = Field(default_factory=dict)
 
     def stage_limit(self, stage: str) -> float | None:
         return {str(k): v for k, v in self.max_stage_ratio.items()}.get(stage)
@@ -147,10 +156,10 @@ class OverheadBudget(Strict):
 class DiskBudget(Strict):
     """Dump bytes; sizes accept units ("12MB", "1.5GiB"). Unset = not limited."""
 
-    max_total: ByteSize | None = None
-    max_per_step: ByteSize | None = None
-    max_per_stage: ByteSize | None = Field(None, description="one stage of one step, all ranks")
-    max_per_rank: ByteSize | None = Field(None, description="one rank over the whole run")
+    max_total: Bytes | None = None
+    max_per_step: Bytes | None = None
+    max_per_stage: Bytes | None = Field(None, description="one stage of one step, all ranks")
+    max_per_rank: Bytes | None = Field(None, description="one rank over the whole run")
 
 
 class Budgets(Strict):

@@ -19,14 +19,14 @@ from pathlib import Path
 from typing import Literal
 
 from filelock import FileLock
+from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict
 
-from harness.errors import TargetError
+from harness.errors import InfraError, TargetError
 
 Kind = Literal["pinned", "release", "wheel", "checkout", "git"]
 Name = Literal["verl", "msprobe"]
 DISTRIBUTION: dict[str, str] = {"verl": "verl", "msprobe": "mindstudio-probe"}
-_VERSION = re.compile(r"^\d+(\.\d+)*([.+-]?[A-Za-z0-9]+)*$")
 _HEX = re.compile(r"^[0-9a-fA-F]{7,40}$")
 TARGET_HELP = (
     "a version (0.9.1), a git checkout dir, <repository path or file:// URL>@<sha|branch|tag>, or a .whl; "
@@ -37,9 +37,16 @@ ENV_VARS = {"verl": "HARNESS_VERL", "msprobe": "HARNESS_MSPROBE", "series": "HAR
 
 
 def cache_dir() -> Path:
-    """The harness's own cache (environments, repository mirrors): never inside a results dir."""
+    """The harness's own cache (environments, repository mirrors): never inside a results dir. Made here, so that
+    a HARNESS_CACHE_DIR naming a file (or a place that cannot be written) is one line before anything uses it."""
     default = Path.home() / ".cache" / "verl-msprobe-harness"
-    return Path(os.environ.get("HARNESS_CACHE_DIR") or default).expanduser().resolve()
+    root = Path(os.environ.get("HARNESS_CACHE_DIR") or default).expanduser().resolve()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        why = "not a directory" if root.exists() else exc.strerror
+        raise InfraError(f"HARNESS_CACHE_DIR {root}: {why} (the harness's cache: name a directory)") from None
+    return root
 
 
 def git(*args: str, cwd: Path | str | None = None, binary: bool = False) -> str | bytes:
@@ -50,7 +57,8 @@ def git(*args: str, cwd: Path | str | None = None, binary: bool = False) -> str 
         raise TargetError(f"git {' '.join(args)}: {exc}") from None
     if out.returncode != 0:
         why = out.stderr.decode(errors="replace").strip().splitlines()
-        raise TargetError(f"git {' '.join(args)} in {cwd}: {why[0] if why else f'exit {out.returncode}'}")
+        where = f" in {cwd}" if cwd else ""
+        raise TargetError(f"git {' '.join(args)}{where}: {why[0] if why else f'exit {out.returncode}'}")
     return out.stdout if binary else out.stdout.decode().strip()
 
 
@@ -188,21 +196,39 @@ def mirror_of(url: str) -> Path:
 def repository(source: str) -> Path:
     """The git directory to resolve refs in: a local repository as it is, a URL through its mirror."""
     path = Path(source).expanduser()
-    if "://" not in source and path.is_dir():
+    if "://" not in source and _is("is_dir", path):
         return Path(str(git("rev-parse", "--absolute-git-dir", cwd=path)))
     return mirror_of(source)
 
 
-def _parse_verl(spec: str) -> Package:
+def _is(test: str, path: Path) -> bool:
+    """``path.is_dir()`` / ``is_file()``, False for a name the OS refuses (a component over 255 bytes)."""
+    try:
+        return bool(getattr(path, test)())
+    except OSError:
+        return False
+
+
+def _is_version(spec: str) -> bool:
+    """A PEP 440 version (what ``verl==SPEC`` installs), parsed by packaging: its pattern does not backtrack (the
+    hand-written one before it took 0.8 s for a 24-character sha~1, four times as long for each two more)."""
+    try:
+        Version(spec)
+    except InvalidVersion:
+        return False
+    return True
+
+
+def _parse_verl(spec: str, flag: str = "--verl") -> Package:
     path = Path(spec).expanduser()
     if spec.endswith(".whl"):
-        return _wheel("verl", spec)
-    if path.is_dir():
+        return _wheel("verl", spec, flag)
+    if _is("is_dir", path):
         repo = path.resolve()
         try:
             top = Path(str(git("rev-parse", "--show-toplevel", cwd=repo)))
         except TargetError:
-            raise TargetError(f"--verl {spec}: {repo} is not a git checkout (make it one, or give a wheel)") from None
+            raise TargetError(f"{flag} {spec}: {repo} is not a git checkout (make it one, or give a wheel)") from None
         commit = str(git("rev-parse", "HEAD", cwd=top))
         branch = str(git("rev-parse", "--abbrev-ref", "HEAD", cwd=top))
         changes = dirty_hash(top)
@@ -210,7 +236,7 @@ def _parse_verl(spec: str) -> Package:
             name="verl", kind="checkout", spec=spec, source=str(top), ref=None if branch == "HEAD" else branch,
             commit=commit, dirty=changes is not None, dirty_hash=changes,
         )  # fmt: skip
-    if _VERSION.match(spec):
+    if _is_version(spec):
         return Package(name="verl", kind="release", spec=spec, version=spec)
     source, at, ref = spec.rpartition("@")
     if at and source and ref:
@@ -218,35 +244,39 @@ def _parse_verl(spec: str) -> Package:
         try:
             commit = str(git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", cwd=repo))
         except TargetError:
-            raise TargetError(f"--verl {spec}: no commit {ref!r} in {source}") from None
+            raise TargetError(f"{flag} {spec}: no commit {ref!r} in {source}") from None
         local = "://" not in source
         return Package(
             name="verl", kind="git", spec=spec, source=str(Path(source).expanduser().resolve()) if local else source,
             ref=ref, commit=commit,
         )  # fmt: skip
     raise TargetError(
-        f"--verl {spec!r}: expected a version (0.9.1), a checkout dir, <repository path or URL>@<ref>, or a .whl file"
+        f"{flag} {spec!r}: expected a version (0.9.1), a checkout dir, <repository path or URL>@<ref>, or a .whl file"
     )
 
 
-def _wheel(name: Name, spec: str) -> Package:
+def _wheel(name: Name, spec: str, flag: str) -> Package:
     path = Path(spec).expanduser().resolve()
-    if not path.is_file():
-        raise TargetError(f"--{name} {spec}: no such wheel file")
+    try:
+        if not _is("is_file", path):
+            raise OSError("no such wheel file")
+        content_hash = _sha256_file(path)
+    except OSError as exc:
+        raise TargetError(f"{flag} {spec}: {exc.strerror or exc}") from None
     parts = path.name.split("-")
     return Package(
-        name=name, kind="wheel", spec=spec, source=str(path), content_hash=_sha256_file(path),
+        name=name, kind="wheel", spec=spec, source=str(path), content_hash=content_hash,
         version=parts[1] if len(parts) > 2 else None,
     )  # fmt: skip
 
 
-def _parse_msprobe(spec: str) -> Package:
+def _parse_msprobe(spec: str, flag: str = "--msprobe") -> Package:
     if spec.endswith(".whl"):
-        return _wheel("msprobe", spec)
-    if _VERSION.match(spec):
+        return _wheel("msprobe", spec, flag)
+    if _is_version(spec):
         return Package(name="msprobe", kind="release", spec=spec, version=spec)
     raise TargetError(
-        f"--msprobe {spec!r}: expected a version (26.2.0) or a .whl file (msprobe ships compiled parts: its source "
+        f"{flag} {spec!r}: expected a version (26.2.0) or a .whl file (msprobe ships compiled parts: its source "
         "cannot be built here)"
     )
 
@@ -261,24 +291,34 @@ def pinned_target() -> Target:
     return Target(verl=verl, msprobe=_pinned("msprobe"), series=verl.series)
 
 
-def _given(name: Name, option: str | None) -> str | None:
-    """The SPEC from the option, else from its variable; an empty one (an unset shell variable, an empty workflow
-    input) is refused, never read as "the pinned release"."""
-    for value, where in ((option, f"--{name}"), (os.environ.get(ENV_VARS[name]), ENV_VARS[name])):
-        if value is not None and not value.strip():
-            raise TargetError(
-                f"{where} is empty ({value!r}: an unset variable?): name a {name} (a version, a checkout, "
-                f"<repository>@<ref>, a .whl), or leave {where} out for the release pinned in the project venv"
-            )
-        if value:
-            return value
-    return None
+_SPEC_HINT = {"verl": "a version, a checkout, <repository>@<ref> or a .whl", "msprobe": "a version or a .whl"}
 
 
-def parse_target(verl: str | None = None, msprobe: str | None = None, series: str | None = None) -> Target:
-    """The target from the options, falling back to HARNESS_VERL / HARNESS_MSPROBE / HARNESS_SERIES."""
-    verl, msprobe = _given("verl", verl), _given("msprobe", msprobe)
-    series = series or os.environ.get(ENV_VARS["series"]) or None
-    v = _parse_verl(verl) if verl else _pinned("verl")
-    m = _parse_msprobe(msprobe) if msprobe else _pinned("msprobe")
+def _given(name: str, value: str | None, option: str | None = None) -> tuple[str | None, str]:
+    """The value of ``--NAME``, else of its variable, and which of the two said it (its error lines name that one).
+    A line break or another control character is refused: the value is printed in verdict lines, where it could
+    start a forged one. An empty verl or msprobe SPEC (an unset shell variable, an empty workflow input) is refused,
+    never read as "the pinned release"."""
+    flag = option or f"--{name}"
+    if value is None and (env := os.environ.get(ENV_VARS[name])) is not None:
+        value, flag = env, ENV_VARS[name]
+    if value is not None and not value.strip() and name in _SPEC_HINT:
+        raise TargetError(
+            f"{flag} is empty ({value!r}: an unset variable?): name a {name} ({_SPEC_HINT[name]}), or leave {flag} "
+            "out for the release pinned in the project venv"
+        )
+    if value is not None and not value.isprintable():
+        raise TargetError(f"{flag} {value!r}: holds a line break or a control character")
+    return value or None, flag
+
+
+def parse_target(
+    verl: str | None = None, msprobe: str | None = None, series: str | None = None, verl_option: str = "--verl"
+) -> Target:
+    """The target from the options, falling back to HARNESS_VERL / HARNESS_MSPROBE / HARNESS_SERIES;
+    ``verl_option``: the option that gave ``verl`` (``--base``), as its error lines name it."""
+    (verl, verl_flag), (msprobe, msprobe_flag) = _given("verl", verl, verl_option), _given("msprobe", msprobe)
+    series = _given("series", series)[0]
+    v = _parse_verl(verl, verl_flag) if verl else _pinned("verl")
+    m = _parse_msprobe(msprobe, msprobe_flag) if msprobe else _pinned("msprobe")
     return Target(verl=v, msprobe=m, series=series or v.series)

@@ -8,7 +8,10 @@ namespace), and the scenario loader fuzzed with hypothesis.
 from __future__ import annotations
 
 import json
+import math
 import os
+import resource
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +27,7 @@ from hypothesis import strategies as st
 from harness.checks import CHECKS
 from harness.checks.base import CheckContext, CheckResult
 from harness.cli import main
-from harness.errors import InfraError, ScenarioError, WorkloadError
+from harness.errors import InfraError, ScenarioError, TargetError, WorkloadError
 from harness.executors.docker import DockerExecutor, DockerRuntime
 from harness.launch import ExecResult, Launch
 from harness.loader import load_scenario
@@ -33,6 +36,7 @@ from harness.rundir import RunDir, ScenarioDir
 from harness.runs import RunRecord, ScenarioRuns
 from harness.safeio import write_atomic
 from harness.scenario import ExecutorSettings
+from harness.target import cache_dir, parse_target
 
 PY = sys.executable
 
@@ -365,3 +369,333 @@ def test_a_timer_that_is_not_a_number_is_one_line(good_case, value):
     path.write_text(path.read_text() + json.dumps({"step": 3, "data": {"timing_s/step": value}}) + "\n")
     result = CHECKS["overhead"](ctx)  # the check fails with the line (a metrics problem is the check's input)
     assert result.problems == [f"{path}: step 3: timing_s/step is {value!r}, not a number of seconds"]
+
+
+# --- issue 30: the second battery --------------------------------------------------------------------------------
+
+SHA = "1" + "a" * 39  # starts with a digit: the old version pattern tried every split of the 39 letters
+
+
+def _git_repo(path: Path) -> Path:
+    path.mkdir()
+    ident = ["-c", "user.name=t", "-c", "user.email=t@t"]
+    for argv in (["init", "-q"], [*ident, "commit", "-q", "--allow-empty", "-m", "x"]):
+        subprocess.run(["git", *argv], cwd=path, check=True, capture_output=True)
+    return path
+
+
+def _err(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> str:
+    """The one line a refused command printed: on stderr (argparse's after its usage lines), or the run's console
+    line on stdout; paths as T."""
+    out = capsys.readouterr()
+    lines = [ln for ln in out.err.splitlines() if ": error: " in ln or not out.err.startswith("usage:")]
+    if not lines:
+        lines = [ln for ln in out.out.splitlines() if "ERROR" in ln and "\u2502" not in ln]  # not the table's
+    (line,) = lines
+    return line.replace(str(tmp_path), "T")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["target", "--verl", SHA + "~1"],
+        ["target", "--msprobe", "26.2.0-" + "a" * 38 + "!"],
+    ],
+)
+def test_a_spec_the_version_pattern_backtracked_on_is_refused_at_once(argv):
+    """65-90 s before (and SIGINT ignored meanwhile): a child process, so that a hang is a failure, not a stuck
+    session."""
+    proc = subprocess.run([PY, "-m", "harness", *argv], capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith(f"TARGET ERROR: {argv[1]} '{argv[2]}': expected a version")
+
+
+def test_spec_errors_name_the_variable_that_gave_them_and_refuse_line_breaks(monkeypatch, tmp_path):
+    monkeypatch.setenv("HARNESS_VERL", "main~1")  # not a backtracking case: in this process that would hang
+    with pytest.raises(TargetError, match=r"^HARNESS_VERL 'main~1': expected a version"):
+        parse_target()
+    with pytest.raises(TargetError, match=r"^--base 'main~2': expected a version"):
+        parse_target("main~2", verl_option="--base")
+    monkeypatch.delenv("HARNESS_VERL")
+    monkeypatch.setenv("HARNESS_SERIES", "main\nREGRESSED fake")
+    with pytest.raises(TargetError, match=r"^HARNESS_SERIES 'main\\nREGRESSED fake': holds a line break"):
+        parse_target()
+    monkeypatch.delenv("HARNESS_SERIES")
+    with pytest.raises(TargetError, match=r"^--verl 'a{300}': expected a version"):
+        parse_target("a" * 300)  # a name over 255 bytes: is_dir() raised ENAMETOOLONG
+    with pytest.raises(TargetError, match=r"^--msprobe a{300}\.whl: no such wheel file$"):
+        parse_target(None, "a" * 300 + ".whl")
+    with pytest.raises(TargetError) as exc:
+        parse_target(f"file://{tmp_path}/absent@main")  # a clone has no cwd: the line said "in None"
+    assert str(exc.value).startswith(f"git clone --quiet --mirror file://{tmp_path}/absent ") and " in " not in str(
+        exc.value
+    )
+
+
+def test_arguments_that_are_not_utf8_or_hold_a_line_break_are_refused_first(tmp_path, capsys):
+    res = write_results(tmp_path / "res", "tiny_case", dumps=False).parent
+    assert main(["report", os.fsdecode(os.fsencode(res) + b"\xff")]) == 2  # a traceback writing summary.md before
+    assert main(["target", "--series", "main\nREGRESSED fake"]) == 2
+    assert capsys.readouterr().err.replace(str(tmp_path), "T").splitlines() == [
+        "python -m harness: argument b'T/res\\xff' is not UTF-8 (a path with such a byte: rename it)",
+        "python -m harness: argument 'main\\nREGRESSED fake' holds a line break or another control character",
+    ]
+
+
+def test_a_cache_dir_that_is_a_file_is_one_line(tmp_path, monkeypatch, capsys):
+    (tmp_path / "file").write_text("x")
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "file"))
+    with pytest.raises(InfraError, match=r"HARNESS_CACHE_DIR .*/file: not a directory"):
+        cache_dir()
+    assert main(["run", str(write_scenario(tmp_path)), "--results", str(tmp_path / "res")]) == 2  # probes use it
+    assert _err(capsys, tmp_path) == (
+        "INFRASTRUCTURE ERROR (not a check verdict): HARNESS_CACHE_DIR T/file: not a directory (the harness's "
+        "cache: name a directory)"
+    )
+
+
+def _capped(limit: int) -> None:  # in the child, before it runs: the issue's 3 GB address-space cap
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+@pytest.mark.parametrize("option", ["--repeats", "--max-repeats"])
+def test_a_billion_repeats_is_refused_before_the_run_order_is_built(tmp_path, option):
+    """A child process under a 3 GB cap: the whole run order was built in memory before anything ran (a
+    MemoryError traceback there; unbounded here)."""
+    argv = [PY, "-m", "harness", "compare", str(write_scenario(tmp_path)), "--base", "0.9.1", "--head", "0.9.1"]
+    proc = subprocess.run(
+        [*argv, option, "1000000000", "--results", str(tmp_path / "res")],
+        capture_output=True, text=True, timeout=120, check=False, preexec_fn=lambda: _capped(3 << 30),
+    )  # fmt: skip
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.stderr.splitlines()[-1] == (
+        f"python -m harness compare: error: argument {option}: expected a whole number from 1 to 100 runs per side, "
+        "got '1000000000'"
+    )
+    assert not (tmp_path / "res").exists()
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "101", "\u00b3"])  # a unicode digit: isdigit(), and int() failed
+def test_repeats_are_bounded_at_the_edge(tmp_path, capsys, value):
+    argv = ["compare", str(write_scenario(tmp_path)), "--base", "0.9.1", "--head", "0.9.1", "--repeats", value]
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    assert f"argument --repeats: expected a whole number from 1 to 100 runs per side, got {value!r}" in _err(
+        capsys, tmp_path
+    )
+
+
+def test_pytest_options_are_usage_errors(tmp_path):
+    argv = [PY, "-m", "pytest", "-p", "no:cacheprovider", "--co", "--harness-compare-repeats", "0"]
+    proc = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 4, proc.stdout + proc.stderr  # pytest's usage error, not an infrastructure one
+    assert "error: argument --harness-compare-repeats: expected a whole number from 1 to 100" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "said"),
+    [
+        (["--progress-every", "-5"], {}, "argument --progress-every: expected seconds above 0, got '-5'"),
+        (["--progress-every", "nan"], {}, "argument --progress-every: expected seconds above 0, got 'nan'"),
+        (["--max-dump", "0"], {}, "harness run: --max-dump: a cap of 0 bytes stops every run as it starts"),
+        ([], {"HARNESS_MAX_DUMP": "lots"}, "harness run: HARNESS_MAX_DUMP: not a size: 'lots'"),
+        ([], {"HARNESS_MIN_FREE": "-1GB"}, "harness run: HARNESS_MIN_FREE: not a size: '-1GB'"),
+    ],
+)
+def test_run_options_and_their_variables_are_checked_and_named(tmp_path, capsys, monkeypatch, argv, env, said):
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    try:
+        code = main(["run", str(write_scenario(tmp_path)), "--results", str(tmp_path / "res"), *argv])
+    except SystemExit as exc:
+        code = exc.code
+    assert code == 2 and said in _err(capsys, tmp_path)
+    assert not (tmp_path / "res").exists()
+
+
+def test_compare_names_a_bad_variable_in_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HARNESS_MAX_DUMP", "lots")  # a ValueError traceback before
+    assert main(["compare", str(write_scenario(tmp_path)), "--base", "0.9.1", "--head", "0.9.1"]) == 2
+    assert _err(capsys, tmp_path) == "ERROR: HARNESS_MAX_DUMP: not a size: 'lots' (e.g. 500MB, 2GiB, 1048576)"
+
+
+def test_an_executor_override_is_checked_as_the_scenario_would_run(tmp_path, capsys):
+    real = Path(__file__).resolve().parents[1] / "scenarios" / "real_fsdp_l1.yaml"  # device cpu, verl_ppo
+    assert main(["run", str(real), "--executor", "docker", "--results", str(tmp_path / "res")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"{real}: --executor docker: device cpu runs with the local executor (the docker executor is not wired yet)"
+    )  # before: accepted, then 63 s waiting for a daemon
+    assert load_scenario(real, "local").executor.kind == "local"
+
+
+@pytest.mark.parametrize(
+    ("over", "expected"),
+    [
+        (
+            {"expect": {"required_patterns": {"ref_compute_log_prob": ["^x"]}}},
+            ":1: (top level): expect.required_patterns names stages ['ref_compute_log_prob'] that are not expected",
+        ),
+        (
+            {"expect": {"min_entries": 10, "max_entries": 5}},
+            ":23: expect: min_entries 10 is above max_entries 5: none could pass",
+        ),
+        (
+            {"budgets": {"disk": {"max_total": 0}}},
+            ":20: budgets.disk.max_total: Input should be greater than 0 (got 0)",
+        ),
+        (
+            {"budgets": {"overhead": {"max_profiled_ratio": 0.5}}},
+            ":17: budgets.overhead.max_profiled_ratio: Input should be greater than or equal to 1 (got 0.5)",
+        ),
+        (
+            {"budgets": {"overhead": {"max_stage_ratio": {"actor_update": 0}}}},
+            ":20: budgets.overhead.max_stage_ratio.actor_update: Input should be greater than or equal to 1 (got 0)",
+        ),
+    ],
+)
+def test_scenario_nonsense_of_the_second_battery_is_refused(tmp_path, over, expected):
+    assert validate(tmp_path, over) == [expected]
+
+
+def test_two_scenario_files_of_one_name_are_refused(tmp_path, capsys):
+    a, b = write_scenario(tmp_path / "a"), write_scenario(tmp_path / "b")
+    assert main(["validate", str(a), str(b), str(a)]) == 2  # the same file twice is one scenario
+    assert capsys.readouterr().err.replace(str(tmp_path), "T").splitlines() == [
+        "T/b/scenarios/tiny_case.yaml: scenario name 'tiny_case' is also T/a/scenarios/tiny_case.yaml's: one "
+        "results dir each (rename one)"
+    ]
+
+
+def _baseline(tmp_path: Path) -> tuple[Path, Path]:
+    res = write_results(tmp_path / "res", "tiny_case", dumps=False).parent
+    assert main(["baseline", "merge", str(res), "-o", str(tmp_path / "b.json")]) == 0
+    return res, tmp_path / "b.json"
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "said"),
+    [
+        ("tolerances", -0.5, "tolerances.disk.rank0_bytes: Input should be greater than or equal to 0"),
+        ("tolerances", math.nan, "tolerances.disk.rank0_bytes: Input should be a finite number"),
+        ("figures", "nanx", "figures: figure disk.rank0_bytes: 'nanx' is not a number of 0 or more"),
+        ("figures", math.nan, "figures: figure disk.rank0_bytes: nan is not a number of 0 or more"),
+        ("runs", 0, "runs: Input should be greater than 0"),
+    ],
+)
+def test_a_baseline_of_nonsense_figures_is_refused_not_used(tmp_path, capsys, key, value, said):
+    res, path = _baseline(tmp_path)
+    doc = json.loads(path.read_text())
+    sb = doc["scenarios"]["tiny_case"]
+    sb[key] = dict.fromkeys(sb[key], value) if isinstance(sb[key], dict) else value
+    path.write_text(json.dumps(doc))
+    capsys.readouterr()
+    assert main(["gate", "--baseline", str(path), "--results", str(res)]) == 2  # -0.5: REGRESSED on the same figures
+    assert _err(capsys, tmp_path) == f"BASELINE ERROR: T/b.json: scenarios.tiny_case.{said}: not a harness baseline"
+
+
+@pytest.mark.parametrize("command", ["gate", "merge", "report"])
+@pytest.mark.parametrize(
+    ("figure", "value", "said"),
+    [
+        ("overhead.profiled", math.nan, "checks.overhead.figures: figure overhead.profiled: nan is not a number"),
+        ("overhead.profiled", math.inf, "checks.overhead.figures: figure overhead.profiled: inf is not a number"),
+        ("overhead.unprofiled", "fast", "figure overhead.unprofiled: 'fast' is not a number above 0"),
+        ("time_on.step1_s", math.nan, "figure time_on.step1_s: nan is not a finite number"),
+    ],
+)
+def test_results_figures_that_are_not_numbers_are_one_line_everywhere(tmp_path, capsys, command, figure, value, said):
+    """NaN passed the gate with numpy warnings, was stored as null by merge, and ended report in a traceback."""
+    res, path = _baseline(tmp_path)
+    doc = json.loads((res / "tiny_case" / "results.json").read_text())
+    doc["checks"]["overhead"]["figures"][figure] = value
+    (res / "tiny_case" / "results.json").write_text(json.dumps(doc))
+    argv = {
+        "gate": ["gate", "--baseline", str(path), "--results", str(res)],
+        "merge": ["baseline", "merge", str(res), "-o", str(tmp_path / "b2.json")],
+        "report": ["report", str(res), "--out", str(tmp_path / "report")],
+    }[command]
+    capsys.readouterr()
+    assert main(argv) == 2
+    line = _err(capsys, tmp_path)
+    assert line.startswith("BASELINE ERROR: T/res/tiny_case/results.json: ") and said in line, line
+    assert not (tmp_path / "b2.json").exists() and not list(tmp_path.rglob("*.png"))
+
+
+def test_calibration_refuses_a_results_dir_twice_or_a_copy(tmp_path, capsys):
+    res = write_results(tmp_path / "res", "tiny_case", dumps=False).parent
+    shutil.copytree(res, tmp_path / "copy")
+    for other in (res, tmp_path / "copy"):
+        assert main(["calibrate", str(res), str(other), "-o", str(tmp_path / "c.json")]) == 2
+    assert capsys.readouterr().err.replace(str(tmp_path), "T").splitlines() == [
+        "BASELINE ERROR: tiny_case: T/res/tiny_case and T/res/tiny_case hold the same trainings (a copy): one run",
+        "BASELINE ERROR: tiny_case: T/res/tiny_case and T/copy/tiny_case hold the same trainings (a copy): one run",
+    ]
+    second = write_results(tmp_path / "r2", "tiny_case", dumps=False).parent  # another run: two
+    assert main(["calibrate", str(res), str(second), "-o", str(tmp_path / "c.json")]) == 0
+
+
+@pytest.mark.parametrize(
+    ("opt", "said"),
+    [
+        ("--k=overhead=-1", "BASELINE ERROR: --k 'overhead=-1': Input should be greater than or equal to 0"),
+        ("--floor=disk=nan", "BASELINE ERROR: --floor 'disk=nan': Input should be a finite number"),
+        ("--floor=disk=-0.5", "BASELINE ERROR: --floor 'disk=-0.5': Input should be greater than or equal to 0"),
+        ("--k=disk=abc", "BASELINE ERROR: --k 'disk=abc': Input should be a valid number, unable to parse string"),
+    ],
+)
+def test_policy_options_are_validated_as_a_baselines_policy(tmp_path, capsys, opt, said):
+    res = write_results(tmp_path / "res", "tiny_case", dumps=False).parent
+    assert main(["baseline", "merge", str(res), "-o", str(tmp_path / "b.json"), opt]) == 2
+    assert _err(capsys, tmp_path).startswith(said) and not (tmp_path / "b.json").exists()
+
+
+def _snapshot(root: Path) -> dict[Path, bytes]:
+    return {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["baseline", "merge", "{R}", "-o", "{R}/tiny_case/results.json"], "ERROR: -o T/res/tiny_case/results.json: "
+         "is inside the input T/res (write elsewhere)"),
+        (["calibrate", "{R}", "{R2}", "-o", "{R}/tiny_case/results.json"], "is inside the input T/res"),
+        (["gate", "--baseline", "{B}", "--results", "{R}", "--json", "{R}/tiny_case/results.json"],
+         "ERROR: --json T/res/tiny_case/results.json: is inside the input T/res (write elsewhere)"),
+        (["gate", "--baseline", "{B}", "--results", "{R}", "--json", "{B}"], "ERROR: --json T/b.json: is the input"),
+        (["baseline", "merge", "{R}", "-o", "{B}", "--tolerances-from", "{B}"], "ERROR: -o T/b.json: is the input"),
+        (["junit-merge", "{X}", "{X}"], "ERROR: OUT T/a.xml: is the input T/a.xml (write elsewhere)"),
+        (["junit-merge", "{T}", "{X}"], "ERROR: OUT T: is a directory (name a file)"),
+        (["report", "{R}", "--out", "{R}/tiny_case"], "ERROR: --out T/res/tiny_case: is inside the input T/res"),
+        (["report", "{R}", "{R2}", "--out", "{T}"], "ERROR: --out T: holds the input T/res (name a directory of"),
+        (["report", "{R}", "--out", "{X}"], "ERROR: --out T/a.xml: not a directory"),
+        (["schema", "-o", "{T}"], "ERROR: -o T: is a directory (name a file)"),
+        (["schema", "-o", "{X}/s.json"], "ERROR: -o T/a.xml/s.json: T/a.xml is not a directory"),
+        (["image", "ascend-context", "--verl", "{V}", "--out", "{X}"], "ERROR: --out T/a.xml: not a directory"),
+        (["image", "ascend-context", "--verl", "{V}", "--out", "{V}/ctx"], "ERROR: --out T/verl/ctx: is inside the "
+         "input T/verl (write elsewhere)"),
+    ],
+)  # fmt: skip
+def test_no_output_is_an_input_or_inside_one(tmp_path, capsys, argv, said):
+    """``baseline merge R -o R/<scenario>/results.json`` replaced a results file (later commands failed on it);
+    the others were tracebacks. Every file there before is there after, byte for byte."""
+    res, baseline = _baseline(tmp_path)
+    junit = tmp_path / "a.xml"
+    junit.write_text(
+        '<?xml version="1.0"?><testsuites><testsuite name="x"><testcase name="a"/></testsuite></testsuites>'
+    )
+    names = {
+        "R": res, "R2": write_results(tmp_path / "r2", "tiny_case", dumps=False).parent, "B": baseline, "X": junit,
+        "T": tmp_path, "V": _git_repo(tmp_path / "verl"),
+    }  # fmt: skip
+    before = _snapshot(tmp_path)
+    capsys.readouterr()
+    assert main([a.format(**names) for a in argv]) == 2
+    assert said in _err(capsys, tmp_path)
+    assert _snapshot(tmp_path) == before
+
+
+def test_a_schema_output_gets_its_parent_made(tmp_path):
+    assert main(["schema", "-o", str(tmp_path / "missing" / "s.json")]) == 0  # FileNotFoundError before
+    assert json.loads((tmp_path / "missing" / "s.json").read_text())["title"] == "Scenario"

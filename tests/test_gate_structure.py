@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from dataclasses import asdict
@@ -116,8 +117,15 @@ def _reusable_runs(scenario, sdir: ScenarioDir) -> None:
 def test_pytest_regression_item_against_a_baseline(tmp_path, good_case):
     scenario, ctx = good_case
     obs = _observed(scenario, ctx.dir)
-    # the baseline: this very run, twice (overhead needs two runs or more to know the run-to-run noise: none here)
-    baseline = build([tmp_path / "results", tmp_path / "results"])
+    # the baseline: this run and a second with the same figures (overhead needs two runs or more to know the
+    # run-to-run noise: none here); its own wall times, or it would be refused as a copy of the first
+    second = tmp_path / "results2"
+    shutil.copytree(tmp_path / "results", second)
+    doc = json.loads((second / "tiny_case" / "results.json").read_text())
+    for run in doc["runs"].values():
+        run["wall_s"] += 1.0
+    (second / "tiny_case" / "results.json").write_text(json.dumps(doc))
+    baseline = build([tmp_path / "results", second])
     baseline.write(tmp_path / "baseline.json")
     assert compare_scenario(scenario.name, baseline, obs).status == "ok"
 

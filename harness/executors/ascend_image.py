@@ -18,6 +18,7 @@ from pathlib import Path
 
 from harness.errors import InfraError
 from harness.executors.docker import TARGET_LABEL
+from harness.safeio import output_path
 from harness.target import Target, TargetError, parse_target
 from harness.target_env import source_tree
 
@@ -93,7 +94,9 @@ def cmd_ascend_context(args: argparse.Namespace) -> int:
     """``python -m harness image ascend-context --verl SPEC --out DIR``: the context, then the build command."""
     target = parse_target(args.verl, args.msprobe, args.series)
     extra = dict(kv.split("=", 1) for kv in args.build_arg)
-    build = make_context(target, Path(args.out).resolve(), args.tag, args.base_tag, extra)
+    copied = [ROOT / name for name in CONTEXT_FILES] + ([Path(target.verl.source)] if target.verl.source else [])
+    out = output_path(args.out, "--out", copied, directory=True)
+    build = make_context(target, out, args.tag, args.base_tag, extra)
     print(f"context {build.context}: the harness and {target.verl.describe()} in {VERL_SRC}/")
     if not args.build:
         print(f"the image will carry {TARGET_LABEL}={target.verl.identity}; build it on the runner with:")

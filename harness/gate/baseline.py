@@ -18,12 +18,12 @@ import statistics
 import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, FiniteFloat, PositiveInt, ValidationError
 
 from harness.errors import BaselineError
-from harness.figures import family, overhead, parse, samples_of
+from harness.figures import check_figures, family, overhead, parse, samples_of
 from harness.gate.observe import Observation, observe_dir
 from harness.gate.structure import Structure
 from harness.safeio import MB, InputError, read_text, write_atomic
@@ -45,14 +45,17 @@ INFO_ENV = (
     "executor",
     "packages_dir",
 )
+# A noise multiplier, a tolerance, a floor, a count: finite and not below 0 (a tolerance of -0.5 once made
+# identical figures REGRESSED; a NaN one made every figure INCONCLUSIVE).
+Amount = Annotated[FiniteFloat, Field(ge=0)]
 
 
 class Policy(BaseModel):
     """How calibration turns observed noise into a tolerance for one metric family."""
 
     model_config = ConfigDict(extra="forbid")
-    k: float = Field(ge=0)
-    floor: float = Field(ge=0)
+    k: Amount
+    floor: Amount
 
 
 # Overhead: k=0, the floor is the point of indifference (x1.075) between no change, which must pass, and the
@@ -83,23 +86,23 @@ def floor(metric: str, policy: dict[str, Policy] | None = None) -> float:
 
 
 class StructureEntry(BaseModel):
-    entries: float
-    names: dict[str, int]
+    entries: Amount
+    names: dict[str, Annotated[int, Field(ge=0)]]
     unstable: list[str] = Field(default_factory=list, description="names whose count varied between runs")
 
 
 class ScenarioBaseline(BaseModel):
     settings: dict[str, Any]
     environment: dict[str, Any]
-    runs: int
-    figures: dict[str, float | int | str]
-    samples: dict[str, list[float]] = Field(default_factory=dict, description="gated metrics, one value per run")
-    ratio_samples: dict[str, list[dict[str, float]]] = Field(
+    runs: PositiveInt
+    figures: Annotated[dict[str, float | int | str], AfterValidator(check_figures)]
+    samples: dict[str, list[Amount]] = Field(default_factory=dict, description="gated metrics, one value per run")
+    ratio_samples: dict[str, list[dict[str, Annotated[FiniteFloat, Field(gt=0)]]]] = Field(
         default_factory=dict,
         description="overhead metric -> per run, its on/off ratio per step and rank (step<N>.rank<R>): what the gate's "
         "interval is made of",
     )
-    tolerances: dict[str, float] = Field(default_factory=dict, description="gated metric -> relative tolerance")
+    tolerances: dict[str, Amount] = Field(default_factory=dict, description="gated metric -> relative tolerance")
     structure: dict[str, StructureEntry] | None = None
 
 
@@ -131,7 +134,8 @@ class Baseline(BaseModel):
         except ValidationError as exc:
             err = exc.errors()[0]
             where = ".".join(map(str, err["loc"])) or "(top level)"
-            raise BaselineError(f"{path}: {where}: {err['msg']}: not a harness baseline") from None
+            msg = err["msg"].removeprefix("Value error, ")
+            raise BaselineError(f"{path}: {where}: {msg}: not a harness baseline") from None
 
 
 def git_commit(cwd: Path | None = None) -> str | None:
@@ -190,6 +194,15 @@ def _check_consistent(name: str, obs: list[Observation]) -> None:
             raise BaselineError(f"{name}: scenario settings differ between {first.source} and {o.source}")
 
 
+def _check_distinct(name: str, obs: list[Observation]) -> None:
+    """Each observation its own trainings: a results dir given twice, or a copy of one, is one run, not two
+    (calibration would read no noise into the tolerances, and the baseline claim runs it never had)."""
+    seen: dict[str, Observation] = {}
+    for o in obs:
+        if o.trainings and (first := seen.setdefault(o.trainings, o)) is not o:
+            raise BaselineError(f"{name}: {first.source} and {o.source} hold the same trainings (a copy): one run")
+
+
 def build(
     dirs: list[Path],
     policy: dict[str, Policy] | None = None,
@@ -213,6 +226,7 @@ def build(
     scenarios: dict[str, ScenarioBaseline] = {}
     for name, obs in sorted(per_scenario.items()):
         _check_consistent(name, obs)
+        _check_distinct(name, obs)
         if calibrate and len(obs) < 2:
             raise BaselineError(f"{name}: calibration needs at least 2 runs, found {len(obs)}")
         figures: dict[str, float | int | str] = {}

@@ -6,6 +6,7 @@ BaselineError naming the file, never a traceback.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ class Observation:
     crashes: list[str] = field(default_factory=list)  # the crash check's lines: verl or msprobe crashed a training
     errors: list[str] = field(default_factory=list)
     source: Path | None = None
+    trainings: str = ""  # the runs block of results.json (argv, wall times): a copy of a results dir has the same
 
     def gated(self) -> dict[str, float]:
         return {m: float(v) for m, v in self.figures.items() if family(m) and isinstance(v, int | float)}
@@ -97,6 +99,7 @@ def observe_results(path: Path) -> Observation:
         crashes=crashes,
         errors=errors,
         source=sdir,
+        trainings=json.dumps({m: r.model_dump() for m, r in doc.runs.items()}, sort_keys=True) if doc.runs else "",
     )
 
 
