@@ -133,6 +133,13 @@ class Crash:
         return asdict(self)
 
 
+def missing_module(text: str) -> str | None:
+    """The module a ``No module named 'x'`` line names, when it is none of verl's, msprobe's or the harness's own (a
+    missing requirement of the environment, not a bug of theirs)."""
+    m = MISSING_MODULE.search(text)
+    return m["module"] if m and m["module"].split(".")[0] not in CODE else None
+
+
 def declared(requires: list[str], modules: list[str]) -> str:
     """Which of verl's declared requirements (``Requires-Dist``) name the missing modules, as a clause."""
     tops = {canonicalize_name(m.split(".")[0]) for m in modules}
@@ -158,9 +165,8 @@ def classify(res: ExecResult, log: Path, timeout_s: float, requires: list[str] |
     frame = tb.blamed()
     where = frame.where() if frame else None
     common = {"exception": tb.text(), "where": where, "file": frame.file if frame else None}
-    missing = MISSING_MODULE.search(tb.message) if tb.exception in ("ModuleNotFoundError", "ImportError") else None
-    if missing and missing["module"].split(".")[0] not in CODE:
-        module = missing["module"]
+    module = missing_module(tb.message) if tb.exception in ("ModuleNotFoundError", "ImportError") else None
+    if module:
         return Crash(
             "environment",
             f"the training imports {module!r}, which its environment lacks{declared(requires or [], [module])} "

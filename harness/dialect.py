@@ -25,8 +25,10 @@ from functools import cache
 from pathlib import Path
 from typing import Literal
 
-from harness.errors import InfraError
-from harness.target_env import probe_dialect
+from harness.crash import declared, missing_module
+from harness.errors import EnvironmentProblem, InfraError
+from harness.target import cache_dir
+from harness.target_env import facts_of, probe_dialect
 
 Name = Literal["tool-config", "profiler-config"]
 CACHE_FILE = "harness-dialect.json"
@@ -85,9 +87,10 @@ def decide(probe: dict) -> Dialect:
 @cache
 def dialect_of(python: str | None) -> Dialect:
     """The dialect of the verl ``python`` imports (None: the harness's own). A target environment never changes
-    once made, so its answer is kept in it; the project venv's is asked once per process."""
+    once made, so its answer is kept beside it in the cache (not in it: its tree hash covers what runs); the project
+    venv's is asked once per process."""
     own = python in (None, sys.executable)
-    kept = None if own else Path(str(python)).parents[1] / CACHE_FILE
+    kept = None if own else cache_dir() / "probes" / f"{Path(str(python)).parents[1].name}-{CACHE_FILE}"
     try:
         answer = json.loads(kept.read_text()) if kept else None
     except (OSError, ValueError):
@@ -95,5 +98,12 @@ def dialect_of(python: str | None) -> Dialect:
     if answer is None:
         answer = probe_dialect(python)
         if kept and "error" not in answer:
+            kept.parent.mkdir(parents=True, exist_ok=True)
             kept.write_text(json.dumps(answer))
+    if module := missing_module(answer.get("error") or ""):  # a requirement verl added that its environment lacks
+        requires = facts_of(python).get("verl_requires", [])
+        raise EnvironmentProblem(
+            f"the target's verl imports {module!r}, which its environment lacks{declared(requires, [module])}: "
+            "targets install --no-deps, so a requirement verl adds must be in the image or the project venv"
+        )
     return decide(answer)

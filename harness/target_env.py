@@ -38,7 +38,7 @@ from filelock import FileLock
 from packaging.utils import canonicalize_name
 
 from harness import sandbox
-from harness.crash import CODE, MISSING_MODULE, declared
+from harness.crash import declared, missing_module
 from harness.errors import EnvironmentProblem, HarnessError, InfraError, TargetError
 from harness.target import Package, Target, cache_dir, git, repository, worktree_files
 from harness.target_probe import PACKAGES, facts
@@ -337,9 +337,7 @@ def check_api(env: TargetEnv, symbols: tuple[str, ...], stages: list[str], workl
         for stage in (s for s in stages if s not in known):
             lacking.append(f"stage {stage!r}")
             reasons.append(f"verl's stage table has {', '.join(known)}")
-    missing = [
-        m["module"] for r in reasons if (m := MISSING_MODULE.search(r)) and m["module"].split(".")[0] not in CODE
-    ]
+    missing = [m for r in reasons if (m := missing_module(r))]
     if missing:
         raise EnvironmentProblem(
             f"{env.target.verl.identity} imports {', '.join(sorted(set(missing)))}, which its environment lacks"

@@ -60,7 +60,7 @@ def test_a_requirement_the_environment_lacks_is_an_environment_error(
     )
     assert proc.returncode == 2, proc.stdout[-3000:]
     line = one_line(proc.stdout, "ENVIRONMENT ERROR")
-    assert "the training imports 'verl_msprobe_stats', which its environment lacks (verl declares " in line
+    assert "imports 'verl_msprobe_stats', which its environment lacks (verl declares " in line
     assert "verl-msprobe-stats>=1.0" in line and "crash" not in line.split(":")[0]
 
 
@@ -68,7 +68,7 @@ def test_verl_changing_under_the_harness_is_a_harness_error(repo: VerlRepo, cach
     proc = harness(cache, "run", str(small_l1), "--verl", f"{repo.path}@kwarg", "--results", str(small_l1.parent / "k"))
     assert proc.returncode == 2, proc.stdout[-3000:]
     line = one_line(proc.stdout, "HARNESS ERROR (not a verdict on verl)")
-    assert "harness raised TypeError: PrecisionDebuggerToolConfig.__init__() got an unexpected keyword argument" in line
+    assert "off run: harness raised TypeError: FileLogger.__init__() got an unexpected keyword argument" in line
     assert "harness/workloads/cpu_ppo_train.py:" in line
 
 

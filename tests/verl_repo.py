@@ -8,7 +8,8 @@ advantages no longer whitened: every check passes, only the numbers of actor_upd
 whose party the verdict must name, each as a pull request would make it: ``crash`` (the profiler's start keeps a
 record it never initialised: verl raises inside a profiled stage), ``newdep`` (the profiler imports a new
 requirement, declared in the build file, that a ``--no-deps`` target environment lacks) and ``kwarg``
-(``PrecisionDebuggerToolConfig.stages`` renamed: verl follows, the harness's embedded workload raises) and
+(``FileLogger``'s ``experiment_name`` renamed: verl's positional caller is unaffected, the harness's embedded
+workload, which passes it by name, raises) and
 ``patch`` (``initialize_global_process_group_ray``'s ``backend`` renamed: verl's callers follow, the CPU patch of
 verl's real trainer raises).
 """
@@ -40,7 +41,15 @@ include = ["verl*"]
 "*" = ["**/*.yaml", "**/*.json", "version/*", "py.typed"]
 """
 PROFILE = Path("verl/utils/profiler/precision_debugger_profile.py")
-CONFIG = Path("verl/utils/profiler/config.py")
+TRACKING = Path("verl/utils/tracking.py")
+FILE_LOGGER_INIT = (
+    r"class FileLogger:\n    def __init__\(self, project_name: str, experiment_name: str\):\n"
+    r"        self\.project_name = project_name\n        self\.experiment_name = experiment_name"
+)
+FILE_LOGGER_RUN_NAME = (
+    r"class FileLogger:\n    def __init__(self, project_name: str, run_name: str):\n"
+    r"        self.project_name = project_name\n        self.experiment_name = run_name"
+)
 DISTRIBUTED = Path("verl/utils/distributed.py")
 CHECKPOINT = Path("verl/checkpoint_engine/base.py")
 RENAMED_BACKEND = r"timeout_second=None, backend=None\)|backend = backend or|backend=backend,(?=\n\s+rank=rank)"
@@ -87,10 +96,6 @@ def _commit(repo: Path, branch: str, message: str, edit: dict[Path, tuple[str, A
     sha = git(repo, "rev-parse", "HEAD")
     git(repo, "checkout", "-q", "main")
     return sha
-
-
-def _collect(m: re.Match[str]) -> str:
-    return f"{m[1]}collect_stages: Optional" if m[1] is not None else "self.collect_stages"
 
 
 def _backends(m: re.Match[str]) -> str:
@@ -143,11 +148,8 @@ def make_verl_repo(root: Path) -> VerlRepo:
     kwarg = _commit(
         root,
         "kwarg",
-        "precision_debugger: stages renamed to collect_stages",
-        {
-            CONFIG: (r"^(\s+)stages: Optional|\bself\.stages\b", _collect),
-            PROFILE: (r"precision_cfg\.stages\b", "precision_cfg.collect_stages"),
-        },
+        "tracking: FileLogger's experiment_name is run_name",
+        {TRACKING: (FILE_LOGGER_INIT, FILE_LOGGER_RUN_NAME)},
     )
     patch = _commit(
         root,
