@@ -86,15 +86,14 @@ def pack(args: argparse.Namespace) -> int:
         "--platform",
         "any",
     ]
-    for d, v in wanted.items():
-        pin = f"{d}=={v}"
-        got = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", *target, "-d", str(dl), pin],
-            capture_output=True,
-            text=True,
-        )
-        if got.returncode != 0:  # sdist only (e.g. antlr4-python3-runtime): pure Python, built here
-            subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(dl), pin], check=True)
+    print(f"{len(wanted)} distributions to pack: {', '.join(wanted)}", flush=True)
+    pins = [f"{d}=={v}" for d, v in wanted.items()]
+    download = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", *target, "-d", str(dl)]
+    if subprocess.run([*download, *pins]).returncode != 0:  # one pip for all (~5 s each); else one by one
+        for pin in pins:
+            if subprocess.run([*download, pin], capture_output=True).returncode != 0:
+                # sdist only (e.g. antlr4-python3-runtime): pure Python, built here
+                subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(dl), pin], check=True)
     bundles: list[list[Path]] = [[]]
     size = 0
     for whl in sorted(dl.iterdir(), key=lambda p: -p.stat().st_size):
