@@ -94,25 +94,9 @@ def pack(args: argparse.Namespace) -> int:
             if subprocess.run([*download, pin], capture_output=True).returncode != 0:
                 # sdist only (e.g. antlr4-python3-runtime): pure Python, built here
                 subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(dl), pin], check=True)
-    bundles: list[list[Path]] = [[]]
-    size = 0
-    for whl in sorted(dl.iterdir(), key=lambda p: -p.stat().st_size):
-        n = whl.stat().st_size
-        if n > BUNDLE_BYTES:
-            bundles += _split(whl)
-            continue
-        if size + n > BUNDLE_BYTES:
-            bundles.append([])
-            size = 0
-        bundles[-1].append(whl)
-        size += n
-    for i, files in enumerate([b for b in bundles if b], 1):
-        out = WHEELS / f"bundle{i}"
-        out.mkdir()
-        for f in files:
-            f.rename(out / f.name)
+    for out in bundle(dl):
         mib = sum(p.stat().st_size for p in out.iterdir()) / 2**20
-        print(f"{out.relative_to(ROOT)}: {len(files)} files, {mib:.1f} MiB")
+        print(f"{out.relative_to(ROOT)}: {len(list(out.iterdir()))} files, {mib:.1f} MiB")
     for leftover in dl.iterdir():
         leftover.unlink()
     dl.rmdir()
@@ -120,13 +104,37 @@ def pack(args: argparse.Namespace) -> int:
     return 0
 
 
+def bundle(dl: Path) -> list[Path]:
+    """The wheels in ``dl`` moved into ``WHEELS/bundle<N>``, each under ``BUNDLE_BYTES``: largest first, a wheel
+    over it in pieces of their own (its last piece shares a bundle with smaller wheels)."""
+    bundles: list[list[Path]] = [[]]
+    for whl in sorted(dl.iterdir(), key=lambda p: -p.stat().st_size):
+        if whl.stat().st_size > BUNDLE_BYTES:
+            bundles += _split(whl)
+            continue
+        fits = [b for b in bundles if sum(p.stat().st_size for p in b) + whl.stat().st_size <= BUNDLE_BYTES]
+        if not fits:
+            bundles.append([])
+            fits = bundles[-1:]
+        fits[0].append(whl)  # first fit, largest first: the fewest calls
+    dirs = []
+    for i, files in enumerate([b for b in bundles if b], 1):
+        out = WHEELS / f"bundle{i}"
+        out.mkdir(parents=True)
+        for f in files:
+            f.rename(out / f.name)
+        dirs.append(out)
+    return dirs
+
+
 def _split(whl: Path) -> list[list[Path]]:
     """A wheel over a bundle, cut into pieces of one bundle each, with a manifest naming them and its SHA-256."""
     data = whl.read_bytes()
+    step = BUNDLE_BYTES - 512  # room for the manifest beside the last piece
     pieces = []
-    for i in range(0, len(data), BUNDLE_BYTES):
-        piece = whl.with_name(f"{whl.name}.part{i // BUNDLE_BYTES:02d}")
-        piece.write_bytes(data[i : i + BUNDLE_BYTES])
+    for i in range(0, len(data), step):
+        piece = whl.with_name(f"{whl.name}.part{i // step:02d}")
+        piece.write_bytes(data[i : i + step])
         pieces.append([piece])
     manifest = whl.with_name(f"{whl.name}.manifest.json")
     manifest.write_text(

@@ -238,7 +238,7 @@ def test_the_device_check_cuts_a_wheel_over_a_call_and_reassembles_it(monkeypatc
     monkeypatch.setattr(check, "SITE", tmp_path / "env" / "site")
     monkeypatch.setattr(check, "ROOT", tmp_path)
     whl = tmp_path / "big-1.0-py3-none-any.whl"
-    data = bytes(range(256)) * 6  # 1536 bytes: two pieces
+    data = bytes(range(256)) * 3  # 768 bytes: two pieces of at most 1000 - 512
     whl.write_bytes(data)
     bundles = check._split(whl)
     assert [sorted(p.name for p in b) for b in bundles] == [
@@ -255,3 +255,22 @@ def test_the_device_check_cuts_a_wheel_over_a_call_and_reassembles_it(monkeypatc
         assert check.install(check.argparse.Namespace(bundle=str(d))) == 0
         assert len(installed) == i - 1  # nothing installs until the last piece has come
     assert (tmp_path / "env" / "pieces" / "big-1.0-py3-none-any.whl").read_bytes() == data
+
+
+def test_the_device_check_keeps_every_bundle_under_a_call(monkeypatch, tmp_path):
+    """Measured: ray's last piece and pyarrow once shared a 68.1 MiB bundle, over the 64 MiB a call carries."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("cuda_device_check", ROOT / "benchmarks" / "cuda_device_check.py")
+    check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check)
+    monkeypatch.setattr(check, "BUNDLE_BYTES", 1000)
+    monkeypatch.setattr(check, "WHEELS", tmp_path / "wheels")
+    dl = tmp_path / "dl"
+    dl.mkdir()
+    for name, size in (("ray", 1900), ("pyarrow", 950), ("a", 40), ("b", 30)):
+        (dl / f"{name}-1.0-py3-none-any.whl").write_bytes(b"x" * size)
+    dirs = check.bundle(dl)
+    sizes = [sum(p.stat().st_size for p in d.iterdir()) for d in dirs]
+    assert max(sizes) <= 1000 and sum(sizes) > 1900 + 950 + 70  # every byte travels (plus the manifest)
+    assert not list(dl.iterdir())
