@@ -67,7 +67,22 @@ def device_problem(scenario: Scenario) -> str | None:
     from harness.registry import EXECUTORS
 
     ex = scenario.executor
-    return unavailable_reason(scenario.device, EXECUTORS[ex.kind].device_ids(ex, scenario.device))
+    if why := unavailable_reason(scenario.device, EXECUTORS[ex.kind].device_ids(ex, scenario.device)):
+        return why
+    return _too_few_gpus(scenario)
+
+
+def _too_few_gpus(scenario: Scenario) -> str | None:
+    """A cuda scenario wants one GPU per rank of a node (NCCL refuses two ranks on one device): a one-GPU host
+    skips a two-rank scenario instead of failing it. Counted only where this Python sees the GPUs."""
+    if scenario.device != "cuda" or not _cuda_in_python():
+        return None
+    import torch
+
+    wanted = scenario.world_size // getattr(scenario.workload, "nnodes", 1)
+    if (seen := torch.cuda.device_count()) < wanted:
+        return f"{wanted} GPUs per node wanted (one per rank), {seen} visible here"
+    return None
 
 
 def skip_reason(scenario: Scenario, path: str | None = None) -> str | None:

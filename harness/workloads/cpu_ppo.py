@@ -1,4 +1,5 @@
-"""The embedded CPU workload: tiny Qwen2 actor/ref/critic trained PPO-style (see ``cpu_ppo_train``)."""
+"""The embedded workload: tiny Qwen2 actor/ref/critic trained PPO-style (see ``cpu_ppo_train``), on CPU (gloo)
+or on CUDA GPUs (NCCL, one GPU per rank; bf16 there if the scenario asks)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, PositiveFloat, PositiveInt
 
 from harness.dialect import dialect_of
+from harness.errors import InfraError
 from harness.launch import Launch
 from harness.msprobe_config import msprobe_config
 from harness.rundir import RunDir
@@ -46,10 +48,17 @@ class CpuPpoSettings(Strict):
         "never dumped); documented: with the stage names verl's docs list",
     )
     threads_per_rank: PositiveInt = 1
+    dtype: Literal["float32", "bfloat16"] = Field(
+        "float32",
+        description="the models' parameters and activations; bfloat16 on device cuda only (what GPU training runs, "
+        "and where msprobe's statistics of bf16 tensors matter; CPU bf16 kernels are slow and not what runs)",
+    )
 
     def check_scenario(self, scenario: ScenarioView) -> None:
-        if scenario.device != "cpu":
-            raise ValueError("workload cpu_ppo runs on device 'cpu' only")
+        if scenario.device not in ("cpu", "cuda"):
+            raise ValueError(f"workload cpu_ppo runs on device cpu or cuda, not {scenario.device}")
+        if self.dtype == "bfloat16" and scenario.device != "cuda":
+            raise ValueError("workload.dtype bfloat16 needs device cuda")
         wanted = CRITIC_STAGES & (set(scenario.precision_debugger.stages) | set(scenario.expected_stages))
         if wanted and not self.critic:
             raise ValueError(f"stages {sorted(wanted)} need a critic: set workload.critic: true")
@@ -84,6 +93,8 @@ class CpuPpo:
         self, scenario: ScenarioView, run: RunDir, enabled: bool, *, dry: bool = False, python: str | None = None
     ) -> Launch:
         s: CpuPpoSettings = scenario.workload
+        if scenario.device == "cuda" and not dry:
+            cuda_problem(scenario.world_size)
         run.root.mkdir(parents=True, exist_ok=True)
         profiler = None
         if enabled:
@@ -102,6 +113,8 @@ class CpuPpo:
             }
         spec = {
             "engine": scenario.engine,
+            "device": scenario.device,
+            "dtype": s.dtype,
             "world_size": scenario.world_size,
             "steps": scenario.steps,
             "seed": s.seed,
@@ -124,4 +137,21 @@ class CpuPpo:
             env={"VERL_FILE_LOGGER_PATH": str(run.metrics), **(fault_injection.passthrough() if enabled else {})},
             workdir=run.root,
             python=python,
+        )
+
+
+def cuda_problem(world_size: int) -> None:
+    """A cuda run forced onto a host that cannot hold it (pytest and ``harness run`` skip it before this): one
+    line naming what is missing. The training runs on the harness's own torch (the embedded workload has no CUDA
+    image), so that torch must see the GPUs; one per rank: NCCL refuses two ranks on one device."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise InfraError(
+            "device cuda: torch.cuda.is_available() is False in the harness's Python (no GPU, no driver, or a CPU "
+            "build of torch); run the cuda scenarios on a CUDA runner (docs/cuda.md)"
+        )
+    if (seen := torch.cuda.device_count()) < world_size:
+        raise InfraError(
+            f"device cuda: world_size {world_size} needs {world_size} GPUs (one per NCCL rank), {seen} visible here"
         )

@@ -1,9 +1,10 @@
-"""The embedded CPU workload: a short, real PPO-shaped training driven through verl's own profiler.
+"""The embedded workload: a short, real PPO-shaped training driven through verl's own profiler.
 
 Run as ``python -m harness.workloads.cpu_ppo_train SPEC.json`` (the harness writes SPEC.json). The
 parent process imports torch, transformers, verl (and msprobe for "on" runs) once, then forks one
-process per rank; ranks meet through a gloo FileStore in the run directory, so parallel runs never
-race for ports.
+process per rank; ranks meet through a FileStore in the run directory, so parallel runs never
+race for ports. On ``device: cuda`` rank R trains on GPU R over NCCL, and the ranks are spawned, not
+forked (a CUDA context does not survive a fork); models and batches live on the GPU, in bf16 if asked.
 
 What makes this a test of the integration and not a copy of it:
 - stage methods carry ``@DistProfiler.annotate(role=...)`` exactly like verl 0.9.1's engine workers,
@@ -74,6 +75,12 @@ class TrainSpec:
     threads_per_rank: int
     store_path: str
     profiler: ProfilerSpec | None = None
+    device: str = "cpu"
+    dtype: str = "float32"
+
+    @property
+    def cuda(self) -> bool:
+        return self.device == "cuda"
 
     @classmethod
     def load(cls, path: str | Path) -> TrainSpec:
@@ -203,17 +210,22 @@ class CriticWorker:
         return self._train(batch)
 
 
-def make_batch(spec: TrainSpec, step: int, rank: int) -> dict[str, torch.Tensor]:
-    """Prompts and sampled responses standing in for rollout generation; identical in off and on runs."""
+def make_batch(spec: TrainSpec, step: int, rank: int, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
+    """Prompts and sampled responses standing in for rollout generation; identical in off and on runs (drawn on
+    the CPU generator on every device, so a GPU run trains on the same tokens as a CPU one)."""
     gen = torch.Generator().manual_seed(spec.seed * 1_000_003 + step * 1009 + rank)
     vocab = spec.model["vocab_size"]
     prompts = torch.randint(0, vocab, (spec.batch_size, spec.prompt_length), generator=gen)
     responses = torch.randint(0, vocab, (spec.batch_size, spec.response_length), generator=gen)
-    return {"input_ids": torch.cat([prompts, responses], dim=1), "responses": responses}
+    batch = {"input_ids": torch.cat([prompts, responses], dim=1), "responses": responses}
+    return {k: v.to(device) for k, v in batch.items()}
 
 
-def build_models(spec: TrainSpec) -> tuple[torch.nn.Module, torch.nn.Module, torch.nn.Module | None]:
-    """Actor, ref (same initial weights) and critic; seeded so every rank and both runs start equal."""
+def build_models(
+    spec: TrainSpec, device: torch.device | str = "cpu"
+) -> tuple[torch.nn.Module, torch.nn.Module, torch.nn.Module | None]:
+    """Actor, ref (same initial weights) and critic; seeded so every rank and both runs start equal. Built on the
+    CPU (the same initial weights on every device), then moved to ``device`` in the spec's dtype."""
     cfg = Qwen2Config(**spec.model, num_labels=1)
     torch.manual_seed(spec.seed)
     actor = Qwen2ForCausalLM(cfg)
@@ -221,14 +233,35 @@ def build_models(spec: TrainSpec) -> tuple[torch.nn.Module, torch.nn.Module, tor
     ref.load_state_dict(actor.state_dict())
     ref.requires_grad_(False)
     critic = Qwen2ForTokenClassification(cfg) if spec.critic else None
-    return actor, ref, critic
+    dtype = getattr(torch, spec.dtype)
+    return actor.to(device, dtype), ref.to(device, dtype), critic.to(device, dtype) if critic else None
+
+
+def device_of(spec: TrainSpec, rank: int) -> torch.device:
+    """Rank R's device: GPU R (one per NCCL rank), or the CPU."""
+    return torch.device("cuda", rank) if spec.cuda else torch.device("cpu")
+
+
+def check_device(spec: TrainSpec) -> str | None:
+    """Why this process cannot train the spec (one line), or None; the harness checks before it launches, this
+    catches a container or host whose torch differs from the harness's."""
+    if not spec.cuda:
+        return None
+    if not torch.cuda.is_available():
+        return "cpu_ppo: device cuda but torch.cuda.is_available() is False in this process (a CPU build of torch?)"
+    if (seen := torch.cuda.device_count()) < spec.world_size:
+        return f"cpu_ppo: world_size {spec.world_size} needs {spec.world_size} GPUs (one per NCCL rank), {seen} visible"
+    return None
 
 
 def train(rank: int, spec: TrainSpec) -> None:
     pin(rank, spec.world_size)
     torch.set_num_threads(spec.threads_per_rank)
+    if spec.cuda:
+        torch.cuda.set_device(rank)
+        preload(spec)  # spawned: nothing of the parent's imports came along
     store = dist.FileStore(spec.store_path, spec.world_size)
-    dist.init_process_group("gloo", store=store, rank=rank, world_size=spec.world_size)
+    dist.init_process_group("nccl" if spec.cuda else "gloo", store=store, rank=rank, world_size=spec.world_size)
     try:
         _train(rank, spec)
     finally:
@@ -248,7 +281,8 @@ def pin(rank: int, world_size: int) -> None:
 
 
 def _train(rank: int, spec: TrainSpec) -> None:
-    actor, ref, critic = build_models(spec)
+    device = device_of(spec, rank)
+    actor, ref, critic = build_models(spec, device)
     profiler = make_profiler(spec, rank)
     policy = ActorRefWorker(
         profiler, Engine(actor, spec.engine, True, spec.lr), Engine(ref, spec.engine, False, spec.lr)
@@ -270,6 +304,8 @@ def _train(rank: int, spec: TrainSpec) -> None:
         with simple_timer(name, timing):
             cpu0 = time.process_time()
             out = fn(*args)
+            if spec.cuda:  # the kernels are asynchronous: the stage has not finished until the GPU has
+                torch.cuda.synchronize()
             if step in profiled:  # TEST ONLY: no-op unless HARNESS_TEST_STAGE_SLOWDOWN_PCT is set
                 fault_injection.slow_down(time.process_time() - cpu0)
             cpu[name] = time.process_time() - cpu0
@@ -286,7 +322,7 @@ def _train(rank: int, spec: TrainSpec) -> None:
                 critic_worker.profiler.start(profile_step=step)
         step_cpu = time.process_time()
         with simple_timer("step", timing):
-            batch = make_batch(spec, step, rank)
+            batch = make_batch(spec, step, rank, device)
             batch["old_log_probs"] = timed("old_log_prob", timing, policy.compute_log_prob, batch)
             batch["ref_log_prob"] = timed("ref", timing, policy.compute_ref_log_prob, batch)
             rewards = torch.zeros_like(batch["old_log_probs"])
@@ -311,21 +347,33 @@ def _train(rank: int, spec: TrainSpec) -> None:
         per_rank: list[dict[str, float]] = [{} for _ in range(spec.world_size)]
         dist.all_gather_object(per_rank, cpu)
         if logger is not None:
-            cpu_s = {f"cpu_s/{k}/rank{r}": v for r, d in enumerate(per_rank) for k, v in d.items()}
+            # on a GPU the host's CPU seconds measure the launches and the waits, not the work: wall time only
+            # there (the overhead check reads timing_s/* when no cpu_s/* is logged, as for verl's trainer)
+            cpu_s = {} if spec.cuda else {f"cpu_s/{k}/rank{r}": v for r, d in enumerate(per_rank) for k, v in d.items()}
             logger.log(data={**metrics, **{f"timing_s/{k}": v for k, v in timing.items()}, **cpu_s}, step=step)
     if logger is not None:
         logger.finish()
 
 
+def preload(spec: TrainSpec) -> None:
+    """msprobe once, before the loop, so no profiled step pays for the import."""
+    if spec.profiler is not None:
+        import msprobe.pytorch  # noqa: F401
+
+        fault_injection.install_delay()  # TEST ONLY: no-op unless HARNESS_TEST_DUMP_DELAY_S is set
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     spec = TrainSpec.load(argv[0])
-    if spec.profiler is not None:
-        import msprobe.pytorch  # noqa: F401  # once, before the loop, so no profiled step pays for the import
-
-        fault_injection.install_delay()  # TEST ONLY: no-op unless HARNESS_TEST_DUMP_DELAY_S is set
+    if why := check_device(spec):
+        print(why, file=sys.stderr, flush=True)
+        return 2
+    if not spec.cuda:
+        preload(spec)  # the forked ranks inherit it
     started = time.monotonic()
-    mp.start_processes(train, args=(spec,), nprocs=spec.world_size, start_method="fork", join=True)
+    method = "spawn" if spec.cuda else "fork"
+    mp.start_processes(train, args=(spec,), nprocs=spec.world_size, start_method=method, join=True)
     print(f"cpu_ppo: {spec.steps} steps on {spec.world_size} rank(s) in {time.monotonic() - started:.1f}s", flush=True)
     return 0
 

@@ -199,6 +199,8 @@ class VerlPpoSettings(Strict):
             raise ValueError(
                 f"executor.docker.npu_devices has {len(docker.npu_devices)} ids for {per_node} devices per node"
             )
+        if ex.kind == "docker" and scenario.device == "cuda" and len(docker.gpus) != per_node:
+            raise ValueError(f"executor.docker.gpus has {len(docker.gpus)} ids for {per_node} GPUs per node")
 
 
 @dataclass(frozen=True)
