@@ -57,7 +57,7 @@ def test_a_commit_that_stops_dumping_a_stage_is_flagged_by_pytest_under_docker(
     assert json.loads((where / "compare.json").read_text())["exit_code"] == 1
     head = json.loads((where / "head" / "r0" / "tiny_fsdp_l1" / "results.json").read_text())
     assert {k: v["passed"] for k, v in head["checks"].items()} == {
-        "layout": False, "contents": True, "overhead": True, "disk": True,
+        "crash": True, "layout": False, "contents": True, "overhead": True, "disk": True,
     }  # fmt: skip
 
 

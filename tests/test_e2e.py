@@ -49,7 +49,7 @@ def test_xdist_selection_runs_trainings_once_and_junit_carries_figures(tmp_path)
     assert doc["environment"]["verl"] == "0.9.1"
     assert "harness time breakdown" in proc.stdout
     workers = re.findall(r"\[(gw\d+)\] \[ *\d+%\] PASSED scenarios/tiny_fsdp_l1\.yaml::", proc.stdout)
-    assert len(workers) == 4 and len(set(workers)) == 1, "a scenario's items must share one xdist worker"
+    assert len(workers) == 5 and len(set(workers)) == 1, "a scenario's items must share one xdist worker"
 
 
 def test_cli_run_writes_results_and_failing_budget_exits_1(tmp_path):

@@ -56,6 +56,7 @@ def listening(pids: dict[int, str]) -> set[tuple[str, int, str, bool]]:
     return found
 
 
+@pytest.mark.heavy  # a real_fsdp_l0 run of its own (~4 min): .ci/run's 20 minutes hold one already
 @pytest.mark.skipif(os.geteuid() != 0, reason="nsenter into the run's network namespace needs root")
 def test_a_real_run_listens_on_loopback_only(tmp_path: Path) -> None:
     argv = [sys.executable, "-m", "harness", "run", str(ROOT / "scenarios" / "real_fsdp_l0.yaml")]

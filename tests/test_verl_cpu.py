@@ -45,7 +45,7 @@ def keys(overrides: list[str]) -> dict[str, str]:
 
 
 def test_the_real_scenarios_ship():
-    assert REAL == ["real_critic_fsdp_l1", "real_fsdp_l0", "real_fsdp_l1"]
+    assert REAL == ["real_critic_fsdp_l1", "real_critic_strict_fsdp_l1", "real_fsdp_l0", "real_fsdp_l1"]
 
 
 def test_cpu_and_ascend_argv_differ_only_in_device_model_data_rollout_and_the_cpu_block(tmp_path):
