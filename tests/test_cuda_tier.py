@@ -225,13 +225,19 @@ def test_the_gpu_workflow_runs_every_cuda_scenario_on_verls_runners():
     assert sorted(json.loads(inputs["scenarios"]["default"])) == shipped == sorted(TINY + VERL)
 
 
-def test_the_device_check_cuts_a_wheel_over_a_call_and_reassembles_it(monkeypatch, tmp_path):
-    """ray's wheel is larger than one call carries: pieces in two bundles, installed once both have come."""
+def _device_check():
+    """benchmarks/cuda_device_check.py as a module (a script, not a package)."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("cuda_device_check", ROOT / "benchmarks" / "cuda_device_check.py")
     check = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(check)
+    return check
+
+
+def test_the_device_check_cuts_a_wheel_over_a_call_and_reassembles_it(monkeypatch, tmp_path):
+    """ray's wheel is larger than one call carries: pieces in two bundles, installed once both have come."""
+    check = _device_check()
     monkeypatch.setattr(check, "BUNDLE_BYTES", 1000)
     monkeypatch.setattr(check, "ENV", tmp_path / "env")
     monkeypatch.setattr(check, "PIECES", tmp_path / "env" / "pieces")
@@ -259,11 +265,7 @@ def test_the_device_check_cuts_a_wheel_over_a_call_and_reassembles_it(monkeypatc
 
 def test_the_device_check_keeps_every_bundle_under_a_call(monkeypatch, tmp_path):
     """Measured: ray's last piece and pyarrow once shared a 68.1 MiB bundle, over the 64 MiB a call carries."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("cuda_device_check", ROOT / "benchmarks" / "cuda_device_check.py")
-    check = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(check)
+    check = _device_check()
     monkeypatch.setattr(check, "BUNDLE_BYTES", 1000)
     monkeypatch.setattr(check, "WHEELS", tmp_path / "wheels")
     dl = tmp_path / "dl"
