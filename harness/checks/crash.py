@@ -60,9 +60,9 @@ def check_crash(ctx: CheckContext) -> CheckResult:
     for mode, crash in ctx.crashes.items():
         res.problems.append(crash_line(ctx, mode, crash))
         res.figures[f"crash.{mode}"] = crash.party
+    crashed = ", ".join(f"{m} by {c.party}" for m, c in ctx.crashes.items())
     ended = ", ".join(_ended(ctx, m).removeprefix("the ") for m in MODES)
-    res.summary = f"{len(ctx.crashes)} crashed: " + ", ".join(f"{m} by {c.party}" for m, c in ctx.crashes.items())
-    res.summary = res.summary if ctx.crashes else ended
+    res.summary = f"{len(ctx.crashes)} crashed: {crashed}" if ctx.crashes else ended
     if bug := known_bug(ctx):
         res.xfail_reason = f"known {bug.party} bug: {bug.reason}"
     return res
