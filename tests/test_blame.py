@@ -40,6 +40,7 @@ def small_l1(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_scenario(tmp_path_factory.mktemp("blame"), name="blame_l1", **SMALL_TARGET)
 
 
+@pytest.mark.trains
 def test_a_raise_inside_a_profiled_stage_is_a_verdict_on_verl(repo: VerlRepo, cache: Path, small_l1: Path) -> None:
     proc = harness(cache, "run", str(small_l1), "--verl", f"{repo.path}@crash", "--results", str(small_l1.parent / "r"))
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
@@ -52,6 +53,7 @@ def test_a_raise_inside_a_profiled_stage_is_a_verdict_on_verl(repo: VerlRepo, ca
     assert "INFRASTRUCTURE" not in proc.stdout + proc.stderr
 
 
+@pytest.mark.trains
 def test_a_requirement_the_environment_lacks_is_an_environment_error(
     repo: VerlRepo, cache: Path, small_l1: Path
 ) -> None:
@@ -64,6 +66,7 @@ def test_a_requirement_the_environment_lacks_is_an_environment_error(
     assert "verl-msprobe-stats>=1.0" in line and "crash" not in line.split(":")[0]
 
 
+@pytest.mark.trains
 def test_verl_changing_under_the_harness_is_a_harness_error(repo: VerlRepo, cache: Path, small_l1: Path) -> None:
     proc = harness(cache, "run", str(small_l1), "--verl", f"{repo.path}@kwarg", "--results", str(small_l1.parent / "k"))
     assert proc.returncode == 2, proc.stdout[-3000:]
@@ -84,6 +87,7 @@ def _strict_critic(root: Path, declared: bool) -> Path:
     return path
 
 
+@pytest.mark.trains
 def test_verls_strict_mode_with_a_critic_crashes_and_a_declared_bug_is_an_xfail(tmp_path: Path, cache: Path) -> None:
     """verl's own raise (``_should_collect``) on the role the embedded workload gives the critic, as verl's engine
     workers do: exit 1 undeclared; declared under pytest, the crash item is the expected failure and the other items

@@ -9,7 +9,10 @@ import sys
 from pathlib import Path
 from xml.etree import ElementTree
 
+import pytest
 from builders import write_scenario
+
+pytestmark = pytest.mark.trains
 
 ROOT = Path(__file__).resolve().parents[1]
 

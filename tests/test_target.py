@@ -110,6 +110,7 @@ def test_environment_is_made_once_then_reused_at_a_fixed_width_path(repo: VerlRe
     assert len(str(other.facts["packages_dir"])) == len(str(env.facts["packages_dir"]))  # fair disk figures
 
 
+@pytest.mark.trains
 def test_neutral_commit_passes_and_is_named_everywhere(repo: VerlRepo, cache: Path, small: Path) -> None:
     """The bad commit failing layout is test_compare_runs' (head against this release, under docker)."""
     xml = small / "neutral.xml"
@@ -141,6 +142,7 @@ def test_api_drift_is_one_infrastructure_error_line(repo: VerlRepo, cache: Path,
     )
 
 
+@pytest.mark.trains
 def test_dirty_checkout_gets_its_own_environment_and_docker_runs_it_like_local(
     repo: VerlRepo, cache: Path, small: Path, use_cache: Path, tmp_path: Path
 ) -> None:
