@@ -31,8 +31,8 @@ from harness.checks.known_gap import check_gap, gap_name
 from harness.devices import skip_reason
 from harness.errors import HarnessError, InfraError, ScenarioError, one_line
 from harness.gate.baseline import Baseline
+from harness.gate.judge import gate_scenario
 from harness.gate.observe import observe_results
-from harness.gate.verdicts import compare_scenario
 from harness.loader import load_scenario
 from harness.monitor import MAX_DUMP_ENV, MIN_FREE_ENV, PeriodicLines, Watch, positive_seconds
 from harness.registry import EXECUTORS
@@ -395,7 +395,7 @@ class RegressionItem(ScenarioItem):
         for name, check in CHECKS.items():  # the figures it compares, fresh even when their items did not run
             record_check(self.scenario, self.runs, run_check(name, check, ctx))
         observed = observe_results(self.runs.dir.results)
-        return compare_scenario(self.scenario.name, self.config.stash[_BASELINE], observed).as_check_result()
+        return gate_scenario(self.scenario.name, self.config.stash[_BASELINE], observed).as_check_result()
 
 
 def target_properties(target: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -441,10 +441,10 @@ class CompareItem(pytest.Item):
         if compared.status == "error":
             _fail(InfraError("; ".join(compared.errors)))
         if compared.status == "regressed":
-            lines = [f.line() for f in compared.figures if f.verdict in ("regressed", "missing")]
+            lines = [f.compare_line() for f in compared.figures if f.verdict in ("regressed", "missing")]
             raise CheckFailed(self.scenario.name, CheckResult("compare", problems=lines + compared.findings))
         if compared.status == "inconclusive":
-            lines = [f.line() for f in compared.figures if f.verdict == "inconclusive"]
+            lines = [f.compare_line() for f in compared.figures if f.verdict == "inconclusive"]
             raise CheckInconclusive(self.scenario.name, CheckResult("compare", inconclusive=compared.undecided + lines))
 
     def reportinfo(self) -> tuple[Path, int, str]:

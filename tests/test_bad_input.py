@@ -235,8 +235,8 @@ def test_report_never_takes_a_path_from_results_json(tmp_path, capsys, name):
 @pytest.mark.parametrize(
     ("content", "expected"),
     [
-        (b"", "is not valid JSON (Expecting value: line 1 column 1 (char 0)): a truncated or corrupt results file"),
-        pytest.param(b"[" * 100_000, "is not valid JSON", id="deep"),
+        (b"", ": not valid JSON (Expecting value: line 1 column 1 (char 0)): a truncated or corrupt results.json"),
+        pytest.param(b"[" * 100_000, ": not valid JSON", id="deep"),
         (b'{"scenario": "tiny_case", "checks": []}', ": checks: Input should be a valid dictionary"),
         (b'{"scenario": "tiny_case", "checks": {"d": {"passed": "yes"}}}', ": checks.d.passed: Input should be"),
         (b'{"scenario": "tiny_case", "runs": {"off": {"exit_code": "x"}}}', ": runs.off.exit_code: Input should be"),
@@ -268,7 +268,8 @@ def test_truncated_junit_a_results_file_and_a_baseline_that_is_not_one(tmp_path,
         "BASELINE ERROR: T/a.xml: not a JUnit XML file (unclosed token: line 1, column 53)",
         "INFRASTRUCTURE ERROR (not a check verdict): --results T/file: not a directory (a results dir is made there, "
         "or an existing one used)",
-        "BASELINE ERROR: T/file: (top level): Invalid JSON: expected value at line 1 column 1: not a harness baseline",
+        "BASELINE ERROR: T/file: not valid JSON (Expecting value: line 1 column 1 (char 0)): a truncated or corrupt "
+        "baseline.json",
     ]
 
 
@@ -577,8 +578,8 @@ def _baseline(tmp_path: Path) -> tuple[Path, Path]:
 @pytest.mark.parametrize(
     ("key", "value", "said"),
     [
-        ("tolerances", -0.5, "tolerances.disk.rank0_bytes: Input should be greater than or equal to 0"),
-        ("tolerances", math.nan, "tolerances.disk.rank0_bytes: Input should be a finite number"),
+        ("tolerances", -0.5, "tolerances.disk.rank0_bytes: Input should be greater than or equal to 0 (and 8 more)"),
+        ("tolerances", math.nan, "tolerances.disk.rank0_bytes: Input should be a finite number (and 8 more)"),
         ("figures", "nanx", "figures: figure disk.rank0_bytes: 'nanx' is not a number of 0 or more"),
         ("figures", math.nan, "figures: figure disk.rank0_bytes: nan is not a number of 0 or more"),
         ("runs", 0, "runs: Input should be greater than 0"),
@@ -592,7 +593,8 @@ def test_a_baseline_of_nonsense_figures_is_refused_not_used(tmp_path, capsys, ke
     path.write_text(json.dumps(doc))
     capsys.readouterr()
     assert main(["gate", "--baseline", str(path), "--results", str(res)]) == 2  # -0.5: REGRESSED on the same figures
-    assert _err(capsys, tmp_path) == f"BASELINE ERROR: T/b.json: scenarios.tiny_case.{said}: not a harness baseline"
+    said = f"BASELINE ERROR: T/b.json: scenarios.tiny_case.{said}: not a harness baseline.json"
+    assert _err(capsys, tmp_path) == said
 
 
 @pytest.mark.parametrize("command", ["gate", "merge", "report"])

@@ -14,9 +14,9 @@ from builders import write_dump, write_metrics
 
 from harness.cli import evaluate
 from harness.gate.baseline import build
+from harness.gate.judge import gate_scenario
 from harness.gate.observe import observe_results
 from harness.gate.structure import name_diff, normalise, structure_of
-from harness.gate.verdicts import compare_scenario
 from harness.launch import ExecResult
 from harness.rundir import ScenarioDir
 from harness.runs import RunRecord, fingerprint
@@ -127,7 +127,7 @@ def test_pytest_regression_item_against_a_baseline(tmp_path, good_case):
     (second / "tiny_case" / "results.json").write_text(json.dumps(doc))
     baseline = build([tmp_path / "results", second])
     baseline.write(tmp_path / "baseline.json")
-    assert compare_scenario(scenario.name, baseline, obs).status == "ok"
+    assert gate_scenario(scenario.name, baseline, obs).status == "ok"
 
     def pytest_run(*extra: str) -> subprocess.CompletedProcess[str]:
         argv = [sys.executable, "-m", "pytest", str(tmp_path / "scenarios"), "-p", "no:cacheprovider", "-v", "-rfE"]
