@@ -202,7 +202,7 @@ def test_unsafe_runs_say_so_and_code_built_settings_are_refused_before_the_daemo
 def _runs(root: Path) -> ScenarioRuns:
     sdir = ScenarioDir(root / "tiny_case")
     sdir.root.mkdir(parents=True, exist_ok=True)
-    rec = RunRecord("off", "local", ["python"], ExecResult(exit_code=0, wall_s=1.0))
+    rec = RunRecord(mode="off", executor="local", argv=["python"], result=ExecResult(exit_code=0, wall_s=1.0))
     return ScenarioRuns(sdir, "s1", {"off": rec}, 0.0, target={"block": None, "environment": {"verl": "x"}})
 
 

@@ -6,7 +6,6 @@ import json
 import shutil
 import subprocess
 import sys
-from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -109,7 +108,10 @@ def test_observation_of_a_results_dir_holds_every_gated_figure(good_case):
 
 def _reusable_runs(scenario, sdir: ScenarioDir) -> None:
     """runs.json as a successful earlier session leaves it, so --harness-reuse checks without training."""
-    records = {m: asdict(RunRecord(m, "local", ["python"], ExecResult(exit_code=0, wall_s=1.0))) for m in ("off", "on")}
+    result = ExecResult(exit_code=0, wall_s=1.0)
+    records = {
+        m: RunRecord(mode=m, executor="local", argv=["python"], result=result).model_dump() for m in ("off", "on")
+    }
     doc = {"session": "earlier", "fingerprint": fingerprint(scenario, pinned_target()), "records": records}
     sdir.runs_record.write_text(json.dumps(doc))
 
