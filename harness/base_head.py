@@ -65,9 +65,9 @@ def run_comparison(
     ``max_repeats``: while a scenario is INCONCLUSIVE after ``repeats``, one more base/head pair (the ABBA order
     goes on) at a time, up to this many per side (sequential sampling); default ``repeats``: none more.
     ``skipped``: the scenarios not run here, with why (they count in the total a comparison compares)."""
-    targets = {"base": base, "head": head}
-    for side, target in targets.items():  # both environments before any training: a bad SPEC fails at once
-        say(f"{side}: {ensure_env(target).label()}")
+    envs = {side: ensure_env(target) for side, target in (("base", base), ("head", head))}  # once, before training:
+    for side, env in envs.items():  # a bad SPEC fails at once
+        say(f"{side}: {env.label()}")
     cap = max(repeats, max_repeats or repeats)
     order = interleaved(cap)
     session = uuid.uuid4().hex
@@ -87,7 +87,7 @@ def run_comparison(
             done = max(done, i + 1)
             where = run_dir(results, side, i)
             try:
-                evaluate(scenario, where, session, executor, reuse=False, target=targets[side], watch=watch)
+                evaluate(scenario, where, session, executor, reuse=False, env=envs[side], watch=watch)
             except HarnessError as exc:
                 scenario_errors.setdefault(scenario.name, []).append(f"{side} run {i + 1}: {exc.label}: {exc}")
                 continue
@@ -100,7 +100,7 @@ def run_comparison(
         sc.errors = scenario_errors.get(scenario.name, []) + sc.errors
         if not sc.errors and not any(o.crashes for obs in sides.values() for o in obs):
             say(f"{scenario.name}: numerics (statistics compare)")
-            add_numerics(sc, scenario, sides, results, ensure_env(head).python)
+            add_numerics(sc, scenario, sides, results, envs["head"].python)
         compared.append(sc)
     labels = [f"{side} {i + 1}" for side, i in interleaved(done)]
     comparison = Judgement("compare", base.describe(), head.describe(), compared, labels, list(skipped))

@@ -13,7 +13,7 @@ from harness.results import record_check
 from harness.rundir import ScenarioDir
 from harness.runs import ensure_runs, scenario_lock
 from harness.scenario import Scenario
-from harness.target import Target
+from harness.target_env import TargetEnv
 
 
 def evaluate(
@@ -22,14 +22,15 @@ def evaluate(
     session: str,
     executor: str | None,
     reuse: bool,
-    target: Target,
+    env: TargetEnv,
     watch: Watch | None = None,
 ) -> tuple[float, list[CheckResult]]:
     """The same runs and checks as the pytest items, outside pytest; returns the training time too. ``watch``:
-    the runner's dump cap, free-space floor and live line (default: from the environment, no live line). The
+    the runner's dump cap, free-space floor and live line (default: from the environment, no live line). ``env``:
+    the target's environment, resolved once by the entry point. The
     scenario's lock is held throughout, so another harness run on the same results dir waits."""
     with scenario_lock(ScenarioDir(results / scenario.name)):  # no other harness run between runs and results
-        runs = ensure_runs(scenario, results, session, executor, reuse=reuse, target=target, watch=watch)
+        runs = ensure_runs(scenario, results, session, executor, reuse=reuse, env=env, watch=watch)
         ctx = CheckContext(scenario, runs.dir)
         out = []
         for name, check in CHECKS.items():

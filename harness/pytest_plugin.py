@@ -43,6 +43,7 @@ from harness.scenario import Scenario
 from harness.settings import KnownGap
 from harness.signals import Interrupted, describe, interrupts, note_stopped
 from harness.target import SERIES_HELP, TARGET_HELP, Target, parse_target
+from harness.target_env import TargetEnv, ensure_env
 
 TRAINED = "harness.trained_s"
 
@@ -332,7 +333,7 @@ class ScenarioItem(pytest.Item):
                 config.stash[_SESSION],
                 config.getoption("executor"),
                 reuse=config.getoption("harness_reuse"),
-                target=config.stash[_TARGET],
+                env=_target_env(config),
                 watch=config.stash[_WATCH],
             )
         except HarnessError as exc:
@@ -454,6 +455,17 @@ class CompareItem(pytest.Item):
 _SESSION = pytest.StashKey[str]()
 _COMPARE_BASE = pytest.StashKey[Target]()
 _TARGET = pytest.StashKey[Target]()
+_TARGET_ENV = pytest.StashKey[TargetEnv]()
+
+
+def _target_env(config: pytest.Config) -> TargetEnv:
+    """The target's environment, made (or found) once per process on first use and passed to every scenario: a
+    SPEC that cannot be installed fails the items that need it, one line each, and no collection."""
+    if _TARGET_ENV not in config.stash:
+        config.stash[_TARGET_ENV] = ensure_env(config.stash[_TARGET])
+    return config.stash[_TARGET_ENV]
+
+
 _BASELINE = pytest.StashKey[Baseline]()
 _WATCH = pytest.StashKey[Watch]()
 _SIGNALS = pytest.StashKey[contextlib.ExitStack]()

@@ -17,18 +17,15 @@ from harness.registry import EXECUTORS
 from harness.runs import ScenarioRuns
 from harness.safeio import MB, InputError, Versioned, write_atomic
 from harness.scenario import Scenario
-from harness.target import pinned_target
-from harness.target_env import ensure_env
-from harness.target_env import environment as target_environment
 
 MAX_RESULTS_BYTES = 64 * MB
 
 
-def environment(scenario: Scenario, target: dict[str, Any] | None = None) -> dict[str, Any]:
+def environment(scenario: Scenario, target: dict[str, Any]) -> dict[str, Any]:
     """Where the figures were measured. ``target``: ``ScenarioRuns.target`` (versions as installed in the target's
-    environment, its identity and series); without it, the pinned releases of the project venv."""
+    environment, its identity and series, as the runs recorded them)."""
     env: dict[str, Any] = {"python": platform.python_version(), "machine": platform.machine()}
-    env.update((target or {}).get("environment") or target_environment(ensure_env(pinned_target())))
+    env.update(target.get("environment") or {})
     packages_dir = env.pop("packages_dir", None)
     env["device"] = scenario.device
     env["executor"] = kind = scenario.executor.kind

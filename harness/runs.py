@@ -109,18 +109,19 @@ def fingerprint(scenario: Scenario, target: Target) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _load(sdir: ScenarioDir, session: str, scenario: Scenario, target: Target, reuse: bool) -> ScenarioRuns | None:
+def _load(sdir: ScenarioDir, session: str, scenario: Scenario, env: TargetEnv, reuse: bool) -> ScenarioRuns | None:
     """This session's runs (or, with ``reuse``, an earlier session's good ones); None when there are none to reuse,
     including a runs.json that is not one (corrupt, a link, not a file): those runs are made again."""
     try:
         doc = RunsDoc.read_file(sdir.runs_record, 16 * MB, follow=False)
     except InputError:
         return None
-    if doc.fingerprint != fingerprint(scenario, target):
+    if doc.fingerprint != fingerprint(scenario, env.target):
         return None  # another target (or other settings) in the same session: train again
     if doc.session != session and not (reuse and not _failed(doc)):
         return None
-    return ScenarioRuns(sdir, doc.session, dict(doc.records), trained_s=0.0, target=doc.target)
+    recorded = doc.target or {"block": env.target.block(), "environment": environment(env)}
+    return ScenarioRuns(sdir, doc.session, dict(doc.records), trained_s=0.0, target=recorded)
 
 
 def _failed(doc: RunsDoc) -> bool:
@@ -128,12 +129,10 @@ def _failed(doc: RunsDoc) -> bool:
     return len(records) < len(MODES) or any(r.error or r.stopped or r.crash for r in records)
 
 
-def target_env(scenario: Scenario, target: Target) -> TargetEnv:
-    """The target's environment, checked for what the scenario's workload drives (API drift: InfraError)."""
-    env = ensure_env(target)
+def check_target(scenario: Scenario, env: TargetEnv) -> None:
+    """The target's environment holds what the scenario's workload drives (API drift: InfraError)."""
     workload = WORKLOADS[scenario.workload.kind]
     check_api(env, workload.symbols, list(scenario.precision_debugger.stages), scenario.workload.kind)
-    return env
 
 
 def results_dir(path: str | Path) -> Path:
@@ -164,21 +163,22 @@ def ensure_runs(
     session: str,
     executor: str | None = None,
     reuse: bool = False,
-    target: Target | None = None,
+    env: TargetEnv | None = None,
     watch: Watch | None = None,
 ) -> ScenarioRuns:
-    """Run (or reuse this session's) off and on trainings of ``target`` (default: from HARNESS_VERL and
-    HARNESS_MSPROBE, else the pinned releases); raise InfraError if either failed.
+    """Run (or reuse this session's) off and on trainings in ``env``, the target's environment as the entry point
+    resolved it once (default: from HARNESS_VERL and HARNESS_MSPROBE, else the pinned releases); raise InfraError
+    if either failed.
 
     ``reuse`` also accepts successful runs of an earlier session made from the same scenario settings and
     target (re-checking without retraining). ``watch``: the runner's cap, floor and live line (default: from
     the environment, no live line)."""
-    target = target or parse_target()
+    env = env or ensure_env(parse_target())
     sdir = ScenarioDir(Path(results) / scenario.name)
     with scenario_lock(sdir):
-        runs = _load(sdir, session, scenario, target, reuse)
+        runs = _load(sdir, session, scenario, env, reuse)
         if runs is None:
-            env = target_env(scenario, target)
+            check_target(scenario, env)
             kind = executor or scenario.executor.kind
             runs = _run_both(scenario, sdir, session, kind, env, watch or Watch.configure())
     if runs.error:

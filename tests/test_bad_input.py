@@ -348,7 +348,7 @@ def test_the_lock_is_held_through_the_checks_and_results_json(tmp_path, monkeypa
 
     monkeypatch.setattr(ev, "ensure_runs", lambda *a, **k: runs)
     monkeypatch.setattr(ev, "CHECKS", {"probe": check})
-    ev.evaluate(scenario, tmp_path / "res", "s1", None, True, target=None)  # type: ignore[arg-type]
+    ev.evaluate(scenario, tmp_path / "res", "s1", None, True, env=None)  # type: ignore[arg-type]
     assert seen == ["held"]
     probe = subprocess.run([PY, "-c", PROBE, str(runs.dir.lock)], capture_output=True, text=True, timeout=60)
     assert probe.stdout.strip() == "free"  # released at the end

@@ -20,6 +20,7 @@ from harness.launch import ExecResult
 from harness.rundir import ScenarioDir
 from harness.runs import RunRecord, fingerprint
 from harness.target import pinned_target
+from harness.target_env import ensure_env
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -92,7 +93,7 @@ def test_names_that_vary_between_calibration_runs_are_not_gated(tmp_path):
 def _observed(scenario, sdir: ScenarioDir):
     """Every check run and recorded in results.json (as ``harness run`` does), then observed as the gate does."""
     _reusable_runs(scenario, sdir)
-    evaluate(scenario, sdir.root.parent, "now", None, reuse=True, target=pinned_target())
+    evaluate(scenario, sdir.root.parent, "now", None, reuse=True, env=ensure_env(pinned_target()))
     return observe_results(sdir.results)
 
 
