@@ -165,6 +165,9 @@ def test_a_baseline_of_the_previous_schema_is_read_and_gated_another_schema_is_o
     )
     with pytest.raises(BaselineError, match=r"surprise: Extra inputs are not permitted: not a harness baseline.json$"):
         Baseline.read(previous)  # every field declared: an unknown one is refused, not carried along
+    previous.write_text(json.dumps({"format": 2} | {k: v for k, v in doc.items() if k != "schema_version"}))
+    with pytest.raises(BaselineError, match=r"of schema 1 with format 2 \(it had format 1 only\): re-run"):
+        Baseline.read(previous)
 
 
 def test_results_json_of_another_schema_is_one_line_and_a_rewrite_keeps_its_own(tmp_path, capsys):

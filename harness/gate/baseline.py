@@ -122,8 +122,8 @@ class Baseline(Versioned):
 
     @classmethod
     def upgrade(cls, doc: dict[str, Any]) -> dict[str, Any]:
-        if doc.get("format", 1) != 1:
-            return doc  # refused by validation: format is no field of schema 2
+        if (said := doc.get("format", 1)) != 1:
+            raise InputError(f"baseline.json of schema 1 with format {said!r} (it had format 1 only): {cls.REDO}")
         return {k: v for k, v in doc.items() if k != "format"}
 
     def tolerance(self, scenario: str, metric: str) -> float:
