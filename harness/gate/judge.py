@@ -402,7 +402,7 @@ def _checks(out: ScenarioVerdict, base: list[Observation], head: list[Observatio
 def judge(name: str, base: Side, head: Side, policy: Policy) -> ScenarioVerdict:
     """One scenario, head against base, under ``policy``."""
     out = ScenarioVerdict(name, policy)
-    if policy.kind == "gate":
+    if policy.environment:  # now against a baseline: only now's runs can fail or crash
         out.errors = [e for o in head.runs for e in o.errors]
         out.crashes = [] if out.errors else [c for o in head.runs for c in o.crashes]
         if out.errors or out.crashes:
