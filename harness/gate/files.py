@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from harness import figures as fig
+from harness.artifacts import figures as fig
 from harness.errors import BaselineError
 from harness.gate.baseline import Baseline
 from harness.gate.judge import Judgement, ScenarioVerdict, Status, rel_change

@@ -5,7 +5,7 @@ A side is what was measured: the runs of one target (one per repeat, base or hea
 baseline) and base against head (``compare``) differ only in their ``Policy``; both end in ``harness.outcomes``.
 
 - every gated figure (overhead ratios, disk bytes, structure entry counts) as head/base (now/baseline), decided by
-  ``decide`` on ``harness.stats``: overhead by an interval from the per-step, per-rank samples of each run of
+  ``decide`` on ``harness.checks.stats``: overhead by an interval from the per-step, per-rank samples of each run of
   each side, disk and structure exactly (structure both ways: it has no better or worse);
 - dump structure names per stage and rank: any change in the (normalised) entry names is a regression;
 - with ``Policy.checks`` (both sides are runs), every check's verdict: one that passes on base and fails on head
@@ -26,10 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from harness import outcomes, stats
+from harness import outcomes
+from harness.artifacts.figures import FAMILIES, family, fmt, ratio, samples_of, structure_names
+from harness.checks import stats
 from harness.checks.base import CheckResult
 from harness.checks.known_gap import is_gap
-from harness.figures import FAMILIES, family, fmt, ratio, samples_of, structure_names
 from harness.gate.baseline import BLOCKING_ENV, INFO_ENV, Baseline, floor
 from harness.gate.numerics import NumericsReport
 from harness.gate.observe import Observation, observe_dir
@@ -67,7 +68,7 @@ class Policy:
     """How two sides are judged. ``gate``: now against a baseline (its stored tolerances, environment and settings
     checked first, an improvement says "refresh the baseline"); ``compare``: head against base, both run here
     (the families' floors, check verdicts compared too). Overhead is decided by an interval at the confidences of
-    ``harness.stats``; the ``exact`` families on the medians (``two_sided``: a change either way regresses)."""
+    ``harness.checks.stats``; the ``exact`` families on the medians (``two_sided``: a change either way regresses)."""
 
     kind: Literal["gate", "compare"]
     families: Collection[str] = FAMILIES  # decided; the others reported, not judged

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness import figures as fig
+from harness.artifacts import figures as fig
 from harness.checks.known_gap import is_gap
 from harness.gate.files import GateDoc, disk_per_step
 from harness.gate.judge import JUDGED
