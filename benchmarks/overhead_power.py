@@ -4,7 +4,7 @@ Not a test: each pair (off + on training of the scenario) takes tens of seconds 
 The series is one stream of pairs: ``--reference`` clean pairs first, then clean, +15 %, clean, +30 %, ...
 (injected with HARNESS_TEST_STAGE_SLOWDOWN_PCT, exact in the CPU time the ratios use). Every pair after the
 first ones is one decision against the clean pairs before it, through the product's decision
-(``harness.gate.compare.compare_scenario``, the one base-against-head uses, on ``harness.checks.stats``); an
+(``harness.gate.judge.compare_runs``, the one base-against-head uses, on ``harness.checks.stats``); an
 INCONCLUSIVE one gets another pair of its kind, up to ``--max-pairs`` (sequential sampling). The absolute
 budget (the overhead check of each pair) is counted too. Beside it, the rule it replaced (the provisional one:
 medians of the wall-clock ratios, tolerance +25 %; budgets on the median wall ratio) on the same pairs,
@@ -39,11 +39,12 @@ from harness.artifacts.rundir import ScenarioDir
 from harness.checks import CHECKS
 from harness.checks.base import CheckContext
 from harness.checks.results import record_check
-from harness.gate.compare import compare_scenario
+from harness.gate.judge import compare_runs
 from harness.gate.observe import Observation, observe_results
 from harness.pipeline.evaluate import evaluate
 from harness.scenario.loader import load_scenario
 from harness.scenario.stages import TIMER_TO_STAGE
+from harness.target.environment import ensure_env
 from harness.target.spec import pinned_target
 from harness.training.workloads.fault_injection import SLOWDOWN_ENV
 
@@ -70,7 +71,7 @@ def run_pair(scenario: Any, out: Path, pct: int) -> tuple[Observation, float, Pa
         os.environ[SLOWDOWN_ENV] = str(pct)
     started = time.monotonic()
     try:
-        evaluate(scenario, where, uuid.uuid4().hex, None, reuse=False, target=pinned_target())
+        evaluate(scenario, where, uuid.uuid4().hex, None, reuse=False, env=ensure_env(pinned_target()))
     finally:
         os.environ.pop(SLOWDOWN_ENV, None)
     d = ScenarioDir(where / scenario.name)
@@ -169,7 +170,7 @@ def decisions(args: argparse.Namespace) -> None:
             continue
         heads = [*pending.pop(p["kind"], []), p]
         ref = reference[-args.window :] if args.window else reference
-        cmp = compare_scenario(scenario.name, [r["obs"] for r in ref], [h["obs"] for h in heads])
+        cmp = compare_runs(scenario.name, [r["obs"] for r in ref], [h["obs"] for h in heads])
         if cmp.status == "inconclusive" and len(heads) < args.max_pairs:
             pending[p["kind"]] = heads  # sequential: the next pair of this kind joins the decision
             continue
@@ -178,7 +179,7 @@ def decisions(args: argparse.Namespace) -> None:
             reference += heads  # clean pairs join the reference of the decisions after them
     for heads in pending.values():  # the series ended before their next pair: as they stand
         ref = reference[-args.window :] if args.window else reference
-        cmp = compare_scenario(scenario.name, [r["obs"] for r in ref], [h["obs"] for h in heads])
+        cmp = compare_runs(scenario.name, [r["obs"] for r in ref], [h["obs"] for h in heads])
         recs.append(_record(scenario, ref, heads, cmp, len(recs) + 1))
     table(recs)
 

@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import shutil
 import stat
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any, ClassVar, Self
+
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harness.errors import HarnessError, InfraError
 
@@ -133,3 +137,63 @@ def output_path(path: str | Path, option: str, inputs: Iterable[str | Path] = ()
     except OSError as exc:
         raise HarnessError(f"{option} {path}: {exc.strerror}") from None
     return out
+
+
+def validation_line(exc: ValidationError) -> str:
+    """A pydantic error as one line: the first field's path and problem, and how many more there are."""
+    err = exc.errors()[0]
+    where = ".".join(map(str, err["loc"])) or "(top level)"
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"{where}: {err['msg'].removeprefix('Value error, ')}{more}"
+
+
+class Versioned(BaseModel):
+    """A file the harness writes and reads again (results.json, baseline.json, ...): every field declared
+    (``extra="forbid"``) and the ``schema_version`` that wrote it. A reader takes its own schema and the one before
+    (``upgrade``: files written before schema versions exist, 1, had none), so the baseline a nightly kept from last
+    night still reads after one harness upgrade; anything else is refused in one line saying what to do (``REDO``),
+    never read as if it were this schema."""
+
+    model_config = ConfigDict(extra="forbid")
+    FILE: ClassVar[str]  # the file's name in messages
+    REDO: ClassVar[str]  # what to do with a file of another schema
+
+    @classmethod
+    def schema_number(cls) -> int:
+        return int(cls.model_fields["schema_version"].default)
+
+    @classmethod
+    def upgrade(cls, doc: dict[str, Any]) -> dict[str, Any]:
+        """A document of the previous schema as this one's: where a field moved, say so here."""
+        return doc
+
+    @classmethod
+    def of(cls, doc: object) -> Self:
+        """Validate a parsed document, upgrading the previous schema; InputError in one line otherwise."""
+        version = doc.get("schema_version", 1) if isinstance(doc, dict) else cls.schema_number()
+        known = type(version) is int  # not True, not 2.0
+        if isinstance(doc, dict) and known and version == cls.schema_number() - 1:
+            doc = cls.upgrade({k: v for k, v in doc.items() if k != "schema_version"})
+            doc["schema_version"] = cls.schema_number()
+        elif not known or version != cls.schema_number():
+            raise InputError(
+                f"{cls.FILE} written by schema {version!r}, this harness reads schemas {cls.schema_number() - 1} and "
+                f"{cls.schema_number()}: {cls.REDO}"
+            )
+        try:
+            return cls.model_validate(doc)
+        except ValidationError as exc:
+            raise InputError(f"{validation_line(exc)}: not a harness {cls.FILE}") from None
+
+    @classmethod
+    def read_file(cls, path: Path, max_bytes: int, follow: bool = True) -> Self:
+        """``path`` as this file; InputError (what is wrong, in one line, without the path) otherwise."""
+        text = read_text(path, max_bytes, follow)
+        try:
+            doc = json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            raise InputError(f"not valid JSON ({str(exc)[:80]}): a truncated or corrupt {cls.FILE}") from None
+        return cls.of(doc)
+
+    def write(self, path: Path) -> None:
+        write_atomic(path, self.model_dump_json(indent=1) + "\n")

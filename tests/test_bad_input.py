@@ -203,7 +203,7 @@ def test_unsafe_runs_say_so_and_code_built_settings_are_refused_before_the_daemo
 def _runs(root: Path) -> ScenarioRuns:
     sdir = ScenarioDir(root / "tiny_case")
     sdir.root.mkdir(parents=True, exist_ok=True)
-    rec = RunRecord("off", "local", ["python"], ExecResult(exit_code=0, wall_s=1.0))
+    rec = RunRecord(mode="off", executor="local", argv=["python"], result=ExecResult(exit_code=0, wall_s=1.0))
     return ScenarioRuns(sdir, "s1", {"off": rec}, 0.0, target={"block": None, "environment": {"verl": "x"}})
 
 
@@ -236,8 +236,8 @@ def test_report_never_takes_a_path_from_results_json(tmp_path, capsys, name):
 @pytest.mark.parametrize(
     ("content", "expected"),
     [
-        (b"", "is not valid JSON (Expecting value: line 1 column 1 (char 0)): a truncated or corrupt results file"),
-        pytest.param(b"[" * 100_000, "is not valid JSON", id="deep"),
+        (b"", ": not valid JSON (Expecting value: line 1 column 1 (char 0)): a truncated or corrupt results.json"),
+        pytest.param(b"[" * 100_000, ": not valid JSON", id="deep"),
         (b'{"scenario": "tiny_case", "checks": []}', ": checks: Input should be a valid dictionary"),
         (b'{"scenario": "tiny_case", "checks": {"d": {"passed": "yes"}}}', ": checks.d.passed: Input should be"),
         (b'{"scenario": "tiny_case", "runs": {"off": {"exit_code": "x"}}}', ": runs.off.exit_code: Input should be"),
@@ -269,7 +269,8 @@ def test_truncated_junit_a_results_file_and_a_baseline_that_is_not_one(tmp_path,
         "BASELINE ERROR: T/a.xml: not a JUnit XML file (unclosed token: line 1, column 53)",
         "INFRASTRUCTURE ERROR (not a check verdict): --results T/file: not a directory (a results dir is made there, "
         "or an existing one used)",
-        "BASELINE ERROR: T/file: (top level): Invalid JSON: expected value at line 1 column 1: not a harness baseline",
+        "BASELINE ERROR: T/file: not valid JSON (Expecting value: line 1 column 1 (char 0)): a truncated or corrupt "
+        "baseline.json",
     ]
 
 
@@ -348,7 +349,7 @@ def test_the_lock_is_held_through_the_checks_and_results_json(tmp_path, monkeypa
 
     monkeypatch.setattr(ev, "ensure_runs", lambda *a, **k: runs)
     monkeypatch.setattr(ev, "CHECKS", {"probe": check})
-    ev.evaluate(scenario, tmp_path / "res", "s1", None, True, target=None)  # type: ignore[arg-type]
+    ev.evaluate(scenario, tmp_path / "res", "s1", None, True, env=None)  # type: ignore[arg-type]
     assert seen == ["held"]
     probe = subprocess.run([PY, "-c", PROBE, str(runs.dir.lock)], capture_output=True, text=True, timeout=60)
     assert probe.stdout.strip() == "free"  # released at the end
@@ -578,8 +579,8 @@ def _baseline(tmp_path: Path) -> tuple[Path, Path]:
 @pytest.mark.parametrize(
     ("key", "value", "said"),
     [
-        ("tolerances", -0.5, "tolerances.disk.rank0_bytes: Input should be greater than or equal to 0"),
-        ("tolerances", math.nan, "tolerances.disk.rank0_bytes: Input should be a finite number"),
+        ("tolerances", -0.5, "tolerances.disk.rank0_bytes: Input should be greater than or equal to 0 (and 8 more)"),
+        ("tolerances", math.nan, "tolerances.disk.rank0_bytes: Input should be a finite number (and 8 more)"),
         ("figures", "nanx", "figures: figure disk.rank0_bytes: 'nanx' is not a number of 0 or more"),
         ("figures", math.nan, "figures: figure disk.rank0_bytes: nan is not a number of 0 or more"),
         ("runs", 0, "runs: Input should be greater than 0"),
@@ -593,7 +594,8 @@ def test_a_baseline_of_nonsense_figures_is_refused_not_used(tmp_path, capsys, ke
     path.write_text(json.dumps(doc))
     capsys.readouterr()
     assert main(["gate", "--baseline", str(path), "--results", str(res)]) == 2  # -0.5: REGRESSED on the same figures
-    assert _err(capsys, tmp_path) == f"BASELINE ERROR: T/b.json: scenarios.tiny_case.{said}: not a harness baseline"
+    said = f"BASELINE ERROR: T/b.json: scenarios.tiny_case.{said}: not a harness baseline.json"
+    assert _err(capsys, tmp_path) == said
 
 
 @pytest.mark.parametrize("command", ["gate", "merge", "report"])

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from harness.gate.compare import Comparison, compare_scenario, decide, interleaved
+from harness.gate import judge
+from harness.gate.baseline import floor
+from harness.gate.judge import Judgement, Policy, Side, interleaved
+from harness.gate.judge import compare_runs as compare_scenario
 from harness.gate.observe import Observation
 
 NAMES = {"Functional.linear.forward": 4, "Functional.linear.backward": 4}
@@ -23,6 +26,14 @@ def obs(
     checks = checks or {"layout": True, "contents": True}
     problems = {c: ["missing dump dir step_2/actor_update/step0/rank0"] for c, ok in checks.items() if not ok}
     return Observation("tiny", {}, {}, figures, structure, checks=checks, problems=problems)
+
+
+def decide(metric: str, base: list[float], head: list[float], samples: tuple = ()) -> judge.stats.Decision:
+    """One figure of two sides of runs, base against head's policy (the families' floors)."""
+    b, h = (
+        Side({metric: v}, {metric: list(s)}, None, {}) for v, s in zip((base, head), samples or ((), ()), strict=True)
+    )
+    return judge.decide(metric, b, h, floor(metric), Policy("compare"))
 
 
 def test_decide_overhead_by_interval_disk_and_structure_exactly():
@@ -63,7 +74,7 @@ def test_noisy_repeats_are_inconclusive_with_their_own_exit_code():
     (line,) = [ln for ln in s.lines() if ln.startswith("INCONCLUSIVE")]
     # 0.98x with 2 runs a side: the 90 % interval must shrink under x1.156 (the change to catch) to say ok
     assert "overhead.profiled" in line and line.endswith("noise ±>999%, needs 3 more repeats")
-    c = Comparison("verl 0.9.1", "verl @pr", ["base", "head"], [s])
+    c = Judgement("compare", "verl 0.9.1", "verl @pr", [s], ["base", "head"])
     assert c.exit_code == 3 and c.lines()[-1] == "compare: 1 inconclusive -> INCONCLUSIVE"
 
 
@@ -75,7 +86,7 @@ def test_a_stage_that_stops_dumping_is_named():
     assert "MISSING tiny: structure.actor_update.rank0.entries base 8, not measured on head" in lines
     assert "REGRESSED tiny: structure.actor_update.rank0.names -Functional.linear.backward x4" in lines
     assert "REGRESSED tiny: layout check passes on base, fails on head: missing dump dir step_2/actor_update" in lines
-    c = Comparison("verl 0.9.1", "verl @bad", ["base", "head"], [s])
+    c = Judgement("compare", "verl 0.9.1", "verl @bad", [s], ["base", "head"])
     assert c.exit_code == 1 and c.lines()[-1] == "compare: 1 regressed -> FAIL"
 
 
@@ -84,7 +95,7 @@ def test_a_failed_run_is_an_error_not_a_verdict():
     broken.errors = ["on run exited with 1"]
     s = compare_scenario("tiny", [obs()], [broken])
     assert s.status == "error" and s.lines() == ["ERROR tiny: head: on run exited with 1"]
-    assert Comparison("a", "b", [], [s]).exit_code == 2
+    assert Judgement("compare", "a", "b", [s]).exit_code == 2
 
 
 def test_a_known_gap_closing_on_head_is_news_not_a_regression():

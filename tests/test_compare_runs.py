@@ -14,7 +14,7 @@ from builders import write_scenario
 from conftest import SMALL_TARGET
 from verl_repo import VerlRepo
 
-from harness.gate.compare import compare_scenario
+from harness.gate.judge import compare_runs
 from harness.gate.numerics import entry_of
 from harness.gate.observe import observe_results
 
@@ -80,7 +80,7 @@ def test_a_neutral_commit_and_a_a_compare_clean(repo: VerlRepo, cache: Path, sma
     assert figures["disk.total_bytes"]["ratio"] == "head/base 1.00x (spread 1.00x-1.00x)"
     assert figures["overhead.profiled"]["judged"] is False and "head/base" in figures["overhead.profiled"]["ratio"]
     base = [observe_results(res / "base" / f"r{i}" / "tiny_fsdp_l1" / "results.json") for i in (0, 1)]
-    a_a = compare_scenario("tiny_fsdp_l1", base[:1], base[1:], judge=("disk", "structure"))
+    a_a = compare_runs("tiny_fsdp_l1", base[:1], base[1:], families=("disk", "structure"))
     assert a_a.status == "ok" and not a_a.findings, a_a.lines()
     # numerics: msprobe's compare of the "on" dumps, head against base, and base's two runs against each other
     assert "note tiny_fsdp_l1: numerics: determinism self-check clean (" in proc.stdout

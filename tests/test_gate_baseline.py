@@ -128,3 +128,56 @@ def test_reading_something_else_is_a_clear_error(tmp_path):
         Baseline.read(bad)
     with pytest.raises(BaselineError, match="cannot read"):
         Baseline.read(tmp_path / "missing.json")
+
+
+def test_a_baseline_of_the_previous_schema_is_read_and_gated_another_schema_is_one_line(tmp_path, capsys):
+    """The nightly's stored baseline survives one harness upgrade: schema 1 (before schema versions: ``format: 1``,
+    no ``schema_version``) is read and gated as schema 2 is; a newer or unknown schema is refused in one line."""
+    for i in range(2):
+        write_results(tmp_path / f"run{i}")
+    write_results(tmp_path / "now", disk=2_000_000)
+    new = tmp_path / "baseline.json"
+    assert main(["calibrate", str(tmp_path / "run0"), str(tmp_path / "run1"), "-o", str(new)]) == 0
+    doc = json.loads(new.read_text())
+    assert doc["schema_version"] == 2 and "format" not in doc
+    previous = tmp_path / "previous.json"  # as the harness before schema versions wrote it
+    previous.write_text(json.dumps({"format": 1} | {k: v for k, v in doc.items() if k != "schema_version"}))
+    said = {}
+    for path in (new, previous):
+        capsys.readouterr()
+        assert main(["gate", "--baseline", str(path), "--results", str(tmp_path / "now")]) == 1
+        said[path] = capsys.readouterr().out
+    assert (
+        said[new] == said[previous]
+        and "REGRESSED tiny_case: disk.total_bytes baseline 1.00 MB now 2.00 MB" in said[new]
+    )
+    for version in (3, 0, "2", True, None):
+        path = tmp_path / "other.json"
+        path.write_text(json.dumps(doc | {"schema_version": version}))
+        capsys.readouterr()
+        assert main(["gate", "--baseline", str(path), "--results", str(tmp_path / "now")]) == 2
+        assert capsys.readouterr().err.splitlines() == [
+            f"BASELINE ERROR: {path}: baseline.json written by schema {version!r}, this harness reads schemas 1 and "
+            "2: re-run calibrate (or baseline merge) with this harness, or gate with the harness that wrote it"
+        ]
+    previous.write_text(
+        json.dumps({"format": 1, "surprise": 1} | {k: v for k, v in doc.items() if k != "schema_version"})
+    )
+    with pytest.raises(BaselineError, match=r"surprise: Extra inputs are not permitted: not a harness baseline.json$"):
+        Baseline.read(previous)  # every field declared: an unknown one is refused, not carried along
+    previous.write_text(json.dumps({"format": 2} | {k: v for k, v in doc.items() if k != "schema_version"}))
+    with pytest.raises(BaselineError, match=r"of schema 1 with format 2 \(it had format 1 only\): re-run"):
+        Baseline.read(previous)
+
+
+def test_results_json_of_another_schema_is_one_line_and_a_rewrite_keeps_its_own(tmp_path, capsys):
+    sdir = write_results(tmp_path / "res")  # the fixture writes schema 1 (no schema_version): read as schema 2
+    assert main(["baseline", "merge", str(tmp_path / "res"), "-o", str(tmp_path / "b.json")]) == 0
+    doc = json.loads((sdir / "results.json").read_text())
+    (sdir / "results.json").write_text(json.dumps(doc | {"schema_version": 7}))
+    capsys.readouterr()
+    assert main(["gate", "--baseline", str(tmp_path / "b.json"), "--results", str(tmp_path / "res")]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"BASELINE ERROR: {sdir}/results.json: results.json written by schema 7, this harness reads schemas 1 and 2: "
+        "re-run the scenario with this harness (or --reuse its trainings), or read it with the harness that wrote it"
+    ]

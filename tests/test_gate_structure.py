@@ -6,7 +6,6 @@ import json
 import shutil
 import subprocess
 import sys
-from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -15,9 +14,10 @@ from builders import write_dump, write_metrics
 from harness.artifacts.rundir import ScenarioDir
 from harness.cli import evaluate
 from harness.gate.baseline import build
+from harness.gate.judge import gate_scenario
 from harness.gate.observe import observe_results
 from harness.gate.structure import name_diff, normalise, structure_of
-from harness.gate.verdicts import compare_scenario
+from harness.target.environment import ensure_env
 from harness.target.spec import pinned_target
 from harness.training.launch import ExecResult
 from harness.training.runs import RunRecord, fingerprint
@@ -93,7 +93,7 @@ def test_names_that_vary_between_calibration_runs_are_not_gated(tmp_path):
 def _observed(scenario, sdir: ScenarioDir):
     """Every check run and recorded in results.json (as ``harness run`` does), then observed as the gate does."""
     _reusable_runs(scenario, sdir)
-    evaluate(scenario, sdir.root.parent, "now", None, reuse=True, target=pinned_target())
+    evaluate(scenario, sdir.root.parent, "now", None, reuse=True, env=ensure_env(pinned_target()))
     return observe_results(sdir.results)
 
 
@@ -109,7 +109,10 @@ def test_observation_of_a_results_dir_holds_every_gated_figure(good_case):
 
 def _reusable_runs(scenario, sdir: ScenarioDir) -> None:
     """runs.json as a successful earlier session leaves it, so --harness-reuse checks without training."""
-    records = {m: asdict(RunRecord(m, "local", ["python"], ExecResult(exit_code=0, wall_s=1.0))) for m in ("off", "on")}
+    result = ExecResult(exit_code=0, wall_s=1.0)
+    records = {
+        m: RunRecord(mode=m, executor="local", argv=["python"], result=result).model_dump() for m in ("off", "on")
+    }
     doc = {"session": "earlier", "fingerprint": fingerprint(scenario, pinned_target()), "records": records}
     sdir.runs_record.write_text(json.dumps(doc))
 
@@ -127,7 +130,7 @@ def test_pytest_regression_item_against_a_baseline(tmp_path, good_case):
     (second / "tiny_case" / "results.json").write_text(json.dumps(doc))
     baseline = build([tmp_path / "results", second])
     baseline.write(tmp_path / "baseline.json")
-    assert compare_scenario(scenario.name, baseline, obs).status == "ok"
+    assert gate_scenario(scenario.name, baseline, obs).status == "ok"
 
     def pytest_run(*extra: str) -> subprocess.CompletedProcess[str]:
         argv = [sys.executable, "-m", "pytest", str(tmp_path / "scenarios"), "-p", "no:cacheprovider", "-v", "-rfE"]

@@ -11,7 +11,7 @@ from gate_builders import ENV, SETTINGS, write_results
 
 from harness.cli import main
 from harness.gate.baseline import Baseline, build
-from harness.gate.verdicts import gate_dirs
+from harness.gate.judge import gate_dirs
 
 QUIET = (9.95, 10.0, 10.05, 9.98, 10.02)
 
@@ -28,7 +28,7 @@ def baseline(tmp_path) -> Baseline:
 
 
 def verdicts(report):
-    return {(s.scenario, m.metric): m.verdict for s in report.scenarios for m in s.metrics if m.verdict != "ok"}
+    return {(s.scenario, m.metric): m.verdict for s in report.scenarios for m in s.figures if m.verdict != "ok"}
 
 
 def test_a_run_within_tolerance_passes(tmp_path, baseline):
@@ -45,7 +45,7 @@ def test_overhead_regression_fails_with_one_readable_line(tmp_path, baseline):
     assert report.exit_code == 1
     assert verdicts(report) == {("tiny_case", "overhead.profiled"): "regressed"}
     (m,) = report.scenarios[0].of("regressed")
-    line = m.line()
+    line = m.gate_line()
     assert line.startswith("REGRESSED tiny_case: overhead.profiled baseline 10.00x now 40.00x (+300%)")
     assert "tolerance +7.5% (limit 10.75x); now/baseline 4.00x [3.86x-4.15x], 24 samples, noise ±4% against 1.075x" in (
         line
@@ -63,12 +63,12 @@ def test_noise_wider_than_the_tolerance_is_inconclusive(tmp_path):
     assert report.exit_code == 3 and report.scenarios[0].status == "inconclusive"
     (m,) = report.scenarios[0].of("inconclusive")
     assert m.metric == "overhead.profiled"
-    assert m.line().endswith(
+    assert m.gate_line().endswith(
         "1.08x [0.03x-42.22x], 16 samples, noise ±>999% against 1.075x: "
         "INCONCLUSIVE: noise ±>999%, needs 99+ more repeats"
     )
     assert report.lines()[-1] == "gate: 1 inconclusive -> INCONCLUSIVE"
-    assert report.scenarios[0].as_check_result().inconclusive == [m.line()]
+    assert report.scenarios[0].as_check_result().inconclusive == [m.gate_line()]
 
 
 def test_a_baseline_of_one_run_leaves_overhead_inconclusive(tmp_path):
@@ -76,7 +76,7 @@ def test_a_baseline_of_one_run_leaves_overhead_inconclusive(tmp_path):
     write_results(tmp_path / "now", profiled=10.0)
     (s,) = gate_dirs(build([tmp_path / "one"]), [tmp_path / "now"]).scenarios
     assert s.status == "inconclusive"
-    assert all("noise unknown (one run a side)" in m.line() for m in s.of("inconclusive"))
+    assert all("noise unknown (one run a side)" in m.gate_line() for m in s.of("inconclusive"))
 
 
 def test_disk_regression_is_caught_on_every_disk_figure(tmp_path, baseline):
@@ -85,7 +85,7 @@ def test_disk_regression_is_caught_on_every_disk_figure(tmp_path, baseline):
     assert report.exit_code == 1
     failed = {metric for (_, metric), v in verdicts(report).items() if v == "regressed"}
     assert {"disk.total_bytes", "disk.step2_bytes", "disk.stage.actor_update_bytes", "disk.rank0_bytes"} <= failed
-    line = next(m.line() for m in report.scenarios[0].metrics if m.metric == "disk.total_bytes")
+    line = next(m.gate_line() for m in report.scenarios[0].figures if m.metric == "disk.total_bytes")
     assert "baseline 1.00 MB now 2.00 MB (+100%), tolerance +5%" in line
 
 
@@ -133,7 +133,7 @@ def test_another_msprobe_or_device_is_reported_not_compared(tmp_path, baseline):
     write_results(tmp_path / "msprobe", profiled=100.0, env={**ENV, "mindstudio-probe": "27.0.0"})
     report = gate_dirs(baseline, [tmp_path / "msprobe"])
     (s,) = report.scenarios
-    assert s.status == "environment differs" and s.metrics == []
+    assert s.status == "environment differs" and s.figures == []
     assert "mindstudio-probe baseline '26.2.0', now '27.0.0'" in s.notes[0]
     assert report.exit_code == 2 and "NOTHING COMPARED" in report.lines()[-1]  # every scenario not compared
     assert gate_dirs(baseline, [tmp_path / "msprobe"], across_env=True).exit_code == 1  # when asked to
@@ -199,7 +199,7 @@ def test_structure_change_fails_but_renumbered_counters_do_not(tmp_path, baselin
     dump.write_text(json.dumps(doc))
     report = gate_dirs(baseline, [tmp_path / "now"])
     assert report.exit_code == 1
-    lines = [m.line() for m in report.scenarios[0].of("regressed")]
+    lines = [m.gate_line() for m in report.scenarios[0].of("regressed")]
     assert any("structure.actor_update.rank0.entries baseline 16 now 13" in ln for ln in lines), lines
     names = next(ln for ln in lines if ".names" in ln)
     assert "Functional.linear.backward x8->x4" in names and "+Tensor.add_.forward x1" in names

@@ -22,8 +22,9 @@ from verl_repo import PROFILE, VerlRepo, git
 
 from harness.errors import InfraError
 from harness.gate.baseline import build
+from harness.gate.files import GateDoc
+from harness.gate.judge import gate_dirs
 from harness.gate.observe import observe_dir
-from harness.gate.verdicts import gate_dirs
 from harness.report.summary import summary_markdown
 from harness.target.environment import _MADE, ensure_env
 from harness.target.spec import TargetError, parse_target
@@ -187,7 +188,8 @@ def test_gate_refuses_to_compare_across_series_unless_asked(tmp_path: Path) -> N
     ]
     assert "target verl==0.9.1, series 0.9.1" in report.lines()[0]
     assert gate_dirs(baseline, [tmp_path / "main"], across_env=True).exit_code == 1
-    md = summary_markdown([("main", observe_dir(tmp_path / "main"))], [report])
+    observed = observe_dir(tmp_path / "main")
+    md = summary_markdown([("main", observed)], [GateDoc.of_judgement(report, baseline, observed, [tmp_path / "main"])])
     assert "Target: verl 0.9.1 `verl@1a2b3c4d5e6f` from `?`, series `main`, msprobe 26.2.0." in md
     write_results(tmp_path / "nightly", env={**ENV, "series": "0.9.1", "target": "verl@1a2b3c4d5e6f"})
     (s,) = gate_dirs(baseline, [tmp_path / "nightly"]).scenarios  # same series, another commit: compared, noted

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -14,6 +13,7 @@ from harness.artifacts.reader import DumpDir, DumpTree, Metrics
 from harness.artifacts.rundir import MODES, Mode, ScenarioDir
 from harness.errors import MetricsError
 from harness.scenario.model import Scenario
+from harness.training.launch import RunRecord
 
 Figure = float | int | str
 
@@ -68,21 +68,14 @@ class CheckContext:
         return _timings_checked(self.dir.run("on").metrics)
 
     @cached_property
-    def records(self) -> dict[Mode, dict]:
+    def records(self) -> dict[Mode, RunRecord]:
         """Each run's run.json (what its executor measured, how it ended); a run that did not run is absent."""
-        out: dict[Mode, dict] = {}
-        for mode in MODES:
-            try:
-                doc = json.loads(self.dir.run(mode).record.read_text())
-            except (OSError, ValueError):
-                continue
-            out.update({mode: doc} if isinstance(doc, dict) else {})
-        return out
+        return {mode: r for mode in MODES if (r := RunRecord.read(self.dir.run(mode).record)) is not None}
 
     @cached_property
     def stopped(self) -> list[str]:
         """The monitor's lines for runs it stopped at the dump cap (from their run.json)."""
-        return [line for r in self.records.values() if (line := r.get("stopped"))]
+        return [r.stopped for r in self.records.values() if r.stopped]
 
     @cached_property
     def crashes(self) -> dict[Mode, Crash]:
@@ -90,16 +83,14 @@ class CheckContext:
         else to check (their dumps and timings are a crash's leftovers)."""
         out: dict[Mode, Crash] = {}
         for mode, r in self.records.items():
-            if isinstance(c := r.get("crash"), dict) and (crash := Crash(**c)).verdict:
+            if r.crash is not None and (crash := Crash(**r.crash)).verdict:
                 out[mode] = crash
         return out
 
     def wall_s(self, mode: Mode) -> float | None:
         """The run's wall time as its executor measured it (run.json), None when unrecorded."""
-        try:
-            return float(self.records[mode]["result"]["wall_s"])
-        except (KeyError, ValueError, TypeError):
-            return None
+        record = self.records.get(mode)
+        return float(record.result.wall_s) if record is not None else None
 
     def dumps_of(self, stages: set[str] | None = None) -> list[DumpDir]:
         """Dump dirs of the expected steps and ranks (optionally only some stages)."""

@@ -20,14 +20,13 @@ def _ended(ctx: CheckContext, mode: Mode) -> str:
     rec = ctx.records.get(mode)
     if rec is None:
         return f"the {mode} run did not run (the off run comes first; a failed one ends the pair)"
-    result = rec.get("result") or {}
-    code, wall = result.get("exit_code"), result.get("wall_s")
-    took = f" in {wall:.1f}s" if isinstance(wall, int | float) else ""
+    code, wall = rec.result.exit_code, rec.result.wall_s
+    took = f" in {wall:.1f}s"
     return f"the {mode} run exited {'cleanly' if code == 0 else f'with code {code}'}{took}"
 
 
 def _reproduce(ctx: CheckContext) -> str:
-    spec = next((((r.get("target") or {}).get("verl") or {}).get("spec") for r in ctx.records.values()), None)
+    spec = next((((r.target or {}).get("verl") or {}).get("spec") for r in ctx.records.values()), None)
     return f"python -m harness run scenarios/{ctx.scenario.name}.yaml" + (f" --verl {spec}" if spec else "")
 
 

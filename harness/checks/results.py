@@ -2,34 +2,30 @@
 
 from __future__ import annotations
 
-import json
 import platform
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from filelock import FileLock
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from harness.artifacts.figures import check_figures
 from harness.checks.base import CheckResult
 from harness.errors import BaselineError
-from harness.safeio import MB, InputError, read_text, write_atomic
+from harness.safeio import MB, InputError, Versioned, write_atomic
 from harness.scenario.loader import NAME_RE
 from harness.scenario.model import Scenario
 from harness.scenario.registry import EXECUTORS
-from harness.target.environment import ensure_env
-from harness.target.environment import environment as target_environment
-from harness.target.spec import pinned_target
 from harness.training.runs import ScenarioRuns
 
 MAX_RESULTS_BYTES = 64 * MB
 
 
-def environment(scenario: Scenario, target: dict[str, Any] | None = None) -> dict[str, Any]:
+def environment(scenario: Scenario, target: dict[str, Any]) -> dict[str, Any]:
     """Where the figures were measured. ``target``: ``ScenarioRuns.target`` (versions as installed in the target's
-    environment, its identity and series); without it, the pinned releases of the project venv."""
+    environment, its identity and series, as the runs recorded them)."""
     env: dict[str, Any] = {"python": platform.python_version(), "machine": platform.machine()}
-    env.update((target or {}).get("environment") or target_environment(ensure_env(pinned_target())))
+    env.update(target.get("environment") or {})
     packages_dir = env.pop("packages_dir", None)
     env["device"] = scenario.device
     env["executor"] = kind = scenario.executor.kind
@@ -47,62 +43,83 @@ def settings_of(scenario: Scenario) -> dict[str, Any]:
     }
 
 
+def _check_doc(result: CheckResult) -> CheckDoc:
+    return CheckDoc(
+        passed=result.passed,
+        summary=result.summary,
+        problems=result.problems,
+        inconclusive=result.inconclusive,
+        notes=result.notes,
+        figures=result.figures,
+        not_checked=result.not_checked,
+        xfail_reason=result.xfail_reason,
+    )
+
+
 def record_check(scenario: Scenario, runs: ScenarioRuns, result: CheckResult) -> None:
+    """Add one check's verdict to results.json (a new one for a new session: the runs and where they ran)."""
     path = runs.dir.results
     with FileLock(str(runs.dir.lock) + ".results"):
         try:
-            doc = json.loads(read_text(path, MAX_RESULTS_BYTES, follow=False))
-        except (InputError, ValueError):
-            doc = {}
-        if not isinstance(doc, dict) or doc.get("session") != runs.session or not isinstance(doc.get("checks"), dict):
-            doc = {
-                "scenario": scenario.name,
-                "session": runs.session,
-                "settings": settings_of(scenario),
-                "target": runs.target.get("block"),
-                "environment": environment(scenario, runs.target),
-                "runs": {
-                    m: {"argv": r.argv, "executor": r.executor, **r.result.to_dict()} for m, r in runs.records.items()
+            doc: ResultsDoc | None = ResultsDoc.read_file(path, MAX_RESULTS_BYTES, follow=False)
+        except InputError:
+            doc = None  # none yet, or a broken one: this session's replaces it
+        if doc is None or doc.session != runs.session:
+            doc = ResultsDoc(
+                scenario=scenario.name,
+                session=runs.session,
+                settings=settings_of(scenario),
+                target=runs.target.get("block"),
+                environment=environment(scenario, runs.target),
+                runs={
+                    m: RunDoc(**{"argv": r.argv, "executor": r.executor, **r.result.to_dict()})
+                    for m, r in runs.records.items()
                 },
-                "checks": {},
-            }
-        doc["checks"][result.check] = {
-            "passed": result.passed,
-            "summary": result.summary,
-            "problems": result.problems,
-            "inconclusive": result.inconclusive,
-            "notes": result.notes,
-            "figures": result.figures,
-            **({"not_checked": result.not_checked} if result.not_checked else {}),
-            **({"xfail_reason": result.xfail_reason} if result.xfail_reason else {}),
-        }
-        write_atomic(path, json.dumps(doc, indent=2, sort_keys=False))
+            )
+        doc.checks[result.check] = _check_doc(result)
+        write_atomic(path, doc.model_dump_json(indent=2))
 
 
-class _Lenient(BaseModel):
-    """Fields the readers use, checked; anything else a results.json holds (older or newer harnesses) kept."""
-
-    model_config = ConfigDict(extra="allow", strict=True)
+class _Doc(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
-class RunDoc(_Lenient):
+class RunDoc(_Doc):
+    """One training as the executor ran it (``launch.ExecResult`` and the run's argv and executor)."""
+
+    argv: list[str] = []
+    executor: str = ""
     exit_code: int | None = None
+    wall_s: float = 0.0
     timed_out: bool = False
+    oom_killed: bool = False
+    stopped: bool = False
+    detail: str = ""
 
 
-class CheckDoc(_Lenient):
+class CheckDoc(_Doc):
     passed: bool
+    summary: str = ""
     not_checked: str = ""  # nothing to check: a training crashed (the crash check's verdict)
+    xfail_reason: str = ""
     figures: Annotated[dict[str, float | int | str], AfterValidator(check_figures)] = {}
     problems: list[str] = []
     inconclusive: list[str] = []
+    notes: list[str] = []
 
 
-class ResultsDoc(_Lenient):
-    """What the gate, the baselines and the reports read from a results.json."""
+class ResultsDoc(Versioned):
+    """results.json: what the gate, the baselines and the reports read. Schema 1 (no ``schema_version``) had the
+    same fields, every one optional but the scenario and each check's verdict."""
 
+    model_config = ConfigDict(extra="forbid", strict=True)
+    FILE = "results.json"
+    REDO = "re-run the scenario with this harness (or --reuse its trainings), or read it with the harness that wrote it"
+    schema_version: Literal[2] = 2
     scenario: Annotated[str, Field(pattern=NAME_RE.pattern)]
+    session: str = ""
     settings: dict[str, Any] = {}
+    target: dict[str, Any] | None = None
     environment: dict[str, Any] = {}
     runs: dict[str, RunDoc] = {}
     checks: dict[str, CheckDoc] = {}
@@ -112,18 +129,9 @@ def read_results(path: Path) -> ResultsDoc:
     """``<results>/<scenario>/results.json``, checked; BaselineError in one line (file, field, what) otherwise. The
     scenario it names must be its directory's: a name from a file never becomes a path of its own."""
     try:
-        doc = ResultsDoc.model_validate(json.loads(read_text(path, MAX_RESULTS_BYTES, follow=False)))
+        doc = ResultsDoc.read_file(path, MAX_RESULTS_BYTES, follow=False)
     except InputError as exc:
-        raise BaselineError(f"cannot read {path}: {exc}") from None
-    except (ValueError, RecursionError) as exc:
-        if isinstance(exc, ValidationError):
-            err = exc.errors()[0]
-            where = ".".join(map(str, err["loc"])) or "(top level)"
-            more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-            msg = err["msg"].removeprefix("Value error, ")
-            raise BaselineError(f"{path}: {where}: {msg}{more}: not a harness results.json") from None
-        why = str(exc)[:80]
-        raise BaselineError(f"{path} is not valid JSON ({why}): a truncated or corrupt results file") from None
+        raise BaselineError(f"{path}: {exc}") from None
     if doc.scenario != path.parent.name:
         raise BaselineError(f"{path}: scenario: {doc.scenario!r} is not its directory's name {path.parent.name!r}")
     return doc

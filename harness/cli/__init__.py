@@ -137,8 +137,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     session, results, status = uuid.uuid4().hex, results_dir(args.results), 0
     sweep()
     started, trained = time.monotonic(), 0.0
-    target = parse_target(args.verl, args.msprobe, args.series)
-    console.print(f"target: {escape(ensure_env(target).label())}", soft_wrap=True)
+    env = ensure_env(parse_target(args.verl, args.msprobe, args.series))  # once, for every scenario
+    console.print(f"target: {escape(env.label())}", soft_wrap=True)
     table = Table("scenario", "check", "verdict", "key figures", title=f"results in {results}")
     for s in scenarios:
         if reason := skip_reason(s):
@@ -149,7 +149,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"[bold]{s.name}[/]: training off and on ({s.executor.kind if not args.executor else args.executor})"
         )
         try:
-            seconds, checks = evaluate(s, results, session, args.executor, args.reuse, target, watch)
+            seconds, checks = evaluate(s, results, session, args.executor, args.reuse, env, watch)
             trained += seconds
         except HarnessError as exc:
             console.print(f"[red]{escape(one_line(exc))}[/]", soft_wrap=True)

@@ -20,10 +20,11 @@ from harness.scenario.devices import skip_reason
 from harness.scenario.loader import load_scenario, scenario_files
 from harness.scenario.model import Scenario
 from harness.scenario.registry import EXECUTORS
+from harness.target.environment import ensure_env
 from harness.target.history import NOISY_CHECKS, OVERHEAD_REFUSAL, BisectError, Commit, Probe, ProbeFn, bisect, history
 from harness.target.spec import parse_target
 from harness.training.monitor import Watch
-from harness.training.runs import results_dir, target_env
+from harness.training.runs import check_target, results_dir
 
 
 def _scenarios(paths: list[str]) -> list[Scenario]:
@@ -63,16 +64,16 @@ def training_probe(
 
     def probe(commit: Commit) -> Probe:
         try:
-            target = parse_target(f"{repo}@{commit.sha}", msprobe)
+            env = ensure_env(parse_target(f"{repo}@{commit.sha}", msprobe))  # installed once per commit
             for s in scenarios:
-                target_env(s, target)  # installs it and checks the API the workload drives
+                check_target(s, env)  # the API the workload drives
         except HarnessError as exc:
             return Probe("skip", why=f"cannot be installed or API drift: {one_line(exc)}")
         judged: dict[str, tuple[str, str]] = {}
         for s in scenarios:
             try:
                 session, watch = uuid.uuid4().hex, Watch.configure()
-                _, found = evaluate(s, results / commit.sha[:12], session, executor, False, target, watch)
+                _, found = evaluate(s, results / commit.sha[:12], session, executor, False, env, watch)
             except InfraError as exc:
                 return Probe("infra", why=one_line(exc).splitlines()[0])
             except HarnessError as exc:  # the harness's own code or the environment failed: no verdict on verl

@@ -7,7 +7,6 @@ or nothing compared; 3 inconclusive.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -15,8 +14,10 @@ from pydantic import ValidationError
 from harness.artifacts.figures import FAMILIES, family, fmt
 from harness.errors import BaselineError, HarnessError
 from harness.gate.baseline import DEFAULT_POLICY, Baseline, Policy, build, max_rel_deviation
-from harness.gate.verdicts import gate_dirs
-from harness.safeio import output_path, write_atomic
+from harness.gate.files import GateDoc
+from harness.gate.judge import gate
+from harness.gate.observe import Observation, observe_dir
+from harness.safeio import output_path
 
 
 def _policy(args: argparse.Namespace) -> dict[str, Policy]:
@@ -81,35 +82,25 @@ def cmd_merge(args: argparse.Namespace, calibrate: bool = False) -> int:
 def cmd_gate(args: argparse.Namespace) -> int:
     output = output_path(args.json, "--json", [args.baseline, *args.results]) if args.json else None
     baseline = Baseline.read(Path(args.baseline))
-    report = gate_dirs(baseline, [Path(r) for r in args.results], across_env=args.compare_across_env)
-    for line in report.lines():
+    results = [Path(r) for r in args.results]
+    observations: dict[str, Observation] = {}
+    for d in results:
+        observations.update(observe_dir(d))
+    judgement = gate(baseline, observations, across_env=args.compare_across_env)
+    for line in judgement.lines():
         print(line)
     if output:
-        doc = {
-            "exit_code": report.exit_code,
-            "verdict": report.verdict[1],
-            "scenarios": [
-                {
-                    "scenario": s.scenario,
-                    "status": s.status,
-                    "notes": s.notes,
-                    "crashes": s.crashes,
-                    "metrics": [vars(m) | {"line": m.line()} for m in s.metrics if m.verdict != "ok"],
-                }
-                for s in report.scenarios
-            ],
-        }
-        write_atomic(output, json.dumps(doc, indent=1, default=str))
-    return report.exit_code
+        GateDoc.of_judgement(judgement, baseline, observations, results).write(output)
+    return judgement.exit_code
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     from harness.report import build_report  # matplotlib only for this command
 
-    inputs = [*args.results, *([args.baseline] if args.baseline else [])]
+    inputs = [*args.results, *(args.gate or [])]
     out = output_path(args.out, "--out", inputs, directory=True)
-    baseline = Baseline.read(Path(args.baseline)) if args.baseline else None
-    rep = build_report([Path(r) for r in args.results], out, baseline)
+    gates = [GateDoc.read(Path(g)) for g in args.gate or []]
+    rep = build_report([Path(r) for r in args.results], out, gates)
     print(f"summary: {rep.summary}\ntables:  {rep.tables}")
     for p in rep.pngs:
         print(f"plot:    {p}")
@@ -160,7 +151,13 @@ def add_gate_commands(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("report", help="markdown summary, PNG per scenario and verl's doc tables")
     p.add_argument("results", nargs="+", metavar="RESULTS_DIR")
-    p.add_argument("--baseline")
+    p.add_argument(
+        "--gate",
+        action="append",
+        metavar="GATE_JSON",
+        help="what `gate --json` decided for these results dirs (repeatable: one per gate run); the report never "
+        "judges again",
+    )
     p.add_argument("--out", default="report")
     p.set_defaults(func=cmd_report)
 

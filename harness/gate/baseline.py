@@ -20,13 +20,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, FiniteFloat, PositiveInt, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, FiniteFloat, PositiveInt
 
 from harness.artifacts.figures import check_figures, family, overhead, parse, samples_of
 from harness.errors import BaselineError
 from harness.gate.observe import Observation, observe_dir
 from harness.gate.structure import Structure
-from harness.safeio import MB, InputError, read_text, write_atomic
+from harness.safeio import MB, InputError, Versioned
 
 # Environment keys that make two measurements incomparable: the gate reports them instead of comparing. The
 # series is the verl ref a baseline follows (main, a release): a release baseline says nothing about main.
@@ -86,12 +86,14 @@ def floor(metric: str, policy: dict[str, Policy] | None = None) -> float:
 
 
 class StructureEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
     entries: Amount
     names: dict[str, Annotated[int, Field(ge=0)]]
     unstable: list[str] = Field(default_factory=list, description="names whose count varied between runs")
 
 
 class ScenarioBaseline(BaseModel):
+    model_config = ConfigDict(extra="forbid")
     settings: dict[str, Any]
     environment: dict[str, Any]
     runs: PositiveInt
@@ -106,13 +108,23 @@ class ScenarioBaseline(BaseModel):
     structure: dict[str, StructureEntry] | None = None
 
 
-class Baseline(BaseModel):
-    format: Literal[1] = 1
+class Baseline(Versioned):
+    """baseline.json. Schema 1 (no ``schema_version``: harnesses before schema versions) said ``format: 1``."""
+
+    FILE = "baseline.json"
+    REDO = "re-run calibrate (or baseline merge) with this harness, or gate with the harness that wrote it"
+    schema_version: Literal[2] = 2
     created: str
     commit: str | None = None
     environment: dict[str, Any]
     policy: dict[str, Policy]
     scenarios: dict[str, ScenarioBaseline]
+
+    @classmethod
+    def upgrade(cls, doc: dict[str, Any]) -> dict[str, Any]:
+        if (said := doc.get("format", 1)) != 1:
+            raise InputError(f"baseline.json of schema 1 with format {said!r} (it had format 1 only): {cls.REDO}")
+        return {k: v for k, v in doc.items() if k != "format"}
 
     def tolerance(self, scenario: str, metric: str) -> float:
         """The stored tolerance; the family's floor for a metric the baseline has no tolerance for."""
@@ -123,19 +135,15 @@ class Baseline(BaseModel):
 
     def write(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, self.model_dump_json(indent=1) + "\n")
+        super().write(path)
 
     @classmethod
     def read(cls, path: Path) -> Baseline:
+        """``path`` as a baseline; BaselineError in one line (the file, what is wrong, what to do) otherwise."""
         try:
-            return cls.model_validate_json(read_text(Path(path), 256 * MB))
+            return cls.read_file(Path(path), 256 * MB)
         except InputError as exc:
-            raise BaselineError(f"cannot read baseline {path}: {exc}") from None
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            where = ".".join(map(str, err["loc"])) or "(top level)"
-            msg = err["msg"].removeprefix("Value error, ")
-            raise BaselineError(f"{path}: {where}: {msg}: not a harness baseline") from None
+            raise BaselineError(f"{path}: {exc}") from None
 
 
 def git_commit(cwd: Path | None = None) -> str | None:

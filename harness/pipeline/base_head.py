@@ -4,23 +4,22 @@ The way benchmarking tools compare two commits (asv ``continuous``): both on the
 the runner's drift is not mistaken for the change. Each scenario runs base, head, head, base, ... (ABBA: a
 slow drift cancels between the sides); each run of a side is a full off + on pair in its own results
 directory, ``<results>/<base|head>/r<i>/<scenario>/``, checked as ``harness run`` checks it. The comparison
-(``harness.gate.compare``) reads those directories back; it and the reports land in ``<results>/``.
+(``harness.gate.judge``) reads those directories back; it and the reports land in ``<results>/``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import uuid
 from collections.abc import Callable, Collection
-from dataclasses import asdict
 from pathlib import Path
 
 from harness.artifacts.figures import FAMILIES
 from harness.artifacts.rundir import ScenarioDir
 from harness.errors import HarnessError
-from harness.gate.compare import Comparison, ScenarioComparison, compare_scenario, interleaved
+from harness.gate.files import CompareDoc
+from harness.gate.judge import Judgement, ScenarioVerdict, compare_runs, interleaved
 from harness.gate.numerics import compare_numerics
 from harness.gate.observe import Observation, observe_results
 from harness.pipeline.evaluate import evaluate
@@ -60,15 +59,15 @@ def run_comparison(
     watch: Watch | None = None,
     max_repeats: int | None = None,
     skipped: Collection[str] = (),
-) -> tuple[Comparison, dict[str, dict[str, list[Observation]]]]:
+) -> tuple[Judgement, dict[str, dict[str, list[Observation]]]]:
     """Run and compare; returns the comparison and, per scenario and side, the observations of the repeats.
     ``judge``: the figure families decided (the others are reported); structure names and checks always are.
     ``max_repeats``: while a scenario is INCONCLUSIVE after ``repeats``, one more base/head pair (the ABBA order
     goes on) at a time, up to this many per side (sequential sampling); default ``repeats``: none more.
     ``skipped``: the scenarios not run here, with why (they count in the total a comparison compares)."""
-    targets = {"base": base, "head": head}
-    for side, target in targets.items():  # both environments before any training: a bad SPEC fails at once
-        say(f"{side}: {ensure_env(target).label()}")
+    envs = {side: ensure_env(target) for side, target in (("base", base), ("head", head))}  # once, before training:
+    for side, env in envs.items():  # a bad SPEC fails at once
+        say(f"{side}: {env.label()}")
     cap = max(repeats, max_repeats or repeats)
     order = interleaved(cap)
     session = uuid.uuid4().hex
@@ -81,14 +80,14 @@ def run_comparison(
             if (
                 n % 2 == 0
                 and i >= repeats
-                and compare_scenario(scenario.name, sides["base"], sides["head"], judge).status != "inconclusive"
+                and compare_runs(scenario.name, sides["base"], sides["head"], judge).status != "inconclusive"
             ):
                 break
             say(f"{scenario.name}: {side} run {i + 1} of {repeats if i < repeats else f'at most {cap}'}")
             done = max(done, i + 1)
             where = run_dir(results, side, i)
             try:
-                evaluate(scenario, where, session, executor, reuse=False, target=targets[side], watch=watch)
+                evaluate(scenario, where, session, executor, reuse=False, env=envs[side], watch=watch)
             except HarnessError as exc:
                 scenario_errors.setdefault(scenario.name, []).append(f"{side} run {i + 1}: {exc.label}: {exc}")
                 continue
@@ -97,20 +96,20 @@ def run_comparison(
     compared = []
     for scenario in scenarios:
         sides = observed[scenario.name]
-        sc = compare_scenario(scenario.name, sides["base"], sides["head"], judge)
+        sc = compare_runs(scenario.name, sides["base"], sides["head"], judge)
         sc.errors = scenario_errors.get(scenario.name, []) + sc.errors
         if not sc.errors and not any(o.crashes for obs in sides.values() for o in obs):
             say(f"{scenario.name}: numerics (statistics compare)")
-            add_numerics(sc, scenario, sides, results, ensure_env(head).python)
+            add_numerics(sc, scenario, sides, results, envs["head"].python)
         compared.append(sc)
     labels = [f"{side} {i + 1}" for side, i in interleaved(done)]
-    comparison = Comparison(base.describe(), head.describe(), labels, compared, list(skipped))
+    comparison = Judgement("compare", base.describe(), head.describe(), compared, labels, list(skipped))
     write_comparison(comparison, results)
     return comparison, observed
 
 
 def add_numerics(
-    sc: ScenarioComparison, scenario: Scenario, sides: dict[str, list[Observation]], results: Path, python: str | None
+    sc: ScenarioVerdict, scenario: Scenario, sides: dict[str, list[Observation]], results: Path, python: str | None
 ) -> None:
     """msprobe's compare of head's first "on" dumps against base's (and base's second against its first), in
     msprobe's environment under test (head's), its CSVs under ``<results>/numerics/<scenario>/``."""
@@ -127,35 +126,14 @@ def add_numerics(
     sc.notes += sc.numerics.notes()
 
 
-def write_comparison(c: Comparison, results: Path) -> None:
+def write_comparison(c: Judgement, results: Path) -> None:
     """``compare.json`` (every figure of both sides and every verdict) and ``compare.txt`` (the lines)."""
     results.mkdir(parents=True, exist_ok=True)
-    doc = {
-        "base": c.base,
-        "head": c.head,
-        "order": c.order,
-        "exit_code": c.exit_code,
-        "verdict": c.verdict[1],
-        "skipped": c.skipped,
-        "scenarios": [
-            {
-                "scenario": s.scenario,
-                "status": s.status,
-                "findings": s.findings,
-                "undecided": s.undecided,
-                "notes": s.notes,
-                "errors": s.errors,
-                "figures": [asdict(f) | {"line": f.line(), "ratio": f.ratio_text()} for f in s.figures],
-                "numerics": s.numerics.as_dict() if s.numerics else None,
-            }
-            for s in c.scenarios
-        ],
-    }
-    write_atomic(results / "compare.json", json.dumps(doc, indent=1))
+    CompareDoc.of_judgement(c).write(results / "compare.json")
     write_atomic(results / "compare.txt", "\n".join(c.lines()) + "\n")
 
 
-def write_reports(c: Comparison, observed: dict[str, dict[str, list[Observation]]], out: Path) -> list[Path]:
+def write_reports(c: Judgement, observed: dict[str, dict[str, list[Observation]]], out: Path) -> list[Path]:
     """summary.md and a PNG per scenario (base and head side by side) under ``out``."""
     from harness.report.compare import compare_markdown, plot_compare  # matplotlib only here
 

@@ -11,7 +11,7 @@ from harness.checks.crash import not_checked
 from harness.checks.known_gap import check_gap, gap_name
 from harness.checks.results import record_check
 from harness.scenario.model import Scenario
-from harness.target.spec import Target
+from harness.target.environment import TargetEnv
 from harness.training.monitor import Watch
 from harness.training.runs import ensure_runs, scenario_lock
 
@@ -22,14 +22,15 @@ def evaluate(
     session: str,
     executor: str | None,
     reuse: bool,
-    target: Target,
+    env: TargetEnv,
     watch: Watch | None = None,
 ) -> tuple[float, list[CheckResult]]:
     """The same runs and checks as the pytest items, outside pytest; returns the training time too. ``watch``:
-    the runner's dump cap, free-space floor and live line (default: from the environment, no live line). The
+    the runner's dump cap, free-space floor and live line (default: from the environment, no live line). ``env``:
+    the target's environment, resolved once by the entry point. The
     scenario's lock is held throughout, so another harness run on the same results dir waits."""
     with scenario_lock(ScenarioDir(results / scenario.name)):  # no other harness run between runs and results
-        runs = ensure_runs(scenario, results, session, executor, reuse=reuse, target=target, watch=watch)
+        runs = ensure_runs(scenario, results, session, executor, reuse=reuse, env=env, watch=watch)
         ctx = CheckContext(scenario, runs.dir)
         out = []
         for name, check in CHECKS.items():

@@ -16,8 +16,8 @@ from harness.checks.crash import not_checked
 from harness.checks.known_gap import check_gap, gap_name
 from harness.checks.results import record_check
 from harness.errors import HarnessError, InfraError, ScenarioError
+from harness.gate.judge import gate_scenario
 from harness.gate.observe import observe_results
-from harness.gate.verdicts import compare_scenario
 from harness.pipeline.base_head import run_comparison
 from harness.pytest_plugin.state import (
     BASELINE,
@@ -30,6 +30,7 @@ from harness.pytest_plugin.state import (
     CheckFailed,
     CheckInconclusive,
     fail,
+    target_env,
 )
 from harness.scenario.blocks import KnownGap
 from harness.scenario.devices import skip_reason
@@ -102,7 +103,7 @@ class ScenarioItem(pytest.Item):
                 config.stash[SESSION],
                 config.getoption("executor"),
                 reuse=config.getoption("harness_reuse"),
-                target=config.stash[TARGET],
+                env=target_env(config),
                 watch=config.stash[WATCH],
             )
         except HarnessError as exc:
@@ -165,7 +166,7 @@ class RegressionItem(ScenarioItem):
         for name, check in CHECKS.items():  # the figures it compares, fresh even when their items did not run
             record_check(self.scenario, self.runs, run_check(name, check, ctx))
         observed = observe_results(self.runs.dir.results)
-        return compare_scenario(self.scenario.name, self.config.stash[BASELINE], observed).as_check_result()
+        return gate_scenario(self.scenario.name, self.config.stash[BASELINE], observed).as_check_result()
 
 
 def target_properties(target: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -212,10 +213,10 @@ class CompareItem(pytest.Item):
         if compared.status == "error":
             fail(InfraError("; ".join(compared.errors)))
         if compared.status == "regressed":
-            lines = [f.line() for f in compared.figures if f.verdict in ("regressed", "missing")]
+            lines = [f.compare_line() for f in compared.figures if f.verdict in ("regressed", "missing")]
             raise CheckFailed(self.scenario.name, CheckResult("compare", problems=lines + compared.findings))
         if compared.status == "inconclusive":
-            lines = [f.line() for f in compared.figures if f.verdict == "inconclusive"]
+            lines = [f.compare_line() for f in compared.figures if f.verdict == "inconclusive"]
             raise CheckInconclusive(self.scenario.name, CheckResult("compare", inconclusive=compared.undecided + lines))
 
     def reportinfo(self) -> tuple[Path, int, str]:

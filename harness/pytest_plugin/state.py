@@ -12,6 +12,7 @@ from filelock import FileLock
 from harness.checks import CheckResult
 from harness.errors import HarnessError, one_line
 from harness.gate.baseline import Baseline
+from harness.target.environment import TargetEnv, ensure_env
 from harness.target.spec import Target
 from harness.training.monitor import Watch
 
@@ -22,6 +23,15 @@ BASELINE = pytest.StashKey[Baseline]()
 WATCH = pytest.StashKey[Watch]()
 SIGNALS = pytest.StashKey[contextlib.ExitStack]()
 HELD = pytest.StashKey[FileLock]()  # the results-dir lock of the scenario whose items are running
+TARGET_ENV = pytest.StashKey[TargetEnv]()
+
+
+def target_env(config: pytest.Config) -> TargetEnv:
+    """The target's environment, made (or found) once per process on first use and passed to every scenario: a
+    SPEC that cannot be installed fails the items that need it, one line each, and no collection."""
+    if TARGET_ENV not in config.stash:
+        config.stash[TARGET_ENV] = ensure_env(config.stash[TARGET])
+    return config.stash[TARGET_ENV]
 
 
 TRAINED = "harness.trained_s"

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.gate.baseline import Baseline
+from harness.errors import BaselineError
+from harness.gate.files import GateDoc
 from harness.gate.observe import Observation, observe_dir
-from harness.gate.verdicts import gate
 from harness.report.doc_tables import doc_tables
 from harness.report.plots import plot_scenario
 from harness.report.summary import summary_markdown
@@ -21,11 +22,17 @@ class Report:
     pngs: list[Path] = field(default_factory=list)
 
 
-def build_report(results: list[Path], out: Path, baseline: Baseline | None = None) -> Report:
-    """Write ``summary.md``, ``tables.md`` and ``<scenario>.png`` (``<run>/<scenario>.png`` for several runs)."""
+def build_report(results: list[Path], out: Path, gate_docs: Sequence[GateDoc] = ()) -> Report:
+    """Write ``summary.md``, ``tables.md`` and ``<scenario>.png`` (``<run>/<scenario>.png`` for several runs).
+    ``gate_docs``: what the gate decided; each run is shown with the one that judged its results dir."""
     out.mkdir(parents=True, exist_ok=True)
     runs: list[tuple[str, dict[str, Observation]]] = [(str(r), observe_dir(r)) for r in results]
-    gates = [gate(baseline, obs) if baseline else None for _, obs in runs]
+    judged = {r: g for g in gate_docs for r in g.results}
+    anywhere = next((g for g in gate_docs if not g.results), None)  # schema 1 did not say which dirs it judged
+    gates = [judged.get(str(Path(r).resolve()), anywhere) for r in results]
+    if unused := [g for g in gate_docs if not any(g is j for j in gates)]:
+        said = ", ".join(unused[0].results) or "no results dir"
+        raise BaselineError(f"--gate: a gate of {said} judged none of these results dirs: gate them, or report those")
     pngs: list[Path] = []
     tables = []
     for (label, observations), r in zip(runs, results, strict=True):

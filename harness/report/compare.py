@@ -11,7 +11,7 @@ matplotlib.use("Agg")  # CI has no display; must precede pyplot
 import matplotlib.pyplot as plt
 
 from harness.artifacts.figures import family, fmt
-from harness.gate.compare import Comparison, ScenarioComparison
+from harness.gate.judge import Judgement, ScenarioVerdict
 from harness.gate.observe import Observation
 from harness.report.plots import stage_bytes, step_times
 
@@ -19,7 +19,7 @@ ICON = {"ok": "✅ ok", "regressed": "❌ regressed", "inconclusive": "⚠️ IN
 COLORS = {"base": "tab:blue", "head": "tab:red"}
 
 
-def _figure_rows(s: ScenarioComparison) -> list[str]:
+def _figure_rows(s: ScenarioVerdict) -> list[str]:
     rows = ["| figure | base | head | head/base [95% interval], samples, noise | verdict |", "|---|---:|---:|---|---|"]
     for f in s.figures:
         if family(f.metric) == "structure" and f.verdict == "ok":
@@ -30,7 +30,7 @@ def _figure_rows(s: ScenarioComparison) -> list[str]:
     return rows
 
 
-def compare_markdown(c: Comparison, png_dir: Path | None = None) -> str:
+def compare_markdown(c: Judgement, png_dir: Path | None = None) -> str:
     out = [
         "## precision_debugger: base against head",
         "",
@@ -49,7 +49,7 @@ def compare_markdown(c: Comparison, png_dir: Path | None = None) -> str:
         out.append(f"| {s.scenario} | {ICON[s.status]} | {within} | {len(s.findings) + len(s.errors)} | {numerics} |")
     for s in c.scenarios:
         out += ["", f"### {s.scenario}: {ICON[s.status]}", ""]
-        lines = [*s.errors, *s.findings, *s.undecided, *(f.line() for f in s.figures if f.verdict != "ok")]
+        lines = [*s.errors, *s.findings, *s.undecided, *(f.compare_line() for f in s.figures if f.verdict != "ok")]
         out += [f"- `{line}`" for line in lines]
         out += [f"- {n}" for n in s.notes]
         if not s.errors:

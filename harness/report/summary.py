@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import math
-import statistics
 from pathlib import Path
 
 from harness.artifacts import figures as fig
 from harness.checks.known_gap import is_gap
-from harness.gate.baseline import Baseline
+from harness.gate.files import GateDoc, disk_per_step
+from harness.gate.judge import JUDGED
 from harness.gate.observe import Observation
-from harness.gate.verdicts import GateReport, ScenarioGate, rel_change
 
 ICON = {
     "ok": "✅ ok",
@@ -33,42 +31,6 @@ def _interval(obs: Observation, metric: str) -> str:
     """A ratio with its interval, samples and noise where the check recorded them (older results: the ratio)."""
     text = obs.figures.get(fig.overhead_interval(metric))
     return str(text) if isinstance(text, str) else _x(obs.figures.get(metric))
-
-
-def disk_per_step(obs: Observation) -> float | None:
-    values = [v for _, v in obs.parsed("disk.step")]
-    return statistics.fmean(values) if values else None
-
-
-def _pct(base: float | None, now: float | None) -> str:
-    if base is None or now is None:
-        return "?"
-    c = rel_change(base, now)
-    if not math.isfinite(c):
-        return "new"
-    return "±0%" if abs(c) < 0.005 else f"{100 * c:+.0f}%"
-
-
-def change_against(obs: Observation | None, g: ScenarioGate | None, baseline: Baseline | None) -> str:
-    """The few changes a reader wants first: profiled overhead, disk per step, and whether the structure moved."""
-    if g is None or baseline is None or obs is None or g.status in ("new scenario", "error"):
-        return "-"
-    sb = baseline.scenarios.get(obs.scenario)
-    if sb is None:
-        return "-"
-    base_obs = Observation(obs.scenario, sb.settings, sb.environment, sb.figures, None)
-    parts = [
-        f"overhead {_pct(_num(sb.figures.get(fig.OVERHEAD_PROFILED)), _num(obs.figures.get(fig.OVERHEAD_PROFILED)))}",
-        f"disk/step {_pct(disk_per_step(base_obs), disk_per_step(obs))}",
-    ]
-    structure = [m for m in g.metrics if m.metric.startswith("structure.") and m.verdict != "ok"]
-    if any(m.metric.startswith("structure.") for m in g.metrics):
-        parts.append(f"structure {'changed (' + str(len(structure)) + ')' if structure else 'same'}")
-    return " · ".join(parts)
-
-
-def _num(v: object) -> float | None:
-    return float(v) if isinstance(v, int | float) else None
 
 
 def _checks(obs: Observation) -> str:
@@ -95,9 +57,8 @@ def target_line(observations: dict[str, Observation]) -> list[str]:
     return [f"Target: {'; '.join(targets)}.", ""] if targets else []
 
 
-def run_table(label: str, observations: dict[str, Observation], report: GateReport | None) -> list[str]:
+def run_table(label: str, observations: dict[str, Observation], report: GateDoc | None) -> list[str]:
     gates = {g.scenario: g for g in report.scenarios} if report else {}
-    baseline = report.baseline if report else None
     lines = [
         f"### {label}",
         "",
@@ -119,19 +80,20 @@ def run_table(label: str, observations: dict[str, Observation], report: GateRepo
         lines.append(
             f"| {name} | {level} | {_interval(obs, fig.OVERHEAD_PROFILED)} | "
             f"{_interval(obs, fig.OVERHEAD_UNPROFILED)} | {fig.mb(dps) if dps is not None else '-'} | "
-            f"{_checks(obs)} | {verdict} | {change_against(obs, g, baseline)} |"
+            f"{_checks(obs)} | {verdict} | {g.change if g else '-'} |"
         )
     return lines
 
 
-def details(observations: dict[str, Observation], report: GateReport | None) -> list[str]:
+def details(observations: dict[str, Observation], report: GateDoc | None) -> list[str]:
     """Every regression line, improvement and failed check, under the table (collapsed when long)."""
     out: list[str] = []
     if report:
         for g in report.scenarios:
-            out += [f"- `{m.line()}`" for m in g.of("regressed", "missing", "inconclusive", "improved")]
-            if g.status not in ("ok", "regressed", "inconclusive", "improved"):
-                out += [f"- {g.status} {g.scenario}: {n}" for n in g.notes]
+            shown = ("regressed", "missing", "inconclusive", "improved")
+            out += [f"- `{m.line}`" for m in g.figures if m.verdict in shown]
+            if g.status not in JUDGED:
+                out += [f"- {g.status} {g.scenario}: {n}" for n in g.errors + g.notes]
     for name, obs in sorted(observations.items()):
         for check, problems in (obs.problems | obs.inconclusive).items():
             if not is_gap(check) and not obs.checks.get(check, True):
@@ -145,7 +107,7 @@ def details(observations: dict[str, Observation], report: GateReport | None) -> 
 
 
 def summary_markdown(
-    runs: list[tuple[str, dict[str, Observation]]], reports: list[GateReport | None], png_dir: Path | None = None
+    runs: list[tuple[str, dict[str, Observation]]], reports: list[GateDoc | None], png_dir: Path | None = None
 ) -> str:
     out = ["## precision_debugger overhead and dumps", ""]
     baseline = next((r.baseline for r in reports if r), None)
@@ -157,8 +119,10 @@ def summary_markdown(
             f"({env.get('target', '?')}, series {env.get('series', '?')}). "
             "Overhead = step time on / off at the same step; tolerances come with the baseline."
         )
+    elif any(reports):
+        out.append("Baseline: not named by the gate's file (schema 1). Overhead = step time on / off at the same step.")
     else:
-        out.append("No baseline given: absolute budgets only (`--baseline` adds the comparison).")
+        out.append("No gate given: absolute budgets only (`--gate`, what `gate --json` wrote, adds the comparison).")
     for (label, observations), report in zip(runs, reports, strict=True):
         out += ["", *run_table(label, observations, report), *details(observations, report)]
     if png_dir is not None:

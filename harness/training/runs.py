@@ -13,22 +13,22 @@ import hashlib
 import json
 import shutil
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from filelock import FileLock
 
 from harness.artifacts.crash import Crash, classify
 from harness.artifacts.rundir import MODES, Mode, ScenarioDir
 from harness.errors import EnvironmentProblem, HarnessBug, HarnessError, InfraError
-from harness.safeio import MB, InputError, read_text, write_atomic
+from harness.safeio import MB, InputError, Versioned
 from harness.scenario.model import Scenario
 from harness.scenario.registry import EXECUTORS, WORKLOADS
 from harness.target.environment import TargetEnv, check_api, ensure_env, environment
 from harness.target.spec import Target, parse_target
 from harness.training.executors.base import LABEL_PREFIX, Executor, owner_labels
-from harness.training.launch import ExecResult
+from harness.training.launch import ExecResult, RunRecord
 from harness.training.monitor import Monitor, Watch, dump_cap
 from harness.training.slots import heavy_slot
 from harness.training.workloads import fault_injection
@@ -36,16 +36,17 @@ from harness.training.workloads import fault_injection
 __all__ = ["LABEL_PREFIX", "RunRecord", "ScenarioRuns", "ensure_runs", "fingerprint", "results_dir", "scenario_lock"]
 
 
-@dataclass
-class RunRecord:
-    mode: Mode
-    executor: str
-    argv: list[str]
-    result: ExecResult
-    error: str | None = None
-    target: dict[str, Any] | None = None  # the verl and msprobe under test (Target.block)
-    stopped: str | None = None  # the monitor's line when it stopped the run at the dump cap (a disk failure)
-    crash: dict[str, Any] | None = None  # why it failed and whose fault it is (harness.artifacts.crash.Crash)
+class RunsDoc(Versioned):
+    """runs.json: a session's off and on runs and what they depend on (``fingerprint``), so every check item of a
+    scenario, in any worker, reuses them. Schema 1 (no ``schema_version``) had the same fields."""
+
+    FILE = "runs.json"
+    REDO = "the runs are made again"
+    schema_version: Literal[2] = 2
+    session: str
+    fingerprint: str
+    target: dict[str, Any] = {}
+    records: dict[Mode, RunRecord]
 
 
 @dataclass
@@ -108,39 +109,30 @@ def fingerprint(scenario: Scenario, target: Target) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _load(sdir: ScenarioDir, session: str, scenario: Scenario, target: Target, reuse: bool) -> ScenarioRuns | None:
+def _load(sdir: ScenarioDir, session: str, scenario: Scenario, env: TargetEnv, reuse: bool) -> ScenarioRuns | None:
     """This session's runs (or, with ``reuse``, an earlier session's good ones); None when there are none to reuse,
     including a runs.json that is not one (corrupt, a link, not a file): those runs are made again."""
     try:
-        raw = json.loads(read_text(sdir.runs_record, 16 * MB, follow=False))
-        return _from_record(raw, sdir, session, scenario, target, reuse)
-    except (InputError, ValueError, TypeError, KeyError, AttributeError):
+        doc = RunsDoc.read_file(sdir.runs_record, 16 * MB, follow=False)
+    except InputError:
         return None
-
-
-def _from_record(
-    raw: dict, sdir: ScenarioDir, session: str, scenario: Scenario, target: Target, reuse: bool
-) -> ScenarioRuns | None:
-    same_session = raw.get("session") == session
-    if raw.get("fingerprint") != fingerprint(scenario, target):
+    if doc.fingerprint != fingerprint(scenario, env.target):
         return None  # another target (or other settings) in the same session: train again
-    if not same_session and not (reuse and not _failed(raw)):
+    if doc.session != session and not (reuse and not _failed(doc)):
         return None
-    records = {m: RunRecord(**{**r, "result": ExecResult(**r["result"])}) for m, r in raw["records"].items()}
-    return ScenarioRuns(sdir, raw["session"], records, trained_s=0.0, target=raw.get("target", {}))
+    recorded = doc.target or {"block": env.target.block(), "environment": environment(env)}
+    return ScenarioRuns(sdir, doc.session, dict(doc.records), trained_s=0.0, target=recorded)
 
 
-def _failed(raw: dict) -> bool:
-    records = raw.get("records", {}).values()
-    return len(records) < len(MODES) or any(r.get("error") or r.get("stopped") or r.get("crash") for r in records)
+def _failed(doc: RunsDoc) -> bool:
+    records = doc.records.values()
+    return len(records) < len(MODES) or any(r.error or r.stopped or r.crash for r in records)
 
 
-def target_env(scenario: Scenario, target: Target) -> TargetEnv:
-    """The target's environment, checked for what the scenario's workload drives (API drift: InfraError)."""
-    env = ensure_env(target)
+def check_target(scenario: Scenario, env: TargetEnv) -> None:
+    """The target's environment holds what the scenario's workload drives (API drift: InfraError)."""
     workload = WORKLOADS[scenario.workload.kind]
     check_api(env, workload.symbols, list(scenario.precision_debugger.stages), scenario.workload.kind)
-    return env
 
 
 def results_dir(path: str | Path) -> Path:
@@ -171,21 +163,22 @@ def ensure_runs(
     session: str,
     executor: str | None = None,
     reuse: bool = False,
-    target: Target | None = None,
+    env: TargetEnv | None = None,
     watch: Watch | None = None,
 ) -> ScenarioRuns:
-    """Run (or reuse this session's) off and on trainings of ``target`` (default: from HARNESS_VERL and
-    HARNESS_MSPROBE, else the pinned releases); raise InfraError if either failed.
+    """Run (or reuse this session's) off and on trainings in ``env``, the target's environment as the entry point
+    resolved it once (default: from HARNESS_VERL and HARNESS_MSPROBE, else the pinned releases); raise InfraError
+    if either failed.
 
     ``reuse`` also accepts successful runs of an earlier session made from the same scenario settings and
     target (re-checking without retraining). ``watch``: the runner's cap, floor and live line (default: from
     the environment, no live line)."""
-    target = target or parse_target()
+    env = env or ensure_env(parse_target())
     sdir = ScenarioDir(Path(results) / scenario.name)
     with scenario_lock(sdir):
-        runs = _load(sdir, session, scenario, target, reuse)
+        runs = _load(sdir, session, scenario, env, reuse)
         if runs is None:
-            env = target_env(scenario, target)
+            check_target(scenario, env)
             kind = executor or scenario.executor.kind
             runs = _run_both(scenario, sdir, session, kind, env, watch or Watch.configure())
     if runs.error:
@@ -242,26 +235,20 @@ def _train(
         first = (records["off"].crash or {}) if mode == "on" and "off" in records else {}
         if crash and crash.verdict and (first.get("exception"), first.get("where")) == (crash.exception, crash.where):
             error, crash = _both_failed(crash, run.log)
-            records["off"] = replace(records["off"], error=error, crash=crash.to_dict())
-            write_atomic(sdir.run("off").record, json.dumps(asdict(records["off"]), indent=2))
+            records["off"] = records["off"].model_copy(update={"error": error, "crash": crash.to_dict()})
+            records["off"].write(sdir.run("off").record)
         found = crash.to_dict() if crash else None
-        records[mode] = RunRecord(mode, executor.name, argv, res, error, block, stopped, found)
-        write_atomic(run.record, json.dumps(asdict(records[mode]), indent=2))
+        records[mode] = RunRecord(
+            mode=mode, executor=executor.name, argv=argv, result=res, error=error, target=block, stopped=stopped,
+            crash=found,
+        )  # fmt: skip
+        records[mode].write(run.record)
         if error or stopped or (crash and mode == "on"):
             break  # the on run is pointless without a baseline; a stopped on run is the last anyway
         # an off run that verl or msprobe crashed: the on run says whether precision_debugger is what fails
     recorded = {"block": block, "environment": environment(env)}
     runs = ScenarioRuns(sdir, session, records, trained_s=time.monotonic() - started, target=recorded)
-    write_atomic(
-        sdir.runs_record,
-        json.dumps(
-            {
-                "session": session,
-                "fingerprint": fingerprint(scenario, env.target),
-                "target": recorded,
-                "records": {m: asdict(r) for m, r in records.items()},
-            },
-            indent=2,
-        ),
+    RunsDoc(session=session, fingerprint=fingerprint(scenario, env.target), target=recorded, records=records).write(
+        sdir.runs_record
     )
     return runs

@@ -16,6 +16,7 @@ from harness.target.dialect import dialect_of
 from harness.training.launch import Launch
 from harness.training.msprobe_config import msprobe_config
 from harness.training.workloads import fault_injection
+from harness.training.workloads.cpu_ppo_spec import ProfilerSpec, TrainSpec
 
 CRITIC_STAGES = {"compute_values", "critic_update"}
 
@@ -102,34 +103,34 @@ class CpuPpo:
             cfg = msprobe_config(pd, dump_path=str(run.dumps))
             run.msprobe_config.write_text(json.dumps(cfg, indent=2))
             dialect = dialect_of(python)  # the target's own way to configure precision_debugger
-            profiler = {
-                "dialect": dialect.name,
-                "all_ranks": dialect.all_ranks,
-                "save_path": str(run.dumps),
-                "steps": pd.steps,
-                "stages": pd.stages,
-                "config_path": str(run.msprobe_config),
-                "strict": pd.strict,
-            }
-        spec = {
-            "engine": scenario.engine,
-            "device": scenario.device,
-            "dtype": s.dtype,
-            "world_size": scenario.world_size,
-            "steps": scenario.steps,
-            "seed": s.seed,
-            "model": s.model.model_dump(),
-            "batch_size": s.batch_size,
-            "prompt_length": s.prompt_length,
-            "response_length": s.response_length,
-            "lr": s.lr,
-            "critic": s.critic,
-            "critic_roles": s.critic_roles,
-            "threads_per_rank": s.threads_per_rank,
-            "store_path": str(run.root / "pg_store"),
-            "profiler": profiler,
-        }
-        run.spec.write_text(json.dumps(spec, indent=2))
+            profiler = ProfilerSpec(
+                dialect=dialect.name,
+                all_ranks=dialect.all_ranks,
+                save_path=str(run.dumps),
+                steps=pd.steps,
+                stages=list(pd.stages),
+                config_path=str(run.msprobe_config),
+                strict=pd.strict,
+            )
+        spec = TrainSpec(
+            engine=scenario.engine,
+            device=scenario.device,
+            dtype=s.dtype,
+            world_size=scenario.world_size,
+            steps=scenario.steps,
+            seed=s.seed,
+            model=s.model.model_dump(),
+            batch_size=s.batch_size,
+            prompt_length=s.prompt_length,
+            response_length=s.response_length,
+            lr=s.lr,
+            critic=s.critic,
+            critic_roles=s.critic_roles,
+            threads_per_rank=s.threads_per_rank,
+            store_path=str(run.root / "pg_store"),
+            profiler=profiler,
+        )
+        spec.write(run.spec)
         return Launch(
             module="harness.training.workloads.cpu_ppo_train",
             args=[str(run.spec)],

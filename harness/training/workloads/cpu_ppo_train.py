@@ -24,12 +24,9 @@ NOT megatron-core: it reproduces the layout verl's profiler sees, not Megatron's
 from __future__ import annotations
 
 import gc
-import json
 import os
 import sys
 import time
-from dataclasses import dataclass
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -44,49 +41,7 @@ from verl.utils.profiler.performance import simple_timer
 from verl.utils.tracking import FileLogger
 
 from harness.training.workloads import fault_injection
-
-
-@dataclass
-class ProfilerSpec:
-    dialect: str  # harness.target.dialect: how this verl turns precision_debugger on (tool-config, profiler-config)
-    all_ranks: bool
-    save_path: str
-    steps: list[int]
-    stages: list[str]
-    config_path: str
-    strict: bool = False
-
-
-@dataclass
-class TrainSpec:
-    """What the harness asks of one training run (written as JSON by ``workloads.cpu_ppo``)."""
-
-    engine: str
-    world_size: int
-    steps: int
-    seed: int
-    model: dict[str, Any]
-    batch_size: int
-    prompt_length: int
-    response_length: int
-    lr: float
-    critic: bool
-    critic_roles: str
-    threads_per_rank: int
-    store_path: str
-    profiler: ProfilerSpec | None = None
-    device: str = "cpu"
-    dtype: str = "float32"
-
-    @property
-    def cuda(self) -> bool:
-        return self.device == "cuda"
-
-    @classmethod
-    def load(cls, path: str | Path) -> TrainSpec:
-        raw = json.loads(Path(path).read_text())
-        prof = raw.pop("profiler", None)
-        return cls(**raw, profiler=ProfilerSpec(**prof) if prof else None)
+from harness.training.workloads.cpu_ppo_spec import TrainSpec
 
 
 def make_profiler(spec: TrainSpec, rank: int) -> DistProfiler:

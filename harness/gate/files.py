@@ -1,0 +1,226 @@
+"""What the judge decided, as files: the gate's JSON (``gate --json``) and ``compare.json``.
+
+``report`` reads the gate's file and never judges again, so a summary says what the gate said (``gate
+--compare-across-env`` included). Each is one model, every field declared, with its schema version (``safeio.
+Versioned``): schema 1 is what harnesses before schema versions wrote.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from harness.artifacts import figures as fig
+from harness.errors import BaselineError
+from harness.gate.baseline import Baseline
+from harness.gate.judge import Judgement, ScenarioVerdict, Status, rel_change
+from harness.gate.observe import Observation
+from harness.safeio import MB, InputError, Versioned
+
+
+class _Doc(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def disk_per_step(obs: Observation) -> float | None:
+    values = [v for _, v in obs.parsed("disk.step")]
+    return statistics.fmean(values) if values else None
+
+
+def _pct(base: float | None, now: float | None) -> str:
+    if base is None or now is None:
+        return "?"
+    c = rel_change(base, now)
+    if not math.isfinite(c):
+        return "new"
+    return "±0%" if abs(c) < 0.005 else f"{100 * c:+.0f}%"
+
+
+def _num(v: object) -> float | None:
+    return float(v) if isinstance(v, int | float) else None
+
+
+def change_against(obs: Observation | None, g: ScenarioVerdict, baseline: Baseline) -> str:
+    """The few changes a reader wants first: profiled overhead, disk per step, and whether the structure moved."""
+    if obs is None or g.status in ("new scenario", "error"):
+        return "-"
+    sb = baseline.scenarios.get(obs.scenario)
+    if sb is None:
+        return "-"
+    base_obs = Observation(obs.scenario, sb.settings, sb.environment, sb.figures, None)
+    parts = [
+        f"overhead {_pct(_num(sb.figures.get(fig.OVERHEAD_PROFILED)), _num(obs.figures.get(fig.OVERHEAD_PROFILED)))}",
+        f"disk/step {_pct(disk_per_step(base_obs), disk_per_step(obs))}",
+    ]
+    structure = [m for m in g.figures if m.metric.startswith("structure.") and m.verdict != "ok"]
+    if any(m.metric.startswith("structure.") for m in g.figures):
+        parts.append(f"structure {'changed (' + str(len(structure)) + ')' if structure else 'same'}")
+    return " · ".join(parts)
+
+
+class GateFigure(_Doc):
+    metric: str
+    verdict: str
+    base: float | None = None
+    now: float | None = None
+    tolerance: float | None = None
+    line: str
+
+
+class GateScenario(_Doc):
+    scenario: str
+    status: Status
+    notes: list[str] = []
+    errors: list[str] = []
+    crashes: list[str] = []
+    figures: list[GateFigure] = []  # every figure not within tolerance, with its line
+    change: str = "-"  # against the baseline, in a few words (the summary's column)
+
+
+class GateBaselineDoc(_Doc):
+    created: str
+    commit: str | None = None
+    environment: dict[str, Any] = {}
+
+
+class GateDoc(Versioned):
+    """The gate's verdicts. Schema 1 (no ``schema_version``) held only the verdicts (``metrics``, no baseline, no
+    results dirs): enough to read, not enough to say which results dirs it judged."""
+
+    FILE = "gate JSON"
+    REDO = "re-run gate --json with this harness"
+    schema_version: Literal[2] = 2
+    exit_code: int
+    verdict: str
+    results: list[str] = []  # the results dirs judged (resolved)
+    baseline: GateBaselineDoc | None = None
+    scenarios: list[GateScenario]
+
+    @classmethod
+    def upgrade(cls, doc: dict[str, Any]) -> dict[str, Any]:
+        def scenario(s: Any) -> Any:
+            if not isinstance(s, dict) or not isinstance(s.get("metrics", []), list):
+                return s
+            keep = ("metric", "verdict", "base", "now", "tolerance", "line")
+            figures = [{k: m[k] for k in keep if k in m} if isinstance(m, dict) else m for m in s["metrics"]]
+            rest = {k: v for k, v in s.items() if k != "metrics"}
+            if rest.get("status") == "error":  # schema 1 said a run's errors as its notes
+                rest["errors"], rest["notes"] = rest.get("notes", []), []
+            return rest | {"figures": figures}
+
+        scenarios = doc.get("scenarios")
+        return doc | {"scenarios": [scenario(s) for s in scenarios] if isinstance(scenarios, list) else scenarios}
+
+    @classmethod
+    def of_judgement(
+        cls, j: Judgement, baseline: Baseline, observations: dict[str, Observation], results: list[Path]
+    ) -> GateDoc:
+        def figure(s: ScenarioVerdict, f: Any) -> GateFigure:
+            base, now = (f.base[0] if f.base else None), (f.head[0] if f.head else None)
+            return GateFigure(
+                metric=f.metric, verdict=f.verdict, base=base, now=now, tolerance=f.tolerance, line=s.line(f)
+            )
+
+        return cls(
+            exit_code=j.exit_code,
+            verdict=j.verdict[1],
+            results=[str(Path(r).resolve()) for r in results],
+            baseline=GateBaselineDoc(
+                created=baseline.created, commit=baseline.commit, environment=baseline.environment
+            ),
+            scenarios=[
+                GateScenario(
+                    scenario=s.scenario,
+                    status=s.status,
+                    notes=s.notes,
+                    errors=s.errors,
+                    crashes=s.crashes,
+                    figures=[figure(s, f) for f in s.figures if f.verdict != "ok"],
+                    change=change_against(observations.get(s.scenario), s, baseline),
+                )
+                for s in j.scenarios
+            ],
+        )
+
+    @classmethod
+    def read(cls, path: Path) -> GateDoc:
+        try:
+            return cls.read_file(path, 64 * MB)
+        except InputError as exc:
+            raise BaselineError(f"{path}: {exc}") from None
+
+
+class CompareFigure(_Doc):
+    scenario: str
+    metric: str
+    verdict: str
+    base: list[float] = []
+    head: list[float] = []
+    tolerance: float | None = None
+    judged: bool = True
+    decision: dict[str, Any] | None = None
+    detail: str = ""
+    line: str
+    ratio: str
+
+
+class CompareScenario(_Doc):
+    scenario: str
+    status: Status
+    findings: list[str] = []
+    undecided: list[str] = []
+    notes: list[str] = []
+    errors: list[str] = []
+    figures: list[CompareFigure] = []
+    numerics: dict[str, Any] | None = None
+
+
+class CompareDoc(Versioned):
+    """compare.json: every figure of both sides and every verdict. Schema 1 (no ``schema_version``): the same
+    fields but a figure's ``detail``."""
+
+    FILE = "compare.json"
+    REDO = "re-run compare with this harness"
+    schema_version: Literal[2] = 2
+    base: str
+    head: str
+    order: list[str]
+    exit_code: int
+    verdict: str
+    skipped: list[str] = []
+    scenarios: list[CompareScenario]
+
+    @classmethod
+    def of_judgement(cls, c: Judgement) -> CompareDoc:
+        def figures(s: ScenarioVerdict) -> list[CompareFigure]:
+            return [
+                CompareFigure.model_validate(asdict(f) | {"line": f.compare_line(), "ratio": f.ratio_text()})
+                for f in s.figures
+            ]
+
+        return cls(
+            base=c.base,
+            head=c.head,
+            order=c.order,
+            exit_code=c.exit_code,
+            verdict=c.verdict[1],
+            skipped=c.skipped,
+            scenarios=[
+                CompareScenario(
+                    scenario=s.scenario,
+                    status=s.status,
+                    findings=s.findings,
+                    undecided=s.undecided,
+                    notes=s.notes,
+                    errors=s.errors,
+                    figures=figures(s),
+                    numerics=s.numerics.as_dict() if s.numerics else None,
+                )
+                for s in c.scenarios
+            ],
+        )
