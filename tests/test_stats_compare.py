@@ -59,6 +59,8 @@ def pair() -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
     head["Functional.gelu.3.forward"] = api([t()], [t(mx=NAN)])
     base["Functional.gelu.4.forward"] = api([t(mx=INF)], [t()])
     head["Functional.gelu.4.forward"] = api([t()], [t(mn=-INF, mx=INF)])
+    base["Functional.gelu.5.forward"] = api([t(mn=0.0)], [t(mx=0.0, mn=0.0)])  # equal values, not equal texts
+    head["Functional.gelu.5.forward"] = api([t(mn=0.0)], [t(mx=-0.0, mn=0.0)])
     # dtype in the float group (error), out of it (unmatched), shape, requires_grad, a scalar argument
     base["Tensor.add.0.forward"] = api([t(), t(), t(), {"type": "int", "value": 3}], [t(), t()],
                                        kwargs={"alpha": {"type": "float", "value": 1.0}})  # fmt: skip

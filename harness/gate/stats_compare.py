@@ -82,7 +82,6 @@ _LEVEL = {"pass": 0, "warning": 1, "error": 2}
 NPU_NAME, BENCH_NAME, NPU_DTYPE, BENCH_DTYPE, NPU_SHAPE, BENCH_SHAPE, NPU_REQ, BENCH_REQ = range(8)
 NORM_REL, NPU_MAX, NPU_MIN, BENCH_MAX, BENCH_MIN = 15, 16, 17, 20, 21
 NPU_MD5, BENCH_MD5 = 8, 9
-_ZEROS = ["0"] * 8
 _REORDER = {"parameters": 1, "output": 2, "parameters_grad": 3}  # inputs first, then these
 
 
@@ -455,8 +454,8 @@ def _judge(rows: list[Row], md5: bool) -> None:
             outputs[0].flag("warning", MSG_RELWARN)
 
 
-def _row(npu: Item, bench: Item | None, md5: bool, same: bool = False) -> Row:
-    """One row; ``same``: bench is npu's equal (the entry is the same on both sides), every diff is 0."""
+def _row(npu: Item, bench: Item | None, md5: bool) -> Row:
+    """One row."""
     v: list[Any]
     if bench is None:
         v = [npu.name, N_A, npu.dtype, N_A, npu.shape, N_A, npu.req_grad, N_A]
@@ -466,12 +465,9 @@ def _row(npu: Item, bench: Item | None, md5: bool, same: bool = False) -> Row:
         v += (npu.md5, N_A if bench is None else bench.md5)
     else:
         mine = _summary(npu.stats)
-        theirs = [N_A] * 4 if bench is None else mine if same else _summary(bench.stats)
-        if same:
-            v += _ZEROS
-        else:
-            pairs = [_diff(a, b) for a, b in zip(mine, theirs, strict=True)]
-            v += [d for d, _ in pairs] + [r for _, r in pairs]
+        theirs = [N_A] * 4 if bench is None else _summary(bench.stats)
+        pairs = [_diff(a, b) for a, b in zip(mine, theirs, strict=True)]
+        v += [d for d, _ in pairs] + [r for _, r in pairs]
         v += mine
         v += theirs
     v.append(v[NPU_REQ] == v[BENCH_REQ])
@@ -597,11 +593,15 @@ def _stats_cells(values: list[Any]) -> list[str]:
     return [f"{a},{b},{c},{d}" for a, b, c, d in zip(t[0::4], t[1::4], t[2::4], t[3::4], strict=True)]
 
 
-def _same_lines(items: list[Item], stack: str | None) -> list[str]:
+def _same_lines(items: list[Item], stack: str | None) -> list[str] | None:
     """The CSV lines of an entry equal on both sides (every diff 0, every row pass), straight from its leaves:
-    most of a compare of two runs of one code, where the rows' objects and checkers would cost most."""
+    most of a compare of two runs of one code, where the rows' objects and checkers would cost most. None where a
+    statistic is zero: equal values, not always equal texts (-0.0 == 0.0; msprobe diffs them: -0.0, inf)."""
+    stats = [v for item in items for v in _summary(item.stats)]
+    if 0 in stats:
+        return None
     lines = []
-    for it, st in zip(items, _stats_cells([v for item in items for v in _summary(item.stats)]), strict=True):
+    for it, st in zip(items, _stats_cells(stats), strict=True):
         (n, d, r), s = _cells(it.name, it.dtype, it.req_grad), _kept_cell(it.shape)
         end = "\n" if stack is None else f",{stack}\n"
         lines.append(f"{n},{n},{d},{d},{s},{s},{r},{r},0,0,0,0,0,0,0,0,{st},{st},True,pass,[]{end}")
@@ -667,9 +667,10 @@ def _rows(
         items = entry.items(md5)
         info = None if stack is None else _fmt(stack.get(entry.name, N_A))
         n += len(items)
-        if match is not None and not md5 and match.name == entry.name and match.data == entry.data:
+        equal = match is not None and not md5 and match.name == entry.name and match.data == entry.data
+        if equal and (same := _same_lines(items, info)) is not None:  # equal on both sides: all pass
             if write is not None:
-                write(_same_lines(items, info))  # equal on both sides: all pass
+                write(same)
             continue
         theirs = {it.name.replace(match.name, "", 1): it for it in match.items(md5)} if match is not None else {}
         rows = []
@@ -677,9 +678,8 @@ def _rows(
             b_item = theirs.get(item.name.replace(entry.name, "", 1))
             if b_item is not None and not _same_dtype(item.dtype, b_item.dtype):
                 b_item = None
-            rows.append(_row(item, b_item, md5, same=match is not None and match.data == entry.data))
-        if match is None or match.data != entry.data:
-            _judge(rows, md5)
+            rows.append(_row(item, b_item, md5))
+        _judge(rows, md5)
         lines = []
         stats = [] if md5 else _stats_cells([x for r in rows for x in r.values[NPU_MAX : BENCH_MAX + 4]])
         for i, r in enumerate(rows):
