@@ -58,16 +58,21 @@ def _pair(root: Path, size: int) -> tuple[Path, Path]:
 
 
 def _child(engine: str, tp: Path, gp: Path, out: Path) -> None:
-    """One compare of every step/stage in this fresh process; prints one JSON line."""
+    """One compare of every step/stage in this fresh process; prints one JSON line ("own": the harness's CPU
+    seconds after its imports, as benchmarks/dump_readers.py times its readers)."""
     started = time.monotonic()
     rows = 0
+    own_cpu = None
     if engine == "harness":
         from harness.gate.numerics import StageNumerics, _compare_stage, _dumped
+
+        own_cpu = time.process_time()
 
         for step, stage in sorted(_dumped(tp)):
             s = StageNumerics(step, stage)
             _compare_stage(s, *(d / f"step_{step}" / stage / "step0" for d in (tp, gp)), out / s.where, [])
             rows += s.rows
+        own_cpu = time.process_time() - own_cpu
     else:
         from harness.gate import msprobe_compare
         from harness.gate.numerics import StageNumerics, _dumped, read_csvs
@@ -81,7 +86,7 @@ def _child(engine: str, tp: Path, gp: Path, out: Path) -> None:
             read_csvs(s, out / s.where, [])
             rows += s.rows
     own, kids = (resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
-    print(json.dumps({"seconds": time.monotonic() - started, "rows": rows,
+    print(json.dumps({"seconds": time.monotonic() - started, "rows": rows, "own": own_cpu,
                       "cpu": own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime,
                       "peak": max(own.ru_maxrss, kids.ru_maxrss) * 1024}))  # fmt: skip
 
@@ -108,8 +113,9 @@ def _differ(ours: Path, theirs: Path) -> tuple[int, int]:
 
 
 def _line(engine: str, r: dict, mb: float) -> str:
+    own = f"  (compare alone {r['own']:.2f}s CPU, {mb / r['own']:.1f} MB/s per core)" if r["own"] else ""
     return (f"  {engine:<8} {r['seconds']:7.1f}s wall {r['cpu']:7.1f}s CPU  {mb / r['cpu']:6.1f} MB/s per core  "
-            f"peak RSS {r['peak'] / 2**20:6.0f} MiB  {r['rows']} rows")  # fmt: skip
+            f"peak RSS {r['peak'] / 2**20:6.0f} MiB  {r['rows']} rows{own}")  # fmt: skip
 
 
 def _compare(title: str, base: Path, head: Path, out: Path, msprobe: bool) -> None:

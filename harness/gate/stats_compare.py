@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import functools
+import io
 import json
 import math
 import re
@@ -42,7 +44,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.artifacts.dumpfile import DumpFile
+import orjson
+
+from harness.artifacts.dumpfile import CHUNK, MAX_VALUE, DumpFile, open_regular
 
 BASIC = ["NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape", "Bench Tensor Shape",
          "NPU Requires_grad", "Bench Requires_grad"]  # fmt: skip
@@ -59,6 +63,7 @@ _FLOATS = ({"Float16", "Float32", "Float64", "BFloat16"},
 _IO = (("input_args", ".input"), ("input_kwargs", ".input"), ("input", ".input"), ("output", ".output"),
        ("parameters", ".parameters"))  # fmt: skip
 _STATE = {"input_args": "input", "input_kwargs": "input"}
+_PLAIN_IO = (("input_args", ".input.", "input"), ("input", ".input.", "input"), ("output", ".output.", "output"))
 _IGNORE_ALL = {"empty", "empty_like", "numpy", "to", "__setitem__", "empty_with_format", "new_empty_strided",
                "new_empty", "empty_strided"}  # fmt: skip
 _IGNORE_INPUT = {"_reduce_scatter_base", "_all_gather_base", "all_to_all_single", "batch_isend_irecv"}
@@ -78,7 +83,6 @@ _LEVEL = {"pass": 0, "warning": 1, "error": 2}
 NPU_NAME, BENCH_NAME, NPU_DTYPE, BENCH_DTYPE, NPU_SHAPE, BENCH_SHAPE, NPU_REQ, BENCH_REQ = range(8)
 NORM_REL, NPU_MAX, NPU_MIN, BENCH_MAX, BENCH_MIN = 15, 16, 17, 20, 21
 NPU_MD5, BENCH_MD5 = 8, 9
-_ZEROS = ["0"] * 8
 _REORDER = {"parameters": 1, "output": 2, "parameters_grad": 3}  # inputs first, then these
 
 
@@ -107,15 +111,47 @@ class Entry:
         """Its rows' sides, parsed when asked (the name index needs less); ``crc``: md5 mode's CRC-32s too."""
         if not isinstance(self.data, dict):
             return []
+        if not crc and (plain := self._plain()) is not None:
+            return plain
         name, split = self.name, self.name.split(".")
+        items: list[Item] = []
         if split[-1] == "parameters_grad" or (len(split) >= 2 and split[-2] == "parameters_grad"):
-            items = list(_parse(self.data, name, "parameters_grad", True, crc))
+            _parse(self.data, name, "parameters_grad", True, crc, items)
         else:
-            items = []
             for io, suffix in _IO:
                 if io in self.data:
-                    items.extend(_parse(self.data[io], name + suffix, _STATE.get(io, io), False, crc))
-        items.sort(key=lambda it: _REORDER.get(it.state, 0))  # stable: msprobe's reorder_index
+                    _parse(self.data[io], name + suffix, _STATE.get(io, io), False, crc, items)
+        if "parameters" in self.data:  # else already inputs, then outputs
+            items.sort(key=lambda it: _REORDER.get(it.state, 0))  # stable: msprobe's reorder_index
+        return items
+
+    def _plain(self) -> list[Item] | None:
+        """The rows' sides of an entry of tensors only, in lists (input_args or input, output: most entries), in
+        statistics mode: what the general reading gives, without its per-leaf calls and tests; None otherwise."""
+        data, name = self.data, self.name
+        if "parameters" in data or data.get("input_kwargs") or ("input_args" in data and "input" in data):
+            return None
+        if "parameters_grad" in name.rsplit(".", 2)[-2:]:
+            return None
+        items = []
+        for key, suffix, state in _PLAIN_IO:
+            if (value := data.get(key)) is None:
+                if key in data:
+                    return None
+                continue
+            if type(value) is not list:
+                if value:
+                    return None
+                continue
+            for i, d in enumerate(value):
+                if type(d) is not dict or type(dtype := d.get("dtype")) is not str or not dtype:
+                    return None
+                if type(d.get("type")) is not str or "class_type" in d:
+                    return None
+                req = d.get("requires_grad")
+                stats = [d.get("Max"), d.get("Min"), d.get("Mean"), d.get("Norm")]
+                items.append(Item(f"{name}{suffix}{i}", state, dtype, str(d.get("shape")),
+                                  N_A if req is None else str(req), stats, str(d.get("md5"))))  # fmt: skip
         return items
 
 
@@ -151,8 +187,14 @@ def _text(v: Any) -> str:
 
 
 def _gen_item(data: dict[str, Any], name: str, state: str, crc: bool) -> Item:
+    dtype = data.get("dtype")
+    if dtype and not crc:  # a tensor in statistics mode, as most leaves are: the rest's result, without its tests
+        req = data.get("requires_grad")
+        stats = [data.get("Max"), data.get("Min"), data.get("Mean"), data.get("Norm")]
+        return Item(name, state, str(dtype), str(data.get("shape")), N_A if req is None else str(req), stats,
+                    str(data.get("md5")))  # fmt: skip
     stats = [data.get(k) for k in ("Max", "Min", "Mean", "Norm")]
-    dtype, shape, md5 = data.get("dtype"), data.get("shape"), data.get("md5")
+    shape, md5 = data.get("shape"), data.get("md5")
     if not dtype:
         kind, value = data.get("type"), data.get("value")
         if kind == "torch.Size":
@@ -176,29 +218,33 @@ def _gen_item(data: dict[str, Any], name: str, state: str, crc: bool) -> Item:
     return Item(name, state, str(dtype), str(shape), N_A if req is None else str(req), stats, str(md5))
 
 
-def _parse(data: Any, name: str, state: str, grad: bool, crc: bool, depth: int = 0) -> Iterator[Item]:
-    """``op_item_parse``: the leaves of one input/output/parameters value."""
+def _parse(data: Any, name: str, state: str, grad: bool, crc: bool, out: list[Item], depth: int = 0) -> None:
+    """``op_item_parse``: the leaves of one input/output/parameters value, appended to ``out`` (a list, not a
+    generator per level: this runs once per leaf of every entry)."""
     if depth > MAX_DEPTH:
         raise ValueError(f"{name}: nested deeper than {MAX_DEPTH}")
     if data is None:
-        yield Item(name, state, N_A, N_A, N_A, ["None"] * 4, N_A)
+        out.append(Item(name, state, N_A, N_A, N_A, ["None"] * 4, N_A))
     elif not data:
         return
     elif isinstance(data, list):
         for i, sub in enumerate(data):
-            yield from _parse(sub, name if grad else f"{name}.{i}", state, grad, crc, depth + 1)
+            if type(sub) is dict and type(sub.get("type")) is str and "class_type" not in sub:  # a tensor, mostly
+                out.append(_gen_item(sub, name if grad else f"{name}.{i}", state, crc))
+            else:
+                _parse(sub, name if grad else f"{name}.{i}", state, grad, crc, out, depth + 1)
     elif isinstance(data, dict):
         if data.get("class_type") == "torch.distributed.P2POp":
             tensor = data.get("tensor")
             if isinstance(tensor, dict):
-                yield _gen_item(tensor, name, state, crc)
+                out.append(_gen_item(tensor, name, state, crc))
             else:
-                yield Item(name, state, N_A, N_A, N_A, ["None"] * 4, N_A)
+                out.append(Item(name, state, N_A, N_A, N_A, ["None"] * 4, N_A))
         elif isinstance(data.get("type"), str):
-            yield _gen_item(data, name, state, crc)
+            out.append(_gen_item(data, name, state, crc))
         else:
             for key, sub in data.items():
-                yield from _parse(sub, f"{name}.{key}", state, grad, crc, depth + 1)
+                _parse(sub, f"{name}.{key}", state, grad, crc, out, depth + 1)
 
 
 def _split(name: str) -> tuple[str, str, str]:
@@ -227,6 +273,10 @@ class Side:
                     yield entry
 
     def entry(self, name: str, data: Any) -> Entry | None:
+        if name.endswith(".forward"):  # API.N.forward, as most are: a key of its own (what the rest gives)
+            head = name[:-8]
+            if (dot := head.rfind(".")) > 0 and head[dot + 1 :] != "parameters_grad":
+                return Entry(name, name, data)
         base, call, direction = _split(name)
         if not base:
             return None
@@ -240,10 +290,23 @@ class Side:
         return Entry(name, key, data)
 
 
+_KEY_LINE = re.compile(rb'\n  ("(?:[^"\\\n]|\\.)*"): ')
+
+
 def entry_keys(path: Path) -> set[str]:
-    """The bench's name index: every entry's match key."""
+    """The bench's name index: every entry's match key. In msprobe's layout (``json.dump(indent=1)``: the file
+    opens ``{`` newline, one space, a key) an entry's name is on a line of its own, two spaces in, and JSON text
+    holds no raw newline in a string: the names are read from those lines, without parsing the entries (a
+    third of the compare's time when it parsed them); any other layout is parsed."""
     side = Side(path)
-    return {e.key for batch in side.dump.batches() for name in batch if (e := side.entry(name, None)) is not None}
+    with open_regular(path) as f:
+        indent_1 = f.read(4) == b'{\n "'
+    if indent_1:
+        names = (m.group(1) for chunk in _lines(path) for m in _KEY_LINE.finditer(chunk))
+        entries = (side.entry(json.loads(raw) if b"\\" in raw else raw[1:-1].decode(), None) for raw in names)
+    else:
+        entries = (side.entry(name, None) for batch in side.dump.batches() for name in batch)
+    return {e.key for e in entries if e is not None}
 
 
 def _kind(v: Any) -> str:
@@ -288,6 +351,11 @@ _STATIC[("device", "device")] = N_A
 
 def _diff(npu: Any, bench: Any) -> tuple[str, str]:
     """One statistic's diff and relative error, as ``CalcStatsDiff.calc_summary_diff`` renders them."""
+    if npu == bench and type(npu) is type(bench) is float and npu != 0:  # as most statistics of a pair are
+        return "0", "0"
+    if type(npu) is float and type(bench) is float and npu != bench and npu - npu == 0 == bench - bench:
+        d = npu - bench  # two finite floats, as most are: the general path's result without its text tests
+        return repr(d), (f"{abs(d / bench * 100)}%" if bench != 0 else INF)
     if str(npu) == str(bench):
         return "0", "0"
     a, b = _kind(npu), _kind(bench)
@@ -327,6 +395,8 @@ def _str2float(v: Any) -> float:
 
 
 def _naninf(v: Any) -> bool:
+    if type(v) is float:
+        return v - v != 0  # NaN or an inf
     if isinstance(v, float):
         return math.isnan(v) or math.isinf(v)
     return isinstance(v, str) and v.strip().lower() in ("inf", "-inf", "nan")
@@ -385,8 +455,8 @@ def _judge(rows: list[Row], md5: bool) -> None:
             outputs[0].flag("warning", MSG_RELWARN)
 
 
-def _row(npu: Item, bench: Item | None, md5: bool, same: bool = False) -> Row:
-    """One row; ``same``: bench is npu's equal (the entry is the same on both sides), every diff is 0."""
+def _row(npu: Item, bench: Item | None, md5: bool) -> Row:
+    """One row."""
     v: list[Any]
     if bench is None:
         v = [npu.name, N_A, npu.dtype, N_A, npu.shape, N_A, npu.req_grad, N_A]
@@ -396,12 +466,9 @@ def _row(npu: Item, bench: Item | None, md5: bool, same: bool = False) -> Row:
         v += (npu.md5, N_A if bench is None else bench.md5)
     else:
         mine = _summary(npu.stats)
-        theirs = [N_A] * 4 if bench is None else mine if same else _summary(bench.stats)
-        if same:
-            v += _ZEROS
-        else:
-            pairs = [_diff(a, b) for a, b in zip(mine, theirs, strict=True)]
-            v += [d for d, _ in pairs] + [r for _, r in pairs]
+        theirs = [N_A] * 4 if bench is None else _summary(bench.stats)
+        pairs = [_diff(a, b) for a, b in zip(mine, theirs, strict=True)]
+        v += [d for d, _ in pairs] + [r for _, r in pairs]
         v += mine
         v += theirs
     v.append(v[NPU_REQ] == v[BENCH_REQ])
@@ -427,8 +494,32 @@ def _load_stack(path: Path | None) -> dict[str, Any] | None:
     return out
 
 
+def _lines(path: Path) -> Iterator[bytes]:
+    """A dump.json's bytes in runs of whole lines, each run from a newline to before the next run's: a line's
+    leading newline stays with it."""
+    carry = b""
+    with open_regular(path) as f:
+        while chunk := f.read(CHUNK):
+            buf = carry + chunk
+            cut = max(buf.rfind(b"\n"), 0)
+            if cut:
+                yield buf[:cut]
+            carry = buf[cut:]
+            if len(carry) > MAX_VALUE:
+                raise ValueError(f"{path}: a line longer than {MAX_VALUE >> 20} MB")
+    if carry:
+        yield carry
+
+
 def is_md5(path: Path) -> bool:
-    """Whether a dump's statistics carry md5 (msprobe's ``md5_find``: the summary_mode md5 or xor dumps)."""
+    """Whether a dump's statistics carry md5 (msprobe's ``md5_find``: the summary_mode md5 or xor dumps). A dump
+    whose text holds no ``"md5"`` has no such key: found by a byte search, the entries parsed only otherwise."""
+    with open_regular(path) as f:
+        seam = b""
+        while (chunk := f.read(CHUNK)) and b'"md5"' not in seam + chunk[:4] and b'"md5"' not in chunk:
+            seam = chunk[-4:]
+    if not chunk:
+        return False
     for batch in DumpFile(path).batches():
         for data in batch.values():
             for value in data.values() if isinstance(data, dict) else ():
@@ -438,20 +529,116 @@ def is_md5(path: Path) -> bool:
     return False
 
 
+def _probe_quoting() -> str:
+    """The characters for which csv.writer (QUOTE_MINIMAL, lineterminator newline) quotes a field: Python 3.11
+    quotes ',', '"' and the newline, later versions a carriage return too."""
+    chars = ""
+    for c in ',"\r\n':
+        buf = io.StringIO()
+        csv.writer(buf, lineterminator="\n").writerow([f"a{c}"])
+        chars += c if buf.getvalue().startswith('"') else ""
+    return chars
+
+
+_QUOTE = re.compile(f"[{re.escape(_probe_quoting())}]").search
+
+
+def _cell(s: str) -> str:
+    """One text field as csv.writer writes it."""
+    return s if _QUOTE(s) is None else '"' + s.replace('"', '""') + '"'
+
+
+@functools.lru_cache(maxsize=4096)
+def _kept_cell(s: str) -> str:
+    """:func:`_cell` of a dtype, shape or requires_grad: few distinct ones, each on many rows."""
+    return _cell(s)
+
+
+def _cells(name: str, dtype: str, req: str) -> tuple[str, str, str]:
+    """A row side's name, dtype and requires_grad cells: one search for the three, as they mostly need none."""
+    if _QUOTE(name + dtype + req) is None:
+        return name, dtype, req
+    return _cell(name), _cell(dtype), _cell(req)
+
+
+def _fmt(v: Any) -> str:
+    """One value as csv.writer writes it (str() of a number, bool or list, repr of a float, None empty), an inf
+    as msprobe writes it (' inf': only statistics can be floats)."""
+    if type(v) is str:
+        return _cell(v)
+    if type(v) is float:
+        return repr(v) if v - v == 0 or v != v else _text(v)
+    return "" if v is None else _cell(str(v))
+
+
+def _float_texts(values: list[Any]) -> list[str]:
+    """Each value's cell; finite floats, as statistics mostly are, by one orjson call: a float's repr costs as much
+    as the rest of its row. orjson writes the same shortest digits as repr but its own exponent (``e-9``, not
+    ``e-09``) and no exponent from 1e-5 to 1e-4: such a number is rendered by repr (tests/test_stats_compare.py
+    checks the rule on random bit patterns and on each side of the thresholds)."""
+    if set(map(type, values)) != {float} or (x := sum(values)) - x != 0:  # else all finite floats
+        return [_fmt(v) for v in values]
+    text = orjson.dumps(values).decode()
+    tokens = text[1:-1].split(",")
+    if "e" in text or "0.0000" in text:
+        return [
+            repr(v) if "e" in t or t.startswith(("0.0000", "-0.0000")) else t
+            for t, v in zip(tokens, values, strict=True)
+        ]
+    return tokens
+
+
+def _stats_cells(values: list[Any]) -> list[str]:
+    """Statistics' cells four to a group (max, min, mean, norm of one row side), joined."""
+    t = _float_texts(values)
+    return [f"{a},{b},{c},{d}" for a, b, c, d in zip(t[0::4], t[1::4], t[2::4], t[3::4], strict=True)]
+
+
+def _same_lines(items: list[Item], stack: str | None) -> list[str] | None:
+    """The CSV lines of an entry equal on both sides (every diff 0, every row pass), straight from its leaves:
+    most of a compare of two runs of one code, where the rows' objects and checkers would cost most. None where a
+    statistic is zero: equal values, not always equal texts (-0.0 == 0.0; msprobe diffs them: -0.0, inf)."""
+    stats = [v for item in items for v in _summary(item.stats)]
+    if 0 in stats:
+        return None
+    lines = []
+    for it, st in zip(items, _stats_cells(stats), strict=True):
+        (n, d, r), s = _cells(it.name, it.dtype, it.req_grad), _kept_cell(it.shape)
+        end = "\n" if stack is None else f",{stack}\n"
+        lines.append(f"{n},{n},{d},{d},{s},{s},{r},{r},0,0,0,0,0,0,0,0,{st},{st},True,pass,[]{end}")
+        if stack is not None:
+            stack = N_A
+    return lines
+
+
+def _line(r: Row, stack: str | None, mine: str, theirs: str) -> str:
+    """One judged row's CSV line (``mine``, ``theirs``: the statistics' cells, from :func:`_stats_cells`)."""
+    v = r.values
+    if r.md5:
+        cells = ",".join(map(_fmt, v))
+    else:  # names, dtypes, shapes, requires_grad; the diffs' texts (no quoting: numbers, "%", "N/A", ...); the
+        # statistics; consistency
+        (nn, nd, nr), (bn, bd, br) = _cells(v[0], v[2], v[6]), _cells(v[1], v[3], v[7])
+        cells = f"{nn},{bn},{nd},{bd},{_kept_cell(v[4])},{_kept_cell(v[5])},{nr},{br},{','.join(v[8:NPU_MAX])},"
+        cells += f"{mine},{theirs},{v[BENCH_MAX + 4]}"
+    messages = _cell(json.dumps(r.messages)) if r.messages else "[]"
+    return f"{cells},{r.result},{messages}\n" if stack is None else f"{cells},{r.result},{messages},{stack}\n"
+
+
 def compare_files(npu_path: Path, bench_path: Path, csv_path: Path | None, on_row: Callable[[Row], None]) -> int:
-    """Compare the target's dump.json (NPU, head) against the bench's (base): each row, judged, goes to ``on_row``
-    and (with ``csv_path``) to msprobe's CSV layout; like msprobe, no CSV where either side has no entry. Returns
-    the rows. The mode (statistics or md5) is the target's, as msprobe reads it."""
+    """Compare the target's dump.json (NPU, head) against the bench's (base): each row that does not pass goes,
+    judged, to ``on_row`` (a pass is only counted: most rows pass), and every row (with ``csv_path``) to
+    msprobe's CSV layout; like msprobe, no CSV where either side has no entry. Returns the rows. The mode
+    (statistics or md5) is the target's, as msprobe reads it."""
     md5 = is_md5(npu_path)
     stack = _load_stack(npu_path.parent / "stack.json")
     header = (MD5_HEADER if md5 else SUMMARY_HEADER) + ([STACK] if stack is not None else [])
     keys = entry_keys(bench_path)
     tmp = csv_path.with_name(csv_path.name + ".part") if csv_path else None
     with tmp.open("w", newline="") if tmp else contextlib.nullcontext() as out:
-        writer = csv.writer(out, lineterminator="\n") if out is not None else None
-        if writer is not None:
-            writer.writerow(header)
-        n = _rows(npu_path, bench_path, keys, md5, stack, writer, on_row)
+        if out is not None:
+            csv.writer(out, lineterminator="\n").writerow(header)
+        n = _rows(npu_path, bench_path, keys, md5, stack, out.writelines if out else None, on_row)
     if tmp is not None and csv_path is not None:
         if n and keys:
             tmp.replace(csv_path)
@@ -466,7 +653,7 @@ def _rows(
     keys: set[str],
     md5: bool,
     stack: dict[str, Any] | None,
-    writer: Any,
+    write: Callable[[list[str]], None] | None,
     on_row: Callable[[Row], None],
 ) -> int:
     pending: dict[str, Entry] = {}
@@ -479,26 +666,29 @@ def _rows(
                 pending[b.key] = b
             match = pending.pop(entry.key, None)
         items = entry.items(md5)
-        if match is not None and match.name == entry.name and match.data == entry.data:
-            rows = [_row(item, item, md5, same=True) for item in items]  # equal on both sides: all pass
-        else:
-            theirs = {it.name.replace(match.name, "", 1): it for it in match.items(md5)} if match is not None else {}
-            rows = []
-            for item in items:
-                b_item = theirs.get(item.name.replace(entry.name, "", 1))
-                if b_item is not None and not _same_dtype(item.dtype, b_item.dtype):
-                    b_item = None
-                rows.append(_row(item, b_item, md5))
-            _judge(rows, md5)
+        info = None if stack is None else _fmt(stack.get(entry.name, N_A))
+        n += len(items)
+        equal = match is not None and not md5 and match.name == entry.name and match.data == entry.data
+        if equal and (same := _same_lines(items, info)) is not None:  # equal on both sides: all pass
+            if write is not None:
+                write(same)
+            continue
+        theirs = {it.name.replace(match.name, "", 1): it for it in match.items(md5)} if match is not None else {}
+        rows = []
+        for item in items:
+            b_item = theirs.get(item.name.replace(entry.name, "", 1))
+            if b_item is not None and not _same_dtype(item.dtype, b_item.dtype):
+                b_item = None
+            rows.append(_row(item, b_item, md5))
+        _judge(rows, md5)
+        lines = []
+        stats = [] if md5 else _stats_cells([x for r in rows for x in r.values[NPU_MAX : BENCH_MAX + 4]])
         for i, r in enumerate(rows):
-            if writer is not None:  # csv writes str() of a number, bool or list, as pandas does; inf aside
-                line = [*r.values, r.result, json.dumps(r.messages) if r.messages else "[]"]
-                if not md5 and (math.inf in (stats := line[NPU_MAX : NPU_MAX + 8]) or -math.inf in stats):
-                    line[NPU_MAX : NPU_MAX + 8] = map(_text, stats)
-                if stack is not None:
-                    info = stack.get(entry.name) if i == 0 else None
-                    line.append(N_A if info is None else info)
-                writer.writerow(line)
-            on_row(r)
-            n += 1
+            if r.result != "pass":
+                on_row(r)
+            lines.append(_line(r, info, *stats[2 * i : 2 * i + 2]) if stats else _line(r, info, "", ""))
+            if info is not None:
+                info = N_A
+        if write is not None:
+            write(lines)
     return n
