@@ -351,15 +351,16 @@ def _train(rank: int, spec: TrainSpec) -> None:
             if step in profiled:  # TEST ONLY: no-op unless a HARNESS_TEST_STAGE_*_PCT knob is set
                 fault_injection.slow_down(paid(Clocks.now().since(start)))
             own[name] = Clocks.now().since(start)
-            before = time.perf_counter()
+            before = Clocks.now()
             dist.barrier()  # the driver's timer in verl waits for every rank
-            barriers[0] += time.perf_counter() - before
+            for clock, s in Clocks.now().since(before).items():
+                barriers[clock] = barriers.get(clock, 0.0) + s
         return out
 
     for step in range(1, spec.steps + 1):
         timing: dict[str, float] = {}
         own: dict[str, dict[str, float]] = {}  # this rank's seconds per timer and clock (Clocks.since)
-        barriers = [0.0]  # waiting for the other ranks: their time, not this rank's
+        barriers: dict[str, float] = {}  # waiting for the other ranks (their time, not this rank's), per clock
         workers = [policy] + ([critic_worker] if critic_worker else [])
         if step in profiled:
             policy.profiler.start(role="train", profile_step=step)
@@ -384,8 +385,9 @@ def _train(rank: int, spec: TrainSpec) -> None:
             else:
                 batch["advantages"] = rewards.sum(-1, keepdim=True) - rewards.sum(-1).mean()
             metrics["actor/loss"] = timed("update_actor", timing, policy.update_actor, batch)
-        own["step"] = Clocks.now().since(step_start)
-        own["step"]["wall"] -= barriers[0]
+        # the step less its barriers in wall and waiting alike (a core the barrier waited for is not counted twice)
+        step_s = Clocks.now().since(step_start)
+        own["step"] = {k: v - barriers.get(k, 0.0) if k != "cpu" else v for k, v in step_s.items()}
         if spec.profiler and step in profiled:
             for w in workers:
                 w.profiler.stop()
