@@ -227,3 +227,21 @@ def test_gate_cli_exit_codes_and_output(tmp_path, baseline, capsys):
     shutil.rmtree(tmp_path / "bad")
     assert main(["gate", "--baseline", b, "--results", str(tmp_path / "bad")]) == 2
     assert main(["gate", "--baseline", str(tmp_path / "nope.json"), "--results", str(tmp_path / "ok")]) == 2
+
+
+def test_a_baseline_from_before_the_wall_clock_shows_the_wall_figures_as_new(tmp_path, baseline):
+    """Stored before issue 28, a baseline gated CPU-time ratios under the old names (``overhead.profiled``,
+    ``overhead.stage.<stage>``): those are not gated any more, so the wall figures are new, never missing or
+    regressed against a CPU figure."""
+    old = baseline.model_copy(deep=True)
+    for sb in old.scenarios.values():
+        renamed = {}
+        for name in [m for m in sb.figures if m.startswith("overhead.wall.")]:
+            renamed[name.replace("overhead.wall.", "overhead.", 1)] = sb.figures.pop(name)
+        sb.figures |= renamed
+        sb.ratio_samples = {k.replace("overhead.wall.", "overhead.", 1): v for k, v in sb.ratio_samples.items()}
+    write_results(tmp_path / "now", profiled=40.0)  # 4x the old CPU figure: not compared with it
+    report = gate_dirs(old, [tmp_path / "now"])
+    assert report.exit_code == 0
+    assert set(verdicts(report).values()) == {"new"}
+    assert ("tiny_case", "overhead.wall.profiled") in verdicts(report)
