@@ -96,6 +96,7 @@ def check_overhead(ctx: CheckContext) -> CheckResult:
         res.figures[fig.step_time("on", n)] = round(t_on[n], 4)
 
     wall_off, wall_on = off.rank_times("wall"), on.rank_times("wall")
+    cpu_off, cpu_on = off.rank_times("cpu"), on.rank_times("cpu")
     in_process = bool(wall_off and wall_on)  # the embedded workload; verl's trainer logs wall time only
     if in_process:
         wait_off, wait_on = off.rank_times("wait"), on.rank_times("wait")
@@ -106,7 +107,7 @@ def check_overhead(ctx: CheckContext) -> CheckResult:
             if schedstat
             else "wall time per rank, the runner's contention included (no schedstat on this host)"
         ) + "; profiled against the run's own unprofiled steps"
-        res.notes.append(_split(wall_on, on.rank_times("cpu"), wait_on, profiled))
+        res.notes.append(_split(wall_on, cpu_on, wait_on, profiled))
     else:
         clock = "wall time"
         paid_off = {"step": _clock(t_off)} | {k: _clock(v) for k, v in off.stage_times().items()}
@@ -129,11 +130,11 @@ def check_overhead(ctx: CheckContext) -> CheckResult:
         res.figures[metric] = round(est.value, 3)
         res.figures[fig.overhead_interval(metric)] = est.text()
         res.figures.update({fig.overhead_sample(metric, *_key(k)): round(v, 4) for k, v in values.items()})
-        if in_process and (cpu := _samples(on.rank_times("cpu"), off.rank_times("cpu"), timer, steps, profiled,
-                                           unprofiled, True)):  # fmt: skip
+        if in_process and (cpu := _samples(cpu_on, cpu_off, timer, steps, profiled, unprofiled, True)):
             cpu_metric = fig.overhead(label, "cpu") if timer == "step" else fig.overhead_stage(label, "cpu")
-            res.figures[cpu_metric] = round(stats.one_side([cpu]).value, 3)
-            res.figures[fig.overhead_interval(cpu_metric)] = stats.one_side([cpu]).text()
+            cpu_est = stats.one_side([cpu])
+            res.figures[cpu_metric] = round(cpu_est.value, 3)
+            res.figures[fig.overhead_interval(cpu_metric)] = cpu_est.text()
         if limit is None:
             res.notes.append(f"{metric}: {est.text()} ({clock})")
             continue
