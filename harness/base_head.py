@@ -39,8 +39,10 @@ MAX_REPEATS = 100
 # time, up to 6 runs a side and as long as the next pair (at the mean cost of the pairs so far) ends within 20
 # minutes of the scenario's first run: what a pull-request job can afford, on every tier, untuned. Two runs a side
 # decided almost nothing (t at 99.9 % with two degrees of freedom is 31.6 wide: A/A of tiny_fsdp_l0 exited 3 after
-# 113.5 s); measured here with the defaults: see docs/overhead.md. An explicit --max-repeats is the caller's
-# choice: the runs cap only, no time cap.
+# 113.5 s). Measured with these defaults on the shared 2-core machine: A/A tiny_fsdp_l0 PASS at 5 runs a side in
+# 1105 s; at load ~14 a tiny_fsdp_l1 pair cost 452-521 s, so the time cap stopped it at 2 a side (INCONCLUSIVE),
+# where --max-repeats 6 decided base against a waiting commit REGRESSED at 4 a side in 2384 s. An explicit
+# --max-repeats is the caller's choice: the runs cap only, no time cap.
 DEFAULT_MAX_REPEATS = 6
 DEFAULT_BUDGET_S = 20 * 60
 
