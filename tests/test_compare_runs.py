@@ -18,6 +18,8 @@ from harness.gate.compare import compare_scenario
 from harness.gate.numerics import entry_of
 from harness.gate.observe import observe_results
 
+pytestmark = pytest.mark.trains
+
 SCENARIO = "scenarios/tiny_fsdp_l1.yaml"  # the small variant (conftest.SMALL_TARGET)
 
 
@@ -63,7 +65,7 @@ def test_a_commit_that_stops_dumping_a_stage_is_flagged_by_pytest_under_docker(
 
 def test_a_neutral_commit_and_a_a_compare_clean(repo: VerlRepo, cache: Path, small: Path):
     """Overhead is reported here, not judged (--judge disk,structure): on a shared runner two timed runs a side
-    leave it INCONCLUSIVE (harness.stats); dump entries, disk bytes and every check are decided."""
+    leave it INCONCLUSIVE (harness.checks.stats); dump entries, disk bytes and every check are decided."""
     res = small / "cmp_neutral"
     proc = compare(small, cache, f"--base={repo.path}@v0.9.1", f"--head={repo.path}@neutral", "--repeats=2",
                    f"--results={res}", "--judge=disk,structure")  # fmt: skip
@@ -129,8 +131,8 @@ def test_a_commit_that_waits_in_the_profilers_start_regresses_overhead_with_the_
 ):
     """The profiler's start backs off 0.25 s before each stage's dump (tests/verl_repo.py ``wait``): no CPU time,
     ~+30 % wall on tiny_fsdp_l1's profiled step, the slowdown the CPU-time figures passed. ``compare`` with no
-    options (pairs added while INCONCLUSIVE, harness.base_head) says REGRESSED on a gated overhead figure, exit 1.
-    The shipped scenario, not the small variant: minutes (2-6 runs a side, each an off and an on training)."""
+    options (pairs added while INCONCLUSIVE, harness.pipeline.base_head) says REGRESSED on a gated overhead figure,
+    exit 1. The shipped scenario, not the small variant: minutes (2-6 runs a side, each an off and an on training)."""
     res = tmp_path / "cmp_wait"
     root = Path(__file__).resolve().parents[1]
     argv = [sys.executable, "-m", "harness", "compare", str(root / "scenarios" / "tiny_fsdp_l1.yaml"),

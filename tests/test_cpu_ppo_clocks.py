@@ -7,9 +7,9 @@ import json
 import time
 from pathlib import Path
 
-from harness.loader import load_scenario
-from harness.rundir import RunDir
-from harness.workloads import cpu_ppo, cpu_ppo_train
+from harness.artifacts.rundir import RunDir
+from harness.scenario.loader import load_scenario
+from harness.training.workloads import cpu_ppo, cpu_ppo_train
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,7 +1,7 @@
 """Overhead: step (and stage) time with precision_debugger on against off, in the time the user pays.
 
 Each ratio is estimated from its samples, one per step and rank, and decided against its max by
-``harness.stats``: over only when the whole interval is, INCONCLUSIVE when the interval straddles the max.
+``harness.checks.stats``: over only when the whole interval is, INCONCLUSIVE when the interval straddles the max.
 
 The gated clock is wall time, so a slowdown that waits (a lock, a synced write, a device sync, a back-off) counts
 as a user pays it. The embedded workload logs every rank's own wall, CPU and runnable-waiting seconds per timer
@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import statistics
 
-from harness import figures as fig
-from harness import stats
+from harness.artifacts import figures as fig
+from harness.artifacts.rundir import MODES
+from harness.checks import stats
 from harness.checks.base import CheckContext, CheckResult
 from harness.errors import MetricsError
-from harness.rundir import MODES
 
 
 def ratios(on: dict[int, float], off: dict[int, float], steps: list[int]) -> dict[int, float]:
