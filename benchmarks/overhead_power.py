@@ -1,8 +1,10 @@
 """Power of the overhead decision on this machine: false alarms (A/A), detection of +15 % and +30 %, cost.
 
 Not a test: each pair (off + on training of the scenario) takes tens of seconds to minutes on a loaded runner.
-The series is one stream of pairs: ``--reference`` clean pairs first, then clean, +15 %, clean, +30 %, ...
-(injected with HARNESS_TEST_STAGE_SLOWDOWN_PCT, exact in the CPU time the ratios use). Every pair after the
+The series is one stream of pairs: ``--reference`` clean pairs first, then clean, +15 % CPU, +15 % waiting, clean,
++30 % CPU, +30 % waiting, ... Both kinds are a share of each profiled stage's own time (wall less runnable waiting,
+the gated clock): CPU burned (HARNESS_TEST_STAGE_SLOWDOWN_PCT, msprobe's own kind of cost) and time slept
+(HARNESS_TEST_STAGE_WAIT_PCT: a lock, a synced write, a device sync, which CPU time never saw). Every pair after the
 first ones is one decision against the clean pairs before it, through the product's decision
 (``harness.gate.judge.compare_runs``, the one base-against-head uses, on ``harness.checks.stats``); an
 INCONCLUSIVE one gets another pair of its kind, up to ``--max-pairs`` (sequential sampling). The absolute
@@ -46,16 +48,26 @@ from harness.scenario.loader import load_scenario
 from harness.scenario.stages import TIMER_TO_STAGE
 from harness.target.environment import ensure_env
 from harness.target.spec import pinned_target
-from harness.training.workloads.fault_injection import SLOWDOWN_ENV
+from harness.training.workloads.fault_injection import SLOWDOWN_ENV, WAIT_ENV
 
-OLD_FLOOR = 0.25
-PCT = {"A/A": 0, "+15%": 15, "+30%": 30}  # the provisional rule's overhead tolerance (medians of the repeats)
+OLD_FLOOR = 0.25  # the provisional rule's overhead tolerance (medians of the repeats)
+# each kind of pair: the knob the "on" run gets, and its share of the stage
+KINDS: dict[str, tuple[str | None, int]] = {
+    "A/A": (None, 0),
+    "+15% cpu": (SLOWDOWN_ENV, 15),
+    "+15% wait": (WAIT_ENV, 15),
+    "+30% cpu": (SLOWDOWN_ENV, 30),
+    "+30% wait": (WAIT_ENV, 30),
+}
+LEGACY = {"+15%": "+15% cpu", "+30%": "+30% cpu"}  # series before the waiting kind (CPU burned only)
 
 
 def plan(aa: int, p15: int, p30: int) -> list[str]:
-    """clean, +15, clean, +30, ... until each count is reached (a series cut short has some of each)."""
-    order, left = [], {"A/A": aa, "+15%": p15, "+30%": p30}
-    cycle = ["A/A", "+15%", "A/A", "+30%"]
+    """clean, +15 CPU, +15 waiting, clean, +30 CPU, +30 waiting, ... until each count is reached (``p15``, ``p30``:
+    per injected kind; a series cut short has some of each)."""
+    left = {"A/A": aa, "+15% cpu": p15, "+15% wait": p15, "+30% cpu": p30, "+30% wait": p30}
+    order: list[str] = []
+    cycle = ["A/A", "+15% cpu", "+15% wait", "A/A", "+30% cpu", "+30% wait"]
     while any(left.values()):
         for kind in cycle:
             if left[kind]:
@@ -64,16 +76,18 @@ def plan(aa: int, p15: int, p30: int) -> list[str]:
     return order
 
 
-def run_pair(scenario: Any, out: Path, pct: int) -> tuple[Observation, float, Path]:
-    """One off + on pair in its own results dir; ``pct``: the injected slowdown of the on run's profiled stages."""
+def run_pair(scenario: Any, out: Path, kind: str) -> tuple[Observation, float, Path]:
+    """One off + on pair in its own results dir; ``kind``: the slowdown injected into the on run's profiled stages."""
     where = out / "pairs" / uuid.uuid4().hex[:8]
-    if pct:
-        os.environ[SLOWDOWN_ENV] = str(pct)
+    knob, pct = KINDS[kind]
+    if knob:
+        os.environ[knob] = str(pct)
     started = time.monotonic()
     try:
         evaluate(scenario, where, uuid.uuid4().hex, None, reuse=False, env=ensure_env(pinned_target()))
     finally:
-        os.environ.pop(SLOWDOWN_ENV, None)
+        if knob:
+            os.environ.pop(knob, None)
     d = ScenarioDir(where / scenario.name)
     return observe_results(d.results), time.monotonic() - started, d.root
 
@@ -124,7 +138,7 @@ def stream(args: argparse.Namespace) -> None:
                 if time.time() >= deadline:
                     print(f"stopped at {args.until} UTC after {i - 1} pairs", flush=True)
                     break
-                _, wall, root = run_pair(scenario, out, PCT[kind])
+                _, wall, root = run_pair(scenario, out, kind)
                 rec = {"i": i, "kind": kind, "dir": str(root), "wall_s": round(wall, 1), "load1": os.getloadavg()[0]}
                 log.write(json.dumps(rec) + "\n")
                 log.flush()
@@ -159,6 +173,7 @@ def decisions(args: argparse.Namespace) -> None:
     unprofiled = [n for n in scenario.unprofiled_steps if n > warm]
     pairs = [json.loads(line) for line in (Path(args.out) / "pairs.jsonl").read_text().splitlines() if line.strip()]
     for p in pairs:
+        p["kind"] = LEGACY.get(p["kind"], p["kind"])
         p["obs"] = recheck(scenario, Path(p["dir"]))
         p["old"] = old_figures(Path(p["dir"]), profiled, unprofiled)
     reference: list[dict[str, Any]] = []
@@ -199,7 +214,7 @@ def _record(
         "old_budget_ok": all(old_budget(scenario, h["old"]) for h in heads),
     }
     print(
-        f"{n:3d} {rec['kind']:5s} {rec['verdict']:12s} pairs {rec['pairs']} ref {rec['reference']:2d} "
+        f"{n:3d} {rec['kind']:9s} {rec['verdict']:12s} pairs {rec['pairs']} ref {rec['reference']:2d} "
         f"wall {rec['wall_s']:4.0f}s load {rec['load1']:4.1f} budget {','.join(rec['budget'])} | "
         f"old rule {rec['old_verdict']}, old budget {'ok' if rec['old_budget_ok'] else 'FAILED'}"
     )
@@ -218,10 +233,10 @@ def _budget(obs: Observation) -> str:
 def table(recs: list[dict[str, Any]]) -> None:
     print(f"\n{len(recs)} decisions")
     print(
-        f"{'series':7s} {'n':>3s} {'regressed':>9s} {'ok':>4s} {'improved':>8s} {'inconcl.':>8s} {'budget':>6s} "
+        f"{'series':9s} {'n':>3s} {'regressed':>9s} {'ok':>4s} {'improved':>8s} {'inconcl.':>8s} {'budget':>6s} "
         f"{'rate':>22s} {'wall/decision':>14s} {'pairs':>5s} | old rule: regressed improved budget-failed"
     )
-    for kind in PCT:
+    for kind in KINDS:
         rs = [r for r in recs if r["kind"] == kind]
         if not rs:
             continue
@@ -237,7 +252,7 @@ def table(recs: list[dict[str, Any]]) -> None:
         old = [sum(r["old_verdict"] == v for r in rs) for v in ("regressed", "improved")]
         old_b = sum(not r["old_budget_ok"] for r in rs)
         print(
-            f"{kind:7s} {len(rs):3d} {c['regressed']:9d} {c['ok']:4d} {c['improved']:8d} {c['inconclusive']:8d} "
+            f"{kind:9s} {len(rs):3d} {c['regressed']:9d} {c['ok']:4d} {c['improved']:8d} {c['inconclusive']:8d} "
             f"{budget_failed:6d} {rate:>22s} {wall:12.0f} s {pairs:5.1f} | {old[0]:19d} {old[1]:8d} {old_b:13d}"
         )
     if recs:
@@ -251,8 +266,8 @@ def main() -> int:
     p.add_argument("--scenario", default="scenarios/tiny_fsdp_l1.yaml")
     p.add_argument("--out", required=True, help="results of every pair, and pairs.jsonl")
     p.add_argument("--aa", type=int, default=20, help="A/A decisions")
-    p.add_argument("--p15", type=int, default=10, help="+15 %% decisions")
-    p.add_argument("--p30", type=int, default=10, help="+30 %% decisions")
+    p.add_argument("--p15", type=int, default=10, help="+15 %% decisions of each kind (CPU, waiting)")
+    p.add_argument("--p30", type=int, default=10, help="+30 %% decisions of each kind (CPU, waiting)")
     p.add_argument("--reference", type=int, default=3, help="clean pairs before the first decision")
     p.add_argument("--max-pairs", type=int, default=2, help="pairs per decision at most (sequential sampling)")
     p.add_argument(

@@ -43,11 +43,15 @@ def figures(profiled: float = 10.0, unprofiled: float = 1.0, stage: float = 12.0
         overhead[f"overhead.step{n}"] = round(times_on[n] / times_off[n], 3)
         overhead[f"time_off.step{n}_s"] = times_off[n]
         overhead[f"time_on.step{n}_s"] = round(times_on[n], 4)
-    overhead |= {"overhead.profiled": profiled, "overhead.unprofiled": unprofiled, "overhead.stage.actor_update": stage}
+    overhead |= {
+        "overhead.wall.profiled": profiled,
+        "overhead.wall.unprofiled": unprofiled,
+        "overhead.wall.stage.actor_update": stage,
+    }
     for metric, steps in (
-        ("overhead.profiled", (2, 4)),
-        ("overhead.unprofiled", (3, 5)),
-        ("overhead.stage.actor_update", (2, 4)),
+        ("overhead.wall.profiled", (2, 4)),
+        ("overhead.wall.unprofiled", (3, 5)),
+        ("overhead.wall.stage.actor_update", (2, 4)),
     ):
         for (n, r), jitter in zip([(n, r) for n in steps for r in (0, 1)], JITTER, strict=True):
             overhead[f"overhead.sample.{metric.removeprefix('overhead.')}.step{n}.rank{r}"] = overhead[metric] * jitter

@@ -602,9 +602,17 @@ def test_a_baseline_of_nonsense_figures_is_refused_not_used(tmp_path, capsys, ke
 @pytest.mark.parametrize(
     ("figure", "value", "said"),
     [
-        ("overhead.profiled", math.nan, "checks.overhead.figures: figure overhead.profiled: nan is not a number"),
-        ("overhead.profiled", math.inf, "checks.overhead.figures: figure overhead.profiled: inf is not a number"),
-        ("overhead.unprofiled", "fast", "figure overhead.unprofiled: 'fast' is not a number above 0"),
+        (
+            "overhead.wall.profiled",
+            math.nan,
+            "checks.overhead.figures: figure overhead.wall.profiled: nan is not a number",
+        ),
+        (
+            "overhead.wall.profiled",
+            math.inf,
+            "checks.overhead.figures: figure overhead.wall.profiled: inf is not a number",
+        ),
+        ("overhead.wall.unprofiled", "fast", "figure overhead.wall.unprofiled: 'fast' is not a number above 0"),
         ("time_on.step1_s", math.nan, "figure time_on.step1_s: nan is not a finite number"),
     ],
 )

@@ -27,10 +27,10 @@ def test_good_tree_passes_every_check(good_case):
     _, ctx = good_case
     assert failing(ctx) == {}
     figures = CHECKS["overhead"](CheckContext(ctx.scenario, ctx.dir)).figures
-    assert figures["overhead.profiled"] == pytest.approx(72**0.5, abs=1e-3)  # the median of 8x and 9x, in logs
-    assert figures["overhead.stage.actor_update"] == pytest.approx(72**0.5 * 1.5, abs=1e-3)
-    assert figures["overhead.sample.profiled.step2.rank0"] == 8.0  # wall time: one sample per step (rank 0's view)
-    assert figures["overhead.interval.profiled"] == "8.49x [8.00x-9.00x], 2 samples, noise ±6%"
+    assert figures["overhead.wall.profiled"] == pytest.approx(72**0.5, abs=1e-3)  # the median of 8x and 9x, in logs
+    assert figures["overhead.wall.stage.actor_update"] == pytest.approx(72**0.5 * 1.5, abs=1e-3)
+    assert figures["overhead.sample.wall.profiled.step2.rank0"] == 8.0  # wall time: one sample per step (rank 0's view)
+    assert figures["overhead.interval.wall.profiled"] == "8.49x [8.00x-9.00x], 2 samples, noise ±6%"
 
 
 def test_missing_rank_dir_fails_layout(good_case):
@@ -169,43 +169,65 @@ def test_overhead_over_budget_reports_every_ratio(good_case):
     write_metrics(ctx.dir.run("on").metrics, {1: 1.0, 2: 30.0, 3: 2.0, 4: 25.0, 5: 1.9})
     result = CHECKS["overhead"](CheckContext(ctx.scenario, ctx.dir))
     assert result.problems == [
-        "overhead.profiled: 27.39x [25.00x-30.00x], 2 samples, noise ±10% against 20x (wall time)",
-        "overhead.unprofiled: 1.95x [1.90x-2.00x], 2 samples, noise ±3% against 1.5x (wall time)",
+        "overhead.wall.profiled: 27.39x [25.00x-30.00x], 2 samples, noise ±10% against 20x (wall time)",
+        "overhead.wall.unprofiled: 1.95x [1.90x-2.00x], 2 samples, noise ±3% against 1.5x (wall time)",
     ]
     assert result.figures["overhead.step1"] == 1.0  # the warmup step is reported, not judged
 
 
-def _cpu_metrics(path, per_step: dict[int, list[float]]) -> None:
-    """The embedded workload's metrics: wall times plus each rank's CPU seconds per timer."""
+def _rank_metrics(path, per_step: dict[int, list[float]], waited: float | None = 0.0, cpu_share: float = 1.0) -> None:
+    """The embedded workload's metrics: verl's timers plus each rank's own seconds per timer: wall, CPU (a share of
+    the wall time the rank paid; the rest it was blocked) and runnable waiting, ``waited`` a share of it (None: no
+    schedstat, not logged)."""
     lines = []
     for n, ranks in per_step.items():
         data = {"timing_s/step": ranks[0], "timing_s/update_actor": ranks[0] / 2}
         for r, t in enumerate(ranks):
-            data |= {f"cpu_s/step/rank{r}": t, f"cpu_s/update_actor/rank{r}": t / 2}
+            for timer, s in (("step", t), ("update_actor", t / 2)):
+                data |= {f"wall_s/{timer}/rank{r}": s * (1 + (waited or 0)), f"cpu_s/{timer}/rank{r}": s * cpu_share}
+                data |= {f"wait_s/{timer}/rank{r}": s * waited} if waited is not None else {}
         lines.append(json.dumps({"step": n, "data": data}))
     path.write_text("\n".join(lines) + "\n")
 
 
-def test_overhead_samples_are_cpu_time_per_rank_and_step(good_case):
+def test_overhead_samples_are_wall_time_less_runnable_waiting_per_rank_and_step(good_case):
     """Profiled steps against the same process's unprofiled steps: the on run's process is 25 % slower throughout
-    (as one process on a shared runner can be), which the unprofiled ratio shows and the profiled samples do not."""
+    (as one process on a shared runner can be), which the unprofiled ratio shows and the profiled samples do not.
+    The on run waited for a core as long again as it ran (another process on its core): not counted. Half of its
+    time it was blocked (CPU time half the wall time it paid): counted, and the CPU figure, recorded beside it,
+    misses that half."""
     _, ctx = good_case
-    _cpu_metrics(ctx.dir.run("off").metrics, {n: [1.0, 1.0] for n in range(1, 6)})
+    _rank_metrics(ctx.dir.run("off").metrics, {n: [1.0, 1.0] for n in range(1, 6)})
     slow = {1: [1, 1], 2: [8, 8.2], 3: [1, 1], 4: [9, 8.8], 5: [1, 1]}
-    _cpu_metrics(ctx.dir.run("on").metrics, {n: [1.25 * t for t in ranks] for n, ranks in slow.items()})
+    on = {n: [1.25 * t for t in ranks] for n, ranks in slow.items()}
+    _rank_metrics(ctx.dir.run("on").metrics, on, waited=1.0, cpu_share=0.5)
     result = CHECKS["overhead"](CheckContext(ctx.scenario, ctx.dir))
     assert result.passed
-    assert result.figures["overhead.unprofiled"] == 1.25
-    assert {k: v for k, v in result.figures.items() if k.startswith("overhead.sample.profiled")} == {
-        "overhead.sample.profiled.step2.rank0": 8.0,
-        "overhead.sample.profiled.step2.rank1": 8.2,
-        "overhead.sample.profiled.step4.rank0": 9.0,
-        "overhead.sample.profiled.step4.rank1": 8.8,
+    assert result.figures["overhead.wall.unprofiled"] == 1.25
+    assert result.figures["overhead.cpu.unprofiled"] == 0.625  # blind to the half it was blocked
+    assert {k: v for k, v in result.figures.items() if k.startswith("overhead.sample.wall.profiled")} == {
+        "overhead.sample.wall.profiled.step2.rank0": 8.0,
+        "overhead.sample.wall.profiled.step2.rank1": 8.2,
+        "overhead.sample.wall.profiled.step4.rank0": 9.0,
+        "overhead.sample.wall.profiled.step4.rank1": 8.8,
     }
     assert (
-        "overhead.profiled: 8.49x [8.00x-9.00x], 4 samples, noise ±6% against 20x "
-        "(CPU time per rank; profiled against the run's own unprofiled steps)"
+        "overhead.wall.profiled: 8.49x [8.00x-9.00x], 4 samples, noise ±6% against 20x "
+        "(wall time less runnable waiting, per rank; profiled against the run's own unprofiled steps)"
     ) in result.notes
+    assert (
+        "profiled steps (on run, per rank): wall 21.250 s = CPU 5.312 s + runnable waiting 10.625 s + blocked 5.312 s"
+    ) in result.notes
+
+
+def test_without_schedstat_the_gated_time_is_the_raw_wall_time_and_says_so(good_case):
+    _, ctx = good_case
+    _rank_metrics(ctx.dir.run("off").metrics, {n: [1.0, 1.0] for n in range(1, 6)}, waited=None)
+    _rank_metrics(ctx.dir.run("on").metrics, {n: [1.5, 1.5] for n in range(1, 6)}, waited=None)
+    result = CHECKS["overhead"](CheckContext(ctx.scenario, ctx.dir))
+    assert result.figures["overhead.wall.unprofiled"] == 1.5
+    assert any("no schedstat on this host" in n for n in result.notes)
+    assert any("runnable waiting not measured (no schedstat)" in n for n in result.notes)
 
 
 def test_the_in_run_reference_is_the_unprofiled_steps_among_the_profiled_ones():
@@ -221,7 +243,7 @@ def test_an_interval_across_the_max_is_inconclusive_not_a_pass(good_case):
     result = CHECKS["overhead"](CheckContext(ctx.scenario, ctx.dir))
     assert not result.passed and not result.problems
     assert result.inconclusive == [
-        "overhead.profiled: 19.60x [16.00x-24.00x], 2 samples, noise ±22% against 20x: INCONCLUSIVE: noise ±22%, "
+        "overhead.wall.profiled: 19.60x [16.00x-24.00x], 2 samples, noise ±22% against 20x: INCONCLUSIVE: noise ±22%, "
         "needs 98 more repeats (wall time)"
     ]
 

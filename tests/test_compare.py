@@ -20,8 +20,10 @@ def obs(
 ) -> Observation:
     names = NAMES if names is None else names
     structure = {"actor_update/rank0": {"entries": sum(names.values()), "names": names}} if names else {}
-    figures = {"overhead.profiled": overhead, "disk.total_bytes": disk, "time_on.step2_s": 1.0}
-    figures |= {f"overhead.sample.profiled.step{n}.rank0": overhead * (1 + d) for n, d in ((2, -jitter), (4, jitter))}
+    figures = {"overhead.wall.profiled": overhead, "disk.total_bytes": disk, "time_on.step2_s": 1.0}
+    figures |= {
+        f"overhead.sample.wall.profiled.step{n}.rank0": overhead * (1 + d) for n, d in ((2, -jitter), (4, jitter))
+    }
     figures |= {f"structure.{k.replace('/', '.')}.entries": v["entries"] for k, v in structure.items()}
     checks = checks or {"layout": True, "contents": True}
     problems = {c: ["missing dump dir step_2/actor_update/step0/rank0"] for c, ok in checks.items() if not ok}
@@ -39,19 +41,19 @@ def decide(metric: str, base: list[float], head: list[float], samples: tuple = (
 def test_decide_overhead_by_interval_disk_and_structure_exactly():
     quiet = [{"step2.rank0": 4.0, "step4.rank0": 4.1}, {"step2.rank0": 4.02, "step4.rank0": 4.08}]
     slower = [{k: v * 1.3 for k, v in run.items()} for run in quiet]
-    assert decide("overhead.profiled", [4.0, 4.0], [5.2, 5.2], (quiet, slower)).outcome == "regressed"
-    assert decide("overhead.profiled", [4.0, 4.0], [4.0, 4.0], (quiet, quiet)).outcome == "ok"
-    assert decide("overhead.profiled", [4.0, 4.0], [3.0, 3.0], (slower, quiet)).outcome == "improved"
+    assert decide("overhead.wall.profiled", [4.0, 4.0], [5.2, 5.2], (quiet, slower)).outcome == "regressed"
+    assert decide("overhead.wall.profiled", [4.0, 4.0], [4.0, 4.0], (quiet, quiet)).outcome == "ok"
+    assert decide("overhead.wall.profiled", [4.0, 4.0], [3.0, 3.0], (slower, quiet)).outcome == "improved"
     # results without samples: one value per repeat; one repeat a side measures no noise
-    assert decide("overhead.profiled", [4.0, 4.02, 3.98], [5.2, 5.22, 5.18]).outcome == "regressed"
-    assert decide("overhead.profiled", [4.0], [5.2]).outcome == "inconclusive"
+    assert decide("overhead.wall.profiled", [4.0, 4.02, 3.98], [5.2, 5.22, 5.18]).outcome == "regressed"
+    assert decide("overhead.wall.profiled", [4.0], [5.2]).outcome == "inconclusive"
     assert decide("disk.total_bytes", [100.0], [106.0]).outcome == "regressed"  # disk floor 5%
     assert decide("structure.actor_update.rank0.entries", [8.0], [7.0]).outcome == "regressed"  # exact, both ways
     assert decide("structure.actor_update.rank0.entries", [8.0], [9.0]).outcome == "regressed"
     # the unprofiled ratio (across two processes) is sized to catch x1.56: +15 % is within its 25 % tolerance
     a_bit = [{k: v * 1.15 for k, v in run.items()} for run in quiet]
-    assert decide("overhead.profiled", [4.0, 4.0], [4.6, 4.6], (quiet, a_bit)).outcome == "regressed"
-    d = decide("overhead.unprofiled", [4.0, 4.0], [4.6, 4.6], (quiet, a_bit))
+    assert decide("overhead.wall.profiled", [4.0, 4.0], [4.6, 4.6], (quiet, a_bit)).outcome == "regressed"
+    d = decide("overhead.wall.unprofiled", [4.0, 4.0], [4.6, 4.6], (quiet, a_bit))
     assert (d.outcome, d.threshold) == ("ok", 1.25)
 
 
@@ -63,9 +65,9 @@ def test_runs_are_interleaved_abba():
 def test_same_numbers_compare_clean_with_interval_samples_and_noise():
     s = compare_scenario("tiny", [obs(4.0), obs(4.01)], [obs(4.01), obs(4.0)])
     assert s.status == "ok" and not s.findings
-    (overhead,) = [f for f in s.figures if f.metric == "overhead.profiled"]
+    (overhead,) = [f for f in s.figures if f.metric == "overhead.wall.profiled"]
     assert overhead.ratio_text() == "head/base 1.00x [0.95x-1.06x], 8 samples, noise ±6%"  # 99.9 %
-    assert any("overhead.profiled" in row and "[0.95x-1.06x]" in row for row in s.figure_table())
+    assert any("overhead.wall.profiled" in row and "[0.95x-1.06x]" in row for row in s.figure_table())
 
 
 def test_noisy_repeats_are_inconclusive_with_their_own_exit_code():
@@ -73,7 +75,7 @@ def test_noisy_repeats_are_inconclusive_with_their_own_exit_code():
     assert s.status == "inconclusive"
     (line,) = [ln for ln in s.lines() if ln.startswith("INCONCLUSIVE")]
     # 0.98x with 2 runs a side: the 90 % interval must shrink under x1.156 (the change to catch) to say ok
-    assert "overhead.profiled" in line and line.endswith("noise ±>999%, needs 3 more repeats")
+    assert "overhead.wall.profiled" in line and line.endswith("noise ±>999%, needs 3 more repeats")
     c = Judgement("compare", "verl 0.9.1", "verl @pr", [s], ["base", "head"])
     assert c.exit_code == 3 and c.lines()[-1] == "compare: 1 inconclusive -> INCONCLUSIVE"
 
@@ -115,7 +117,8 @@ def test_inconclusive_scenarios_get_more_abba_pairs_up_to_the_cap(tmp_path, monk
 
     scenario = load_scenario(write_scenario(tmp_path))
     ran: list[str] = []
-    noise = {"noisy": [4.0, 4.6, 4.3, 3.9, 4.5, 4.1], "quiet": [4.0, 4.01, 4.0, 4.01, 4.0, 4.01]}
+    wide = [3.0, 4.4, 5.8, 4.0, 4.6, 3.2, 5.0, 3.4, 3.6, 5.6, 4.6, 3.0]  # base and head alike, noise ±40 %
+    noise = {"noisy": [4.0, 4.6, 4.3, 3.9, 4.5, 4.1], "wide": wide, "quiet": [4.0, 4.01, 4.0, 4.01, 4.0, 4.01]}
     kind = {"which": "noisy"}
 
     def evaluate(scenario, where, *args, **kw):
@@ -139,3 +142,18 @@ def test_inconclusive_scenarios_get_more_abba_pairs_up_to_the_cap(tmp_path, monk
     kind["which"] = "quiet"
     c, _ = bh.run_comparison([scenario], target, target, tmp_path, repeats=2, max_repeats=3, say=lambda m: None)
     assert ran == ["base 1", "head 1", "head 2", "base 2"] and c.exit_code == 0
+    ran.clear()
+    kind["which"] = "wide"
+    said: list[str] = []
+    c, _ = bh.run_comparison([scenario], target, target, tmp_path, repeats=2, say=said.append)
+    assert len(ran) == 2 * bh.DEFAULT_MAX_REPEATS and c.exit_code == 3  # no options: pairs up to the default cap
+    ran.clear()
+    monkeypatch.setattr(bh, "DEFAULT_BUDGET_S", 0)  # every pair costs more than the default time allows
+    c, _ = bh.run_comparison([scenario], target, target, tmp_path, repeats=2, say=said.append)
+    assert len(ran) == 4 and c.exit_code == 3
+    assert any(
+        "INCONCLUSIVE after 2 runs a side; another pair (~0 s) would end past the default 0 min" in s for s in said
+    )
+    ran.clear()
+    c, _ = bh.run_comparison([scenario], target, target, tmp_path, repeats=2, max_repeats=3, say=said.append)
+    assert len(ran) == 6  # an explicit cap: the caller's, no time cap

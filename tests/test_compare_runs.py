@@ -78,7 +78,10 @@ def test_a_neutral_commit_and_a_a_compare_clean(repo: VerlRepo, cache: Path, sma
     figures = {f["metric"]: f for f in doc["scenarios"][0]["figures"]}
     # equal-length environment paths: a neutral commit dumps the same bytes
     assert figures["disk.total_bytes"]["ratio"] == "head/base 1.00x (spread 1.00x-1.00x)"
-    assert figures["overhead.profiled"]["judged"] is False and "head/base" in figures["overhead.profiled"]["ratio"]
+    assert (
+        figures["overhead.wall.profiled"]["judged"] is False
+        and "head/base" in figures["overhead.wall.profiled"]["ratio"]
+    )
     base = [observe_results(res / "base" / f"r{i}" / "tiny_fsdp_l1" / "results.json") for i in (0, 1)]
     a_a = compare_runs("tiny_fsdp_l1", base[:1], base[1:], families=("disk", "structure"))
     assert a_a.status == "ok" and not a_a.findings, a_a.lines()
@@ -120,3 +123,24 @@ def test_a_commit_that_changes_numerics_is_named_by_its_first_diverging_api(
     data = {side: json.loads((d / "dump.json").read_text())["data"] for side, d in dumps.items()}
     for api in named:
         assert data["base"][api] != data["head"][api], f"{api} is named, but its statistics are the same"
+
+
+@pytest.mark.heavy
+def test_a_commit_that_waits_in_the_profilers_start_regresses_overhead_with_the_defaults(
+    repo: VerlRepo, cache: Path, tmp_path: Path
+):
+    """The profiler's start backs off 0.25 s before each stage's dump (tests/verl_repo.py ``wait``): no CPU time,
+    ~+30 % wall on tiny_fsdp_l1's profiled step, the slowdown the CPU-time figures passed. ``compare`` with no
+    options (pairs added while INCONCLUSIVE, harness.pipeline.base_head) says REGRESSED on a gated overhead figure,
+    exit 1. The shipped scenario, not the small variant: minutes (2-6 runs a side, each an off and an on training)."""
+    res = tmp_path / "cmp_wait"
+    root = Path(__file__).resolve().parents[1]
+    argv = [sys.executable, "-m", "harness", "compare", str(root / "scenarios" / "tiny_fsdp_l1.yaml"),
+            f"--base={repo.path}@v0.9.1", f"--head={repo.path}@wait", f"--results={res}"]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")} | {"HARNESS_CACHE_DIR": str(cache)}
+    proc = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, check=False, timeout=3000)
+    print(proc.stdout)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert any(ln.startswith("REGRESSED tiny_fsdp_l1: overhead.wall.") for ln in lines), proc.stdout[-3000:]
+    assert "compare: 1 regressed -> FAIL" in lines

@@ -52,9 +52,18 @@ def test_delay_knob_wraps_msprobes_per_call_collector(monkeypatch):
     assert [c[0] for c in calls] == ["Functional.linear.0.forward", "Functional.linear.1.forward"]
 
 
-def test_slowdown_knob_burns_that_share_of_the_stage_cpu_time():
-    """HARNESS_TEST_STAGE_SLOWDOWN_PCT=15: +15 % of the stage's own CPU time, as CPU time (what the ratios use)."""
+def test_slowdown_knob_burns_that_share_of_the_stage_time():
+    """HARNESS_TEST_STAGE_SLOWDOWN_PCT=15: +15 % of the stage's own time, as CPU time."""
     started = time.process_time()
     assert fault_injection.slow_down(0.2, {fault_injection.SLOWDOWN_ENV: "15"}) == pytest.approx(0.03)
     assert time.process_time() - started >= 0.03
     assert fault_injection.slow_down(0.2, {}) == 0.0
+
+
+def test_wait_knob_sleeps_that_share_of_the_stage_time_without_cpu():
+    """HARNESS_TEST_STAGE_WAIT_PCT=15: +15 % of the stage's own time, blocked (no CPU time: the slowdown that the
+    CPU clock could not see)."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    assert fault_injection.slow_down(0.2, {fault_injection.WAIT_ENV: "15"}) == pytest.approx(0.03)
+    assert time.perf_counter() - wall >= 0.03
+    assert time.process_time() - cpu < 0.01

@@ -36,8 +36,8 @@ def test_tolerance_is_k_times_deviation_or_the_floor():
 
 
 def test_families_gate_ratios_bytes_and_structure_but_not_raw_times():
-    assert family("overhead.profiled") == "overhead"
-    assert family("overhead.stage.actor_update") == "overhead"
+    assert family("overhead.wall.profiled") == "overhead"
+    assert family("overhead.wall.stage.actor_update") == "overhead"
     assert family("overhead.step3") is None  # per-step ratios are kept, not gated
     assert family("time_on.step2_s") is None
     assert family("disk.total_bytes") == family("disk.step4_bytes") == family("disk.stage.x_bytes") == "disk"
@@ -52,11 +52,13 @@ def test_calibrate_stores_means_samples_and_tolerances(tmp_path):
     b = build([tmp_path / f"run{i}" for i in range(3)], calibrate=True)
     sb = b.scenarios["tiny_case"]
     assert sb.runs == 3
-    assert sb.figures["overhead.profiled"] == pytest.approx(12.0)
-    assert sb.samples["overhead.profiled"] == [10.0, 12.0, 14.0]
+    assert sb.figures["overhead.wall.profiled"] == pytest.approx(12.0)
+    assert sb.samples["overhead.wall.profiled"] == [10.0, 12.0, 14.0]
     # overhead: k=0, the floor; the noise goes into the gate's interval, from every run's samples
-    assert sb.tolerances["overhead.profiled"] == DEFAULT_POLICY["overhead"].floor
-    assert [run["step2.rank0"] for run in sb.ratio_samples["overhead.profiled"]] == pytest.approx([9.8, 11.76, 13.72])
+    assert sb.tolerances["overhead.wall.profiled"] == DEFAULT_POLICY["overhead"].floor
+    assert [run["step2.rank0"] for run in sb.ratio_samples["overhead.wall.profiled"]] == pytest.approx(
+        [9.8, 11.76, 13.72]
+    )
     assert not any(m.startswith("overhead.sample.") for m in sb.figures)  # kept per run, not averaged
     assert sb.tolerances["disk.total_bytes"] == DEFAULT_POLICY["disk"].floor
     assert sb.tolerances["structure.actor_update.rank0.entries"] == 0.0
@@ -75,7 +77,7 @@ def test_policy_is_configurable_per_family(tmp_path):
     argv = ["calibrate", *(str(tmp_path / f"run{i}") for i in range(3)), "-o", str(out)]
     assert main([*argv, "--k", "overhead=6", "--floor", "disk=0.5"]) == 0
     b = Baseline.read(out)
-    assert b.scenarios["tiny_case"].tolerances["overhead.profiled"] == pytest.approx(1.0)
+    assert b.scenarios["tiny_case"].tolerances["overhead.wall.profiled"] == pytest.approx(1.0)
     assert b.scenarios["tiny_case"].tolerances["disk.total_bytes"] == 0.5
     assert b.policy["overhead"].k == 6
     assert main([*argv, "--k", "speed=2"]) == 2  # unknown family: an input error
@@ -103,9 +105,9 @@ def test_merge_takes_tolerances_from_a_previous_baseline_or_the_floors(tmp_path)
     write_results(tmp_path / "nightly", profiled=11.0)
     carried = build([tmp_path / "nightly"], previous=calibrated)
     assert carried.scenarios["tiny_case"].tolerances == calibrated.scenarios["tiny_case"].tolerances
-    assert carried.scenarios["tiny_case"].figures["overhead.profiled"] == 11.0
+    assert carried.scenarios["tiny_case"].figures["overhead.wall.profiled"] == 11.0
     plain = build([tmp_path / "nightly"])
-    assert plain.scenarios["tiny_case"].tolerances["overhead.profiled"] == DEFAULT_POLICY["overhead"].floor
+    assert plain.scenarios["tiny_case"].tolerances["overhead.wall.profiled"] == DEFAULT_POLICY["overhead"].floor
 
 
 def test_merge_cli_writes_a_baseline_with_environment_and_commit(tmp_path, capsys):

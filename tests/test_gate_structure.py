@@ -100,7 +100,7 @@ def _observed(scenario, sdir: ScenarioDir):
 def test_observation_of_a_results_dir_holds_every_gated_figure(good_case):
     scenario, ctx = good_case
     obs = _observed(scenario, ctx.dir)
-    assert obs.figures["overhead.profiled"] == pytest.approx(72**0.5, abs=1e-3)  # 8x and 9x: their median in logs
+    assert obs.figures["overhead.wall.profiled"] == pytest.approx(72**0.5, abs=1e-3)  # 8x and 9x: their median in logs
     assert obs.figures["disk.total_bytes"] > 0
     assert obs.figures["structure.actor_update.rank1.entries"] == 16
     assert obs.environment["device_kind"].startswith("cpu/")
@@ -144,6 +144,6 @@ def test_pytest_regression_item_against_a_baseline(tmp_path, good_case):
     write_metrics(ctx.dir.run("on").metrics, {1: 1.0, 2: 80.0, 3: 1.1, 4: 90.0, 5: 1.05}, stage_scale=0.3)
     proc = pytest_run(f"--harness-baseline={tmp_path / 'baseline.json'}", "-k", "regression")
     assert proc.returncode == 1, proc.stdout[-3000:]
-    assert "REGRESSED tiny_case: overhead.profiled baseline 8.48x now 84.85x" in proc.stdout, proc.stdout[-3000:]
+    assert "REGRESSED tiny_case: overhead.wall.profiled baseline 8.48x now 84.85x" in proc.stdout, proc.stdout[-3000:]
     proc = pytest_run(f"--harness-baseline={tmp_path / 'missing.json'}")
     assert proc.returncode == 4 and "--harness-baseline" in proc.stderr

@@ -43,10 +43,10 @@ def test_overhead_regression_fails_with_one_readable_line(tmp_path, baseline):
     write_results(tmp_path / "now", profiled=40.0)
     report = gate_dirs(baseline, [tmp_path / "now"])
     assert report.exit_code == 1
-    assert verdicts(report) == {("tiny_case", "overhead.profiled"): "regressed"}
+    assert verdicts(report) == {("tiny_case", "overhead.wall.profiled"): "regressed"}
     (m,) = report.scenarios[0].of("regressed")
     line = m.gate_line()
-    assert line.startswith("REGRESSED tiny_case: overhead.profiled baseline 10.00x now 40.00x (+300%)")
+    assert line.startswith("REGRESSED tiny_case: overhead.wall.profiled baseline 10.00x now 40.00x (+300%)")
     assert "tolerance +7.5% (limit 10.75x); now/baseline 4.00x [3.86x-4.15x], 24 samples, noise ±4% against 1.075x" in (
         line
     )
@@ -62,7 +62,7 @@ def test_noise_wider_than_the_tolerance_is_inconclusive(tmp_path):
     report = gate_dirs(noisy, [tmp_path / "now"])
     assert report.exit_code == 3 and report.scenarios[0].status == "inconclusive"
     (m,) = report.scenarios[0].of("inconclusive")
-    assert m.metric == "overhead.profiled"
+    assert m.metric == "overhead.wall.profiled"
     assert m.gate_line().endswith(
         "1.08x [0.03x-42.22x], 16 samples, noise ±>999% against 1.075x: "
         "INCONCLUSIVE: noise ±>999%, needs 99+ more repeats"
@@ -94,7 +94,7 @@ def test_improvement_beyond_tolerance_passes_and_asks_for_a_refresh(tmp_path, ba
     report = gate_dirs(baseline, [tmp_path / "now"])
     assert report.exit_code == 0
     assert report.scenarios[0].status == "improved"
-    assert verdicts(report)[("tiny_case", "overhead.profiled")] == "improved"
+    assert verdicts(report)[("tiny_case", "overhead.wall.profiled")] == "improved"
     assert any("refresh" in line for line in report.lines())
 
 
@@ -178,10 +178,10 @@ def test_a_failed_run_is_an_error(tmp_path, baseline):
 def test_a_missing_metric_fails(tmp_path, baseline):
     sdir = write_results(tmp_path / "now")
     doc = json.loads((sdir / "results.json").read_text())
-    del doc["checks"]["overhead"]["figures"]["overhead.stage.actor_update"]
+    del doc["checks"]["overhead"]["figures"]["overhead.wall.stage.actor_update"]
     (sdir / "results.json").write_text(json.dumps(doc))
     report = gate_dirs(baseline, [tmp_path / "now"])
-    assert verdicts(report) == {("tiny_case", "overhead.stage.actor_update"): "missing"}
+    assert verdicts(report) == {("tiny_case", "overhead.wall.stage.actor_update"): "missing"}
     assert report.exit_code == 1
 
 
@@ -222,8 +222,26 @@ def test_gate_cli_exit_codes_and_output(tmp_path, baseline, capsys):
     write_results(tmp_path / "bad", profiled=60.0)
     assert main(["gate", "--baseline", b, "--results", str(tmp_path / "bad"), "--json", str(tmp_path / "g.json")]) == 1
     out = capsys.readouterr().out
-    assert "REGRESSED tiny_case: overhead.profiled baseline 10.00x now 60.00x" in out
+    assert "REGRESSED tiny_case: overhead.wall.profiled baseline 10.00x now 60.00x" in out
     assert json.loads((tmp_path / "g.json").read_text())["exit_code"] == 1
     shutil.rmtree(tmp_path / "bad")
     assert main(["gate", "--baseline", b, "--results", str(tmp_path / "bad")]) == 2
     assert main(["gate", "--baseline", str(tmp_path / "nope.json"), "--results", str(tmp_path / "ok")]) == 2
+
+
+def test_a_baseline_from_before_the_wall_clock_shows_the_wall_figures_as_new(tmp_path, baseline):
+    """Stored before issue 28, a baseline gated CPU-time ratios under the old names (``overhead.profiled``,
+    ``overhead.stage.<stage>``): those are not gated any more, so the wall figures are new, never missing or
+    regressed against a CPU figure."""
+    old = baseline.model_copy(deep=True)
+    for sb in old.scenarios.values():
+        renamed = {}
+        for name in [m for m in sb.figures if m.startswith("overhead.wall.")]:
+            renamed[name.replace("overhead.wall.", "overhead.", 1)] = sb.figures.pop(name)
+        sb.figures |= renamed
+        sb.ratio_samples = {k.replace("overhead.wall.", "overhead.", 1): v for k, v in sb.ratio_samples.items()}
+    write_results(tmp_path / "now", profiled=40.0)  # 4x the old CPU figure: not compared with it
+    report = gate_dirs(old, [tmp_path / "now"])
+    assert report.exit_code == 0
+    assert set(verdicts(report).values()) == {"new"}
+    assert ("tiny_case", "overhead.wall.profiled") in verdicts(report)

@@ -38,7 +38,7 @@ def test_summary_has_one_table_per_run_with_verdicts_and_changes(tmp_path):
     assert "| 1.00x | 0.50 MB |" in row and "❌ regressed" in row
     assert "overhead +233% · disk/step ±0% · structure same" in row
     assert "🆕 new (no baseline yet)" in md
-    assert "`REGRESSED tiny_case: overhead.profiled baseline 12.00x now 40.00x (+233%)" in md
+    assert "`REGRESSED tiny_case: overhead.wall.profiled baseline 12.00x now 40.00x (+233%)" in md
     assert "now/baseline 3.33x [" in md  # the interval behind the verdict
     ok_row = next(line for line in md.splitlines() if line.startswith("| tiny_case | L1 statistics | 12.00x"))
     assert "✅ ok" in ok_row

@@ -90,11 +90,11 @@ def test_overhead_check_on_documented_like_runs(tmp_path, monkeypatch, profiled_
     write_with_verl_file_logger(sdir.run("on").metrics, on, monkeypatch)
 
     result = check_overhead(CheckContext(scenario, sdir))
-    assert result.figures["overhead.profiled"] == round(profiled_s / 17.0, 3)
-    assert result.figures["overhead.unprofiled"] == round(17.4 / 17.0, 3)
-    assert {f"overhead.stage.{s}" for s in STAGE_OF_TIMER.values()} <= set(result.figures)
+    assert result.figures["overhead.wall.profiled"] == round(profiled_s / 17.0, 3)
+    assert result.figures["overhead.wall.unprofiled"] == round(17.4 / 17.0, 3)
+    assert {f"overhead.wall.stage.{s}" for s in STAGE_OF_TIMER.values()} <= set(result.figures)
     assert result.passed is passes, result.problems
     if not passes:
         assert result.problems == [  # verl's trainer logs wall time only: one sample per step
-            "overhead.profiled: 17.65x [17.65x-17.65x], 2 samples, noise ±0% against 15x (wall time)"
+            "overhead.wall.profiled: 17.65x [17.65x-17.65x], 2 samples, noise ±0% against 15x (wall time)"
         ]

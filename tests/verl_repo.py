@@ -11,7 +11,9 @@ requirement, declared in the build file, that a ``--no-deps`` target environment
 (``FileLogger``'s ``experiment_name`` renamed: verl's positional caller is unaffected, the harness's embedded
 workload, which passes it by name, raises) and
 ``patch`` (``initialize_global_process_group_ray``'s ``backend`` renamed: verl's callers follow, the CPU patch of
-verl's real trainer raises).
+verl's real trainer raises). And a slowdown that computes nothing: ``wait`` (the profiler's start backs off 0.25 s
+before each stage's dump: three profiled stages of tiny_fsdp_l1 make its profiled step ~+30 % in wall time, measured
+2.56 s of it per rank on the loaded 2-core machine, and not a second of CPU time).
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ CHECKPOINT = Path("verl/checkpoint_engine/base.py")
 RENAMED_BACKEND = r"timeout_second=None, backend=None\)|backend = backend or|backend=backend,(?=\n\s+rank=rank)"
 NEWDEP_REQUIREMENT = 'requires-python = ">=3.10"\ndependencies = ["verl-msprobe-stats>=1.0"]\n'
 CORE_ALGOS = Path("verl/trainer/ppo/core_algos.py")
+WAIT_S = 0.25
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,7 @@ class VerlRepo:
     newdep: str
     kwarg: str
     patch: str
+    wait: str
 
 
 def git(repo: Path, *args: str) -> str:
@@ -163,4 +167,18 @@ def make_verl_repo(root: Path) -> VerlRepo:
             CHECKPOINT: (r'timeout_second=None, backend="cpu:gloo"', 'timeout_second=None, backends="cpu:gloo"'),
         },
     )
-    return VerlRepo(root, release, bad, neutral, drift, numerics, crash, newdep, kwarg, patch)
+    git(root, "checkout", "-q", "-b", "wait", "main")
+    text = (root / PROFILE).read_text()
+    text = text.replace("\nimport os\n", "\nimport os\nimport time\n", 1)
+    text = re.sub(
+        r"^(\s+)self\._debugger\.start\(model\)\n",
+        rf"\1time.sleep({WAIT_S})  # let the previous stage's dump files settle\n\g<0>",
+        text,
+        count=1,
+        flags=re.M,
+    )
+    (root / PROFILE).write_text(text)
+    git(root, "commit", "-q", "-am", "precision_debugger: back off before each stage's dump")
+    wait = git(root, "rev-parse", "HEAD")
+    git(root, "checkout", "-q", "main")
+    return VerlRepo(root, release, bad, neutral, drift, numerics, crash, newdep, kwarg, patch, wait)

@@ -16,27 +16,36 @@ Family = Literal["overhead", "disk", "structure"]
 FAMILIES: tuple[Family, ...] = ("overhead", "disk", "structure")
 Unit = Literal["ratio", "bytes", "seconds", "count", "text"]
 
-OVERHEAD_PROFILED = "overhead.profiled"
-OVERHEAD_UNPROFILED = "overhead.unprofiled"
 DISK_TOTAL = "disk.total_bytes"
+# The clock of an overhead ratio. ``wall``, gated: the time the user pays, blocked time (sleeps, locks, I/O, syncs)
+# included, less only the time the rank's thread was runnable but had no core (``checks.overhead``); ``cpu``,
+# recorded beside it: the process's CPU time, blind to every slowdown that waits. The names before the wall clock
+# (``overhead.profiled``, ``overhead.stage.<stage>``: CPU time) are no longer gated, so a stored baseline holding
+# them shows the wall figures as new, not its CPU figures as missing.
+Clock = Literal["wall", "cpu"]
 
 
-def overhead(label: str) -> str:
+def overhead(label: str, clock: Clock = "wall") -> str:
     """``profiled`` or ``unprofiled``: the statistic of the on/off ratios over those steps."""
-    return f"overhead.{label}"
+    return f"overhead.{clock}.{label}"
+
+
+OVERHEAD_PROFILED = overhead("profiled")
+OVERHEAD_UNPROFILED = overhead("unprofiled")
 
 
 def overhead_step(step: int) -> str:
     return f"overhead.step{step}"
 
 
-def overhead_stage(stage: str) -> str:
-    return f"overhead.stage.{stage}"
+def overhead_stage(stage: str, clock: Clock = "wall") -> str:
+    return f"overhead.{clock}.stage.{stage}"
 
 
 def overhead_sample(metric: str, step: int, rank: int) -> str:
-    """One sample of an overhead ratio (``overhead.profiled``, ``overhead.stage.<stage>``): on/off at one step on
-    one rank. Recorded, not gated itself: the statistics decide its figure from these (``harness.checks.stats``)."""
+    """One sample of an overhead ratio (``overhead.wall.profiled``, ``overhead.wall.stage.<stage>``): on/off at one
+    step on one rank. Recorded, not gated itself: the statistics decide its figure from these
+    (``harness.checks.stats``)."""
     return f"overhead.sample.{metric.removeprefix('overhead.')}.step{step}.rank{rank}"
 
 
@@ -111,8 +120,10 @@ SAMPLE_KEY = re.compile(r"^step\d+\.rank\d+$")
 _PATTERNS: list[tuple[re.Pattern[str], str, Family | None, Unit]] = [
     (re.compile(r"^overhead\.interval\..+$"), "overhead.interval", None, "text"),
     (re.compile(r"^overhead\.sample\..+\.step(?P<step>\d+)\.rank(?P<rank>\d+)$"), "overhead.sample", None, "ratio"),
-    (re.compile(r"^overhead\.(?:profiled|unprofiled)$"), "overhead", "overhead", "ratio"),
-    (re.compile(r"^overhead\.stage\.(?P<stage>.+)$"), "overhead.stage", "overhead", "ratio"),
+    (re.compile(r"^overhead\.wall\.(?:profiled|unprofiled)$"), "overhead", "overhead", "ratio"),
+    (re.compile(r"^overhead\.wall\.stage\.(?P<stage>.+)$"), "overhead.stage", "overhead", "ratio"),
+    (re.compile(r"^overhead\.cpu\.(?:profiled|unprofiled)$"), "overhead.cpu", None, "ratio"),
+    (re.compile(r"^overhead\.cpu\.stage\.(?P<stage>.+)$"), "overhead.cpu.stage", None, "ratio"),
     (re.compile(r"^overhead\.step(?P<step>\d+)$"), "overhead.step", None, "ratio"),
     (re.compile(r"^time_(?P<mode>off|on)\.step(?P<step>\d+)_s$"), "time", None, "seconds"),
     (re.compile(r"^time_(?P<mode>off|on)\.outside_steps_s$"), "time.outside_steps", None, "seconds"),

@@ -54,18 +54,21 @@ class Metrics:
                     out.setdefault(stage, {})[step] = float(v)
         return out
 
-    def cpu_times(self) -> dict[str, dict[tuple[int, int], float]]:
-        """``{"step" or stage: {(step, rank): CPU seconds}}`` where the workload logs each rank's CPU time per timer
-        (``cpu_s/<timer>/rank<R>``, the embedded workload); empty for verl's trainer (wall time only)."""
+    def rank_times(self, clock: str) -> dict[str, dict[tuple[int, int], float]]:
+        """``{"step" or stage: {(step, rank): seconds}}`` where the workload logs each rank's own seconds per timer
+        (``<clock>_s/<timer>/rank<R>``, the embedded workload): ``cpu`` (the process's CPU time), ``wall`` (the
+        stage's wall time on that rank, before the barrier that waits for the others), ``wait`` (its thread's time
+        runnable but without a core, from schedstat; absent where the kernel has none). Empty for verl's trainer
+        (wall time only, rank 0's view)."""
         out: dict[str, dict[tuple[int, int], float]] = {}
         for step, data in self.steps.items():
             for key, v in data.items():
-                if (m := CPU_KEY_RE.match(key)) and (name := TIMER_TO_STAGE.get(m["timer"], m["timer"])):
-                    out.setdefault(name, {})[(step, int(m["rank"]))] = float(v)
+                if (m := RANK_KEY_RE.match(key)) and m["clock"] == clock:
+                    out.setdefault(TIMER_TO_STAGE.get(m["timer"], m["timer"]), {})[(step, int(m["rank"]))] = float(v)
         return out
 
 
-CPU_KEY_RE = re.compile(r"^cpu_s/(?P<timer>[^/]+)/rank(?P<rank>\d+)$")
+RANK_KEY_RE = re.compile(r"^(?P<clock>cpu|wall|wait)_s/(?P<timer>[^/]+)/rank(?P<rank>\d+)$")
 DUMP_DIR_RE = re.compile(r"^step_(?P<step>\d+)/(?P<stage>[^/]+)/step0/(?:rank(?P<rank>\d+)|proc(?P<pid>\d+))$")
 LEAF_DEPTH = 3  # step_N/<stage>/step0/rank<R>: the leaf dirs, three levels below a step dir
 

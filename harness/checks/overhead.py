@@ -1,11 +1,18 @@
-"""Overhead: step (and stage) time with precision_debugger on against off.
+"""Overhead: step (and stage) time with precision_debugger on against off, in the time the user pays.
 
 Each ratio is estimated from its samples, one per step and rank, and decided against its max by
 ``harness.checks.stats``: over only when the whole interval is, INCONCLUSIVE when the interval straddles the max.
-The embedded workload logs every rank's CPU time per timer (a process sharing the core doubles a rank's wall
-time here, not its CPU time) and does the same work every step, so a profiled step is divided by the same rank's
-unprofiled steps of the same run (``in_run``: one process, one minute of the machine) and the unprofiled steps by
-the off run. verl's trainer logs wall time and its steps differ (rollouts): every ratio is on/off at one step."""
+
+The gated clock is wall time, so a slowdown that waits (a lock, a synced write, a device sync, a back-off) counts
+as a user pays it. The embedded workload logs every rank's own wall, CPU and runnable-waiting seconds per timer
+(``cpu_ppo_train.Clocks``); a rank's gated time is its wall time less the time its thread was runnable but had no
+core (schedstat), i.e. CPU time plus blocked time: the runner's contention (another process on the core doubles a
+rank's wall time here) is the one part left out, and it is the loud one. Where the kernel keeps no schedstat the
+gated time is the raw wall time, and the check says so. The process's CPU time is kept beside it
+(``overhead.cpu.*``), recorded, not gated. The workload does the same work every step, so a profiled step is divided
+by the same rank's unprofiled steps of the same run (``in_run``: one process, one minute of the machine) and the
+unprofiled steps by the off run. verl's trainer logs wall time (rank 0's view) and its steps differ (rollouts):
+every ratio is on/off at one step."""
 
 from __future__ import annotations
 
@@ -88,33 +95,46 @@ def check_overhead(ctx: CheckContext) -> CheckResult:
         res.figures[fig.step_time("off", n)] = round(t_off[n], 4)
         res.figures[fig.step_time("on", n)] = round(t_on[n], 4)
 
-    cpu_off, cpu_on = off.cpu_times(), on.cpu_times()
-    in_process = bool(cpu_off and cpu_on)  # the embedded workload; verl's trainer logs wall time only
-    clock = "CPU time per rank; profiled against the run's own unprofiled steps" if in_process else "wall time"
-    if not in_process:
-        cpu_off = {"step": _clock(t_off)} | {k: _clock(v) for k, v in off.stage_times().items()}
-        cpu_on = {"step": _clock(t_on)} | {k: _clock(v) for k, v in on.stage_times().items()}
+    wall_off, wall_on = off.rank_times("wall"), on.rank_times("wall")
+    cpu_off, cpu_on = off.rank_times("cpu"), on.rank_times("cpu")
+    in_process = bool(wall_off and wall_on)  # the embedded workload; verl's trainer logs wall time only
+    if in_process:
+        wait_off, wait_on = off.rank_times("wait"), on.rank_times("wait")
+        schedstat = bool(wait_off and wait_on)
+        paid_off, paid_on = (_less(w, q) for w, q in ((wall_off, wait_off), (wall_on, wait_on)))
+        clock = (
+            "wall time less runnable waiting, per rank"
+            if schedstat
+            else "wall time per rank, the runner's contention included (no schedstat on this host)"
+        ) + "; profiled against the run's own unprofiled steps"
+        res.notes.append(_split(wall_on, cpu_on, wait_on, profiled))
+    else:
+        clock = "wall time"
+        paid_off = {"step": _clock(t_off)} | {k: _clock(v) for k, v in off.stage_times().items()}
+        paid_on = {"step": _clock(t_on)} | {k: _clock(v) for k, v in on.stage_times().items()}
     judged = [
-        (fig.overhead(label), "step", steps, limit)
+        (label, "step", steps, limit)
         for label, steps, limit in (
             ("profiled", profiled, budget.max_profiled_ratio),
             ("unprofiled", unprofiled, budget.max_unprofiled_ratio),
         )
     ] + [
-        (fig.overhead_stage(stage), stage, profiled, budget.stage_limit(stage))
-        for stage in sorted(set(cpu_on) & set(cpu_off) - {"step"})
+        (stage, stage, profiled, budget.stage_limit(stage)) for stage in sorted(set(paid_on) & set(paid_off) - {"step"})
     ]
-    for metric, timer, steps, limit in judged:
-        on_t = cpu_on.get(timer, {})
-        within = in_process and steps == profiled
-        off_t = in_run(on_t, profiled, around(unprofiled, profiled)) if within else cpu_off.get(timer, {})
-        values = samples(on_t, off_t, steps)
+    for label, timer, steps, limit in judged:
+        metric = fig.overhead(label) if timer == "step" else fig.overhead_stage(label)
+        values = _samples(paid_on, paid_off, timer, steps, profiled, unprofiled, in_process)
         if not values:
             continue
         est = stats.one_side([values])
         res.figures[metric] = round(est.value, 3)
         res.figures[fig.overhead_interval(metric)] = est.text()
         res.figures.update({fig.overhead_sample(metric, *_key(k)): round(v, 4) for k, v in values.items()})
+        if in_process and (cpu := _samples(cpu_on, cpu_off, timer, steps, profiled, unprofiled, True)):
+            cpu_metric = fig.overhead(label, "cpu") if timer == "step" else fig.overhead_stage(label, "cpu")
+            cpu_est = stats.one_side([cpu])
+            res.figures[cpu_metric] = round(cpu_est.value, 3)
+            res.figures[fig.overhead_interval(cpu_metric)] = cpu_est.text()
         if limit is None:
             res.notes.append(f"{metric}: {est.text()} ({clock})")
             continue
@@ -126,9 +146,52 @@ def check_overhead(ctx: CheckContext) -> CheckResult:
         for k in ("profiled", "unprofiled")
         if fig.overhead(k) in res.figures
     )
-    if missing_stage := sorted(set(budget.max_stage_ratio) - set(cpu_on)):
+    if missing_stage := sorted(set(budget.max_stage_ratio) - set(paid_on)):
         res.problems.append(f"max_stage_ratio names stages with no timer in the metrics: {missing_stage}")
     return res
+
+
+def _samples(
+    on: dict[str, dict[tuple[int, int], float]],
+    off: dict[str, dict[tuple[int, int], float]],
+    timer: str,
+    steps: list[int],
+    profiled: list[int],
+    unprofiled: list[int],
+    in_process: bool,
+) -> dict[str, float]:
+    """One ratio's samples: profiled steps against the run's own unprofiled ones where the run is one process doing
+    the same work every step (``in_run``), else on against off at each step."""
+    on_t = on.get(timer, {})
+    within = in_process and steps == profiled
+    return samples(on_t, in_run(on_t, profiled, around(unprofiled, profiled)) if within else off.get(timer, {}), steps)
+
+
+def _less(
+    wall: dict[str, dict[tuple[int, int], float]], wait: dict[str, dict[tuple[int, int], float]]
+) -> dict[str, dict[tuple[int, int], float]]:
+    """Each timer's wall seconds less its runnable waiting, where it was measured."""
+    return {k: {n: v - wait.get(k, {}).get(n, 0.0) for n, v in times.items()} for k, times in wall.items()}
+
+
+def _split(
+    wall: dict[str, dict[tuple[int, int], float]],
+    cpu: dict[str, dict[tuple[int, int], float]],
+    wait: dict[str, dict[tuple[int, int], float]],
+    profiled: list[int],
+) -> str:
+    """Where a profiled step's wall time went (the on run, mean over its profiled steps and ranks): CPU (the
+    process's, every thread), runnable waiting (the rank's thread), blocked (the rest: sleeps, locks, I/O)."""
+    keys = [k for k in wall.get("step", {}) if k[0] in profiled]
+    if not keys:
+        return "profiled steps: none timed"
+    mean = {name: statistics.fmean(d.get("step", {}).get(k, 0.0) for k in keys) for name, d in
+            (("wall", wall), ("cpu", cpu), ("wait", wait))}  # fmt: skip
+    waited = f"{mean['wait']:.3f} s" if wait else "not measured (no schedstat)"
+    return (
+        f"profiled steps (on run, per rank): wall {mean['wall']:.3f} s = CPU {mean['cpu']:.3f} s + runnable waiting "
+        f"{waited} + blocked {mean['wall'] - mean['cpu'] - mean['wait']:.3f} s"
+    )
 
 
 def _key(key: str) -> tuple[int, int]:

@@ -337,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         "--max-repeats",
         type=repeats_option,
         help="while a scenario is INCONCLUSIVE, one more base/head pair at a time up to this many runs per side "
-        "(default: --repeats, none more)",
+        "(default: up to 6, while the next pair ends within 20 min of the scenario's first run)",
     )
     p.add_argument("--results", default="results/compare")
     p.add_argument("--executor", choices=list(EXECUTORS))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 import uuid
 from collections.abc import Callable, Collection
 from pathlib import Path
@@ -33,6 +34,16 @@ SIDES = ("base", "head")
 # Runs per side, at most: each is a full off + on pair of trainings (30-300 s), so a hundred is a day's compare;
 # a billion once built the whole run order in memory before anything ran (a MemoryError traceback).
 MAX_REPEATS = 100
+# Without --max-repeats a comparison still decides: while a scenario is INCONCLUSIVE, one more base/head pair at a
+# time, up to 6 runs a side and as long as the next pair (at the mean cost of the pairs so far) ends within 20
+# minutes of the scenario's first run: what a pull-request job can afford, on every tier, untuned. Two runs a side
+# decided almost nothing (t at 99.9 % with two degrees of freedom is 31.6 wide: A/A of tiny_fsdp_l0 exited 3 after
+# 113.5 s). Measured with these defaults on the shared 2-core machine: A/A tiny_fsdp_l0 PASS at 5 runs a side in
+# 1105 s; at load ~14 a tiny_fsdp_l1 pair cost 452-521 s, so the time cap stopped it at 2 a side (INCONCLUSIVE),
+# where --max-repeats 6 decided base against a waiting commit REGRESSED at 4 a side in 2384 s. An explicit
+# --max-repeats is the caller's choice: the runs cap only, no time cap.
+DEFAULT_MAX_REPEATS = 6
+DEFAULT_BUDGET_S = 20 * 60
 
 
 def repeats_option(text: str) -> int:
@@ -63,12 +74,14 @@ def run_comparison(
     """Run and compare; returns the comparison and, per scenario and side, the observations of the repeats.
     ``judge``: the figure families decided (the others are reported); structure names and checks always are.
     ``max_repeats``: while a scenario is INCONCLUSIVE after ``repeats``, one more base/head pair (the ABBA order
-    goes on) at a time, up to this many per side (sequential sampling); default ``repeats``: none more.
+    goes on) at a time, up to this many per side (sequential sampling); default: ``DEFAULT_MAX_REPEATS`` within
+    ``DEFAULT_BUDGET_S`` per scenario.
     ``skipped``: the scenarios not run here, with why (they count in the total a comparison compares)."""
     envs = {side: ensure_env(target) for side, target in (("base", base), ("head", head))}  # once, before training:
     for side, env in envs.items():  # a bad SPEC fails at once
         say(f"{side}: {env.label()}")
-    cap = max(repeats, max_repeats or repeats)
+    cap = max(repeats, max_repeats or DEFAULT_MAX_REPEATS)
+    budget = DEFAULT_BUDGET_S if max_repeats is None else None
     order = interleaved(cap)
     session = uuid.uuid4().hex
     observed: dict[str, dict[str, list[Observation]]] = {}
@@ -76,13 +89,18 @@ def run_comparison(
     done = repeats
     for scenario in scenarios:
         sides: dict[str, list[Observation]] = {side: [] for side in SIDES}
+        started = time.monotonic()
         for n, (side, i) in enumerate(order):
-            if (
-                n % 2 == 0
-                and i >= repeats
-                and compare_runs(scenario.name, sides["base"], sides["head"], judge).status != "inconclusive"
-            ):
-                break
+            if n % 2 == 0 and i >= repeats:
+                if compare_runs(scenario.name, sides["base"], sides["head"], judge).status != "inconclusive":
+                    break
+                spent, pair = time.monotonic() - started, (time.monotonic() - started) / i
+                if budget is not None and spent + pair > budget:
+                    say(
+                        f"{scenario.name}: INCONCLUSIVE after {i} runs a side; another pair (~{pair:.0f} s) would "
+                        f"end past the default {budget // 60} min (--max-repeats goes on regardless)"
+                    )
+                    break
             say(f"{scenario.name}: {side} run {i + 1} of {repeats if i < repeats else f'at most {cap}'}")
             done = max(done, i + 1)
             where = run_dir(results, side, i)

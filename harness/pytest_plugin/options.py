@@ -39,7 +39,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption(
         "--harness-compare-max-repeats",
         type=repeats_option,
-        help="while a comparison is INCONCLUSIVE, more base/head pairs up to this many runs per side",
+        help="while a comparison is INCONCLUSIVE, more base/head pairs up to this many runs per side (default: up "
+        "to 6, while the next pair ends within 20 min of the scenario's first run)",
     )
     g.addoption(
         "--harness-heavy",

@@ -13,8 +13,10 @@ What makes this a test of the integration and not a copy of it:
   ``critic.engine.module``);
 - the loop starts and stops profiling around the profiled global steps as verl's ``RayPPOTrainer``
   does (``start_profile(role="train", profile_step=N)`` outside the ``step`` timer);
-- timings go through verl's own ``marked_timer`` and ``FileLogger`` (``timing_s/<name>``); each rank's CPU
-  seconds per timer are logged beside them (``cpu_s/<name>/rank<R>``), the samples the overhead ratios use.
+- timings go through verl's own ``marked_timer`` and ``FileLogger`` (``timing_s/<name>``); each rank's own seconds
+  per timer are logged beside them, the samples the overhead ratios use: wall (``wall_s/<name>/rank<R>``, before
+  the barrier that waits for the other ranks), the process's CPU time (``cpu_s/...``) and the time the rank's
+  thread was runnable but had no core (``wait_s/...``, from schedstat, where the kernel keeps it).
 
 Engines: ``fsdp`` shards every model with FSDP2 (``fully_shard``) on CPU; ``megatron`` holds each model
 as a list of chunks wrapped in torch DDP, the way verl's Megatron engine exposes ``engine.module``. It is
@@ -27,6 +29,7 @@ import gc
 import os
 import sys
 import time
+from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
@@ -42,6 +45,45 @@ from verl.utils.tracking import FileLogger
 
 from harness.training.workloads import fault_injection
 from harness.training.workloads.cpu_ppo_spec import TrainSpec
+
+SCHEDSTAT = "/proc/thread-self/schedstat"
+
+
+def runnable_wait() -> float | None:
+    """This thread's seconds runnable but waiting for a core so far (schedstat's second field, ``run_delay``, in ns),
+    or None where the kernel keeps no schedstat (no CONFIG_SCHED_INFO, gVisor). The calling thread only: it runs the
+    stage (torch's ops at one thread per rank, msprobe's hooks), and whatever it waits for on another thread
+    (msprobe's or torch's own) is time it spends blocked, which the user pays and the overhead ratios keep."""
+    try:
+        with open(SCHEDSTAT, "rb") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+@dataclass(frozen=True)
+class Clocks:
+    """A rank's clocks at one instant: wall, the process's CPU time, its thread's runnable waiting (or None)."""
+
+    wall: float
+    cpu: float
+    wait: float | None
+
+    @classmethod
+    def now(cls) -> Clocks:
+        return cls(time.perf_counter(), time.process_time(), runnable_wait())
+
+    def since(self, start: Clocks) -> dict[str, float]:
+        """Seconds per clock from ``start``: ``wall``, ``cpu`` and, with schedstat, ``wait``."""
+        out = {"wall": self.wall - start.wall, "cpu": self.cpu - start.cpu}
+        if self.wait is not None and start.wait is not None:
+            out["wait"] = self.wait - start.wait
+        return out
+
+
+def paid(seconds: dict[str, float]) -> float:
+    """Wall time less runnable waiting: the time a stage took that a core to itself would not have saved."""
+    return seconds["wall"] - seconds.get("wait", 0.0)
 
 
 def make_profiler(spec: TrainSpec, rank: int) -> DistProfiler:
@@ -257,25 +299,29 @@ def _train(rank: int, spec: TrainSpec) -> None:
 
     def timed(name: str, timing: dict[str, float], fn, *args):
         with simple_timer(name, timing):
-            cpu0 = time.process_time()
+            start = Clocks.now()
             out = fn(*args)
             if spec.cuda:  # the kernels are asynchronous: the stage has not finished until the GPU has
                 torch.cuda.synchronize()
-            if step in profiled:  # TEST ONLY: no-op unless HARNESS_TEST_STAGE_SLOWDOWN_PCT is set
-                fault_injection.slow_down(time.process_time() - cpu0)
-            cpu[name] = time.process_time() - cpu0
+            if step in profiled:  # TEST ONLY: no-op unless a HARNESS_TEST_STAGE_*_PCT knob is set
+                fault_injection.slow_down(paid(Clocks.now().since(start)))
+            own[name] = Clocks.now().since(start)
+            before = Clocks.now()
             dist.barrier()  # the driver's timer in verl waits for every rank
+            for clock, s in Clocks.now().since(before).items():
+                barriers[clock] = barriers.get(clock, 0.0) + s
         return out
 
     for step in range(1, spec.steps + 1):
         timing: dict[str, float] = {}
-        cpu: dict[str, float] = {}  # this rank's CPU seconds per timer: other processes on the core do not count
+        own: dict[str, dict[str, float]] = {}  # this rank's seconds per timer and clock (Clocks.since)
+        barriers: dict[str, float] = {}  # waiting for the other ranks (their time, not this rank's), per clock
         workers = [policy] + ([critic_worker] if critic_worker else [])
         if step in profiled:
             policy.profiler.start(role="train", profile_step=step)
             if critic_worker:
                 critic_worker.profiler.start(profile_step=step)
-        step_cpu = time.process_time()
+        step_start = Clocks.now()
         with simple_timer("step", timing):
             batch = make_batch(spec, step, rank, device)
             batch["old_log_probs"] = timed("old_log_prob", timing, policy.compute_log_prob, batch)
@@ -294,18 +340,23 @@ def _train(rank: int, spec: TrainSpec) -> None:
             else:
                 batch["advantages"] = rewards.sum(-1, keepdim=True) - rewards.sum(-1).mean()
             metrics["actor/loss"] = timed("update_actor", timing, policy.update_actor, batch)
-        cpu["step"] = time.process_time() - step_cpu
+        # the step less its barriers in wall and waiting alike (a core the barrier waited for is not counted twice)
+        step_s = Clocks.now().since(step_start)
+        own["step"] = {k: v - barriers.get(k, 0.0) if k != "cpu" else v for k, v in step_s.items()}
         if spec.profiler and step in profiled:
             for w in workers:
                 w.profiler.stop()
             fault_injection.pad_dumps(spec.profiler.save_path, step, rank)  # TEST ONLY: no-op unless asked
-        per_rank: list[dict[str, float]] = [{} for _ in range(spec.world_size)]
-        dist.all_gather_object(per_rank, cpu)
+        per_rank: list[dict[str, dict[str, float]]] = [{} for _ in range(spec.world_size)]
+        dist.all_gather_object(per_rank, own)
         if logger is not None:
-            # on a GPU the host's CPU seconds measure the launches and the waits, not the work: wall time only
-            # there (the overhead check reads timing_s/* when no cpu_s/* is logged, as for verl's trainer)
-            cpu_s = {} if spec.cuda else {f"cpu_s/{k}/rank{r}": v for r, d in enumerate(per_rank) for k, v in d.items()}
-            logger.log(data={**metrics, **{f"timing_s/{k}": v for k, v in timing.items()}, **cpu_s}, step=step)
+            # on a GPU the host's clocks measure the launches and the waits, not the work: verl's timers only there
+            # (the overhead check reads timing_s/* when no per-rank time is logged, as for verl's trainer)
+            rank_s = {} if spec.cuda else {
+                f"{clock}_s/{k}/rank{r}": v
+                for r, d in enumerate(per_rank) for k, clocks in d.items() for clock, v in clocks.items()
+            }  # fmt: skip
+            logger.log(data={**metrics, **{f"timing_s/{k}": v for k, v in timing.items()}, **rank_s}, step=step)
     if logger is not None:
         logger.finish()
 

@@ -9,9 +9,11 @@ in the harness process's environment, and only the precision_debugger-on run get
   dump dirs (``<file>.pad<i>``), so the dumps grow (N+1) fold while dump.json stays intact: a disk
   regression and nothing else.
 - ``HARNESS_TEST_STAGE_SLOWDOWN_PCT=15``: in each profiled stage (the embedded CPU workload), after the stage's
-  work, burn CPU for 15 % of the CPU time the stage itself just took: an overhead regression of exactly +15 %
-  on the profiled stages, in the clock the overhead ratios use (CPU work, as msprobe's own cost is; a sleep
-  would not show in CPU time).
+  work, burn CPU for 15 % of the time the stage itself just took (wall less runnable waiting, the clock the
+  overhead ratios use): an overhead regression of exactly +15 % on the profiled stages, in CPU work, as msprobe's
+  own cost is.
+- ``HARNESS_TEST_STAGE_WAIT_PCT=15``: the same share, slept instead: a slowdown that waits (a lock, a synced
+  write, a device sync), which the CPU clock never saw. The power benchmark injects both kinds.
 
 They are part of the run fingerprint, so ``--reuse`` never mixes runs made with and without them.
 """
@@ -28,7 +30,8 @@ from typing import Any
 DELAY_ENV = "HARNESS_TEST_DUMP_DELAY_S"
 PAD_ENV = "HARNESS_TEST_DUMP_PAD"
 SLOWDOWN_ENV = "HARNESS_TEST_STAGE_SLOWDOWN_PCT"
-KNOBS = (DELAY_ENV, PAD_ENV, SLOWDOWN_ENV)
+WAIT_ENV = "HARNESS_TEST_STAGE_WAIT_PCT"
+KNOBS = (DELAY_ENV, PAD_ENV, SLOWDOWN_ENV, WAIT_ENV)
 
 
 def passthrough(environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -70,11 +73,15 @@ def pad_dumps(save_path: str | Path, step: int, rank: int, environ: Mapping[str,
     return added
 
 
-def slow_down(stage_cpu_s: float, environ: Mapping[str, str] | None = None) -> float:
-    """Burn HARNESS_TEST_STAGE_SLOWDOWN_PCT % of ``stage_cpu_s`` of this process's CPU time; returns the seconds."""
+def slow_down(stage_s: float, environ: Mapping[str, str] | None = None) -> float:
+    """Burn HARNESS_TEST_STAGE_SLOWDOWN_PCT % of ``stage_s`` of this process's CPU time, then sleep
+    HARNESS_TEST_STAGE_WAIT_PCT % of it; returns the seconds added."""
     environ = os.environ if environ is None else environ
-    extra = stage_cpu_s * float(environ.get(SLOWDOWN_ENV) or 0) / 100
-    end = time.process_time() + extra
+    burn = max(stage_s * float(environ.get(SLOWDOWN_ENV) or 0) / 100, 0.0)
+    end = time.process_time() + burn
     while time.process_time() < end:
         pass
-    return max(extra, 0.0)
+    wait = max(stage_s * float(environ.get(WAIT_ENV) or 0) / 100, 0.0)
+    if wait:
+        time.sleep(wait)
+    return burn + wait
