@@ -22,7 +22,7 @@ from typing import Any, Literal
 from harness import outcomes, stats
 from harness.checks.base import CheckResult
 from harness.figures import family, fmt, samples_of, structure_names
-from harness.gate.baseline import BLOCKING_ENV, INFO_ENV, Baseline
+from harness.gate.baseline import BLOCKING_ENV, INFO_ENV, OVERHEAD_ENV, Baseline
 from harness.gate.observe import Observation, observe_dir
 from harness.gate.structure import name_diff
 
@@ -249,6 +249,16 @@ def compare_scenario(name: str, baseline: Baseline, obs: Observation | None, acr
 
     base_fig = {m: float(v) for m, v in sb.figures.items() if family(m) and isinstance(v, int | float)}
     now_fig = obs.gated()
+    elsewhere = [
+        f"{k} baseline {sb.environment.get(k)!r}, now {obs.environment.get(k)!r}"
+        for k in OVERHEAD_ENV
+        if k in sb.environment and sb.environment.get(k) != obs.environment.get(k)
+    ]
+    if elsewhere and not across_env:
+        notes.append(f"overhead not compared: {'; '.join(elsewhere)} (step times move with it); dump structure "
+                     "and disk compared")  # fmt: skip
+        base_fig = {m: v for m, v in base_fig.items() if family(m) != "overhead"}
+        now_fig = {m: v for m, v in now_fig.items() if family(m) != "overhead"}
     if obs.structure is None or sb.structure is None:
         notes.append(
             "dump structure not compared: "
