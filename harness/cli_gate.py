@@ -16,7 +16,7 @@ from harness.errors import BaselineError, HarnessError
 from harness.figures import FAMILIES, family, fmt
 from harness.gate.baseline import DEFAULT_POLICY, Baseline, Policy, build, max_rel_deviation
 from harness.gate.verdicts import gate_dirs
-from harness.safeio import output_path, write_atomic
+from harness.safeio import MB, output_path, read_text, write_atomic
 
 
 def _policy(args: argparse.Namespace) -> dict[str, Policy]:
@@ -127,6 +127,22 @@ def cmd_junit_merge(args: argparse.Namespace) -> int:
     return 0
 
 
+MAX_MARKDOWN = 16 * MB
+
+
+def cmd_github(args: argparse.Namespace) -> int:
+    from harness.report.github import annotation_lines, load, summary  # matplotlib (harness.report) only when used
+
+    doc = load(Path(args.json))
+    if args.what == "annotations":
+        for line in annotation_lines(doc):
+            print(line)
+    else:
+        md = read_text(Path(args.markdown), MAX_MARKDOWN) if args.markdown else ""
+        print(summary(doc, md, args.heading), end="")
+    return 0
+
+
 def _policy_args(p: argparse.ArgumentParser) -> None:
     defaults = ", ".join(f"{f} k={v.k:g} floor={v.floor:g}" for f, v in DEFAULT_POLICY.items())
     p.add_argument("--k", action="append", metavar="FAMILY=K", help=f"noise multiplier per family ({defaults})")
@@ -168,3 +184,14 @@ def add_gate_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("output", metavar="OUT")
     p.add_argument("inputs", nargs="+", metavar="IN")
     p.set_defaults(func=cmd_junit_merge)
+
+    p = sub.add_parser(
+        "github",
+        help="what a GitHub job publishes of compare.json or a gate's JSON (stdout): annotations (::error lines, "
+        "one per finding) or the step summary",
+    )
+    p.add_argument("what", choices=["annotations", "summary"])
+    p.add_argument("json", metavar="JSON", help="compare.json, or the file of `harness gate --json`")
+    p.add_argument("--markdown", metavar="MD", help="summary: the report below the verdict (report/summary.md)")
+    p.add_argument("--heading", default="", help="summary: a heading above the verdict")
+    p.set_defaults(func=cmd_github)
