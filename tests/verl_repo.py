@@ -11,7 +11,8 @@ requirement, declared in the build file, that a ``--no-deps`` target environment
 (``FileLogger``'s ``experiment_name`` renamed: verl's positional caller is unaffected, the harness's embedded
 workload, which passes it by name, raises) and
 ``patch`` (``initialize_global_process_group_ray``'s ``backend`` renamed: verl's callers follow, the CPU patch of
-verl's real trainer raises).
+verl's real trainer raises). And ``annotation`` (a typo in the engine workers' ``actor_update`` annotation: the stage
+is never collected; only verl's real trainer runs those workers, the embedded workload annotates its own).
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ CHECKPOINT = Path("verl/checkpoint_engine/base.py")
 RENAMED_BACKEND = r"timeout_second=None, backend=None\)|backend = backend or|backend=backend,(?=\n\s+rank=rank)"
 NEWDEP_REQUIREMENT = 'requires-python = ">=3.10"\ndependencies = ["verl-msprobe-stats>=1.0"]\n'
 CORE_ALGOS = Path("verl/trainer/ppo/core_algos.py")
+ENGINE_WORKERS = Path("verl/workers/engine_workers.py")
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,7 @@ class VerlRepo:
     newdep: str
     kwarg: str
     patch: str
+    annotation: str
 
 
 def git(repo: Path, *args: str) -> str:
@@ -163,4 +166,10 @@ def make_verl_repo(root: Path) -> VerlRepo:
             CHECKPOINT: (r'timeout_second=None, backend="cpu:gloo"', 'timeout_second=None, backends="cpu:gloo"'),
         },
     )
-    return VerlRepo(root, release, bad, neutral, drift, numerics, crash, newdep, kwarg, patch)
+    annotation = _commit(
+        root,
+        "annotation",
+        "engine workers: actor_update annotated as actor_updates",
+        {ENGINE_WORKERS: (r'role="actor_update"', 'role="actor_updates"')},
+    )
+    return VerlRepo(root, release, bad, neutral, drift, numerics, crash, newdep, kwarg, patch, annotation)
