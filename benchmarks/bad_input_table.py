@@ -464,12 +464,12 @@ def enospc(tmp: Path) -> str:
 
 
 def results_link(tmp: Path) -> str:
+    from harness.artifacts.rundir import ScenarioDir
     from harness.checks.base import CheckResult
-    from harness.launch import ExecResult
-    from harness.loader import load_scenario
-    from harness.results import record_check
-    from harness.rundir import ScenarioDir
-    from harness.runs import RunRecord, ScenarioRuns
+    from harness.checks.results import record_check
+    from harness.scenario.loader import load_scenario
+    from harness.training.launch import ExecResult
+    from harness.training.runs import RunRecord, ScenarioRuns
 
     sdir = ScenarioDir(tmp / "res" / "tiny_case")
     sdir.root.mkdir(parents=True)
@@ -485,10 +485,10 @@ def results_link(tmp: Path) -> str:
 
 def metrics(value: object) -> Callable[[Path], str]:
     def make(tmp: Path) -> str:
+        from harness.artifacts.rundir import ScenarioDir
         from harness.checks import CHECKS
         from harness.checks.base import CheckContext
-        from harness.loader import load_scenario
-        from harness.rundir import ScenarioDir
+        from harness.scenario.loader import load_scenario
 
         sc = load_scenario(scenario(tmp, yaml.safe_dump(BASE, sort_keys=False), "tiny_case.yaml")[1])
         sdir = ScenarioDir(tmp / "res" / "tiny_case")
@@ -503,7 +503,7 @@ def metrics(value: object) -> Callable[[Path], str]:
 
 
 def root_user(tmp: Path) -> str:
-    from harness.executors.docker import DockerRuntime
+    from harness.training.executors.docker_options import DockerRuntime
 
     return "; ".join(DockerRuntime(user="0:0").risks("cpu", host_uid=1000))
 

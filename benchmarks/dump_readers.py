@@ -85,10 +85,10 @@ def write_dump(path: Path, size: int) -> int:
 
 def child(reader: str, root: Path) -> None:
     """Run one reader in this (fresh) process and print its own seconds."""
+    from harness.artifacts.rundir import ScenarioDir
     from harness.checks import CHECKS, CheckContext
     from harness.gate.structure import structure_of
-    from harness.loader import load_scenario
-    from harness.rundir import ScenarioDir
+    from harness.scenario.loader import load_scenario
 
     scenario = load_scenario(root / "scenarios" / "bench.yaml")
     sdir = ScenarioDir(root / "results" / "bench")

@@ -4,7 +4,7 @@ Not a test: each pair (off + on training of the scenario) takes tens of seconds 
 The series is one stream of pairs: ``--reference`` clean pairs first, then clean, +15 %, clean, +30 %, ...
 (injected with HARNESS_TEST_STAGE_SLOWDOWN_PCT, exact in the CPU time the ratios use). Every pair after the
 first ones is one decision against the clean pairs before it, through the product's decision
-(``harness.gate.compare.compare_scenario``, the one base-against-head uses, on ``harness.stats``); an
+(``harness.gate.compare.compare_scenario``, the one base-against-head uses, on ``harness.checks.stats``); an
 INCONCLUSIVE one gets another pair of its kind, up to ``--max-pairs`` (sequential sampling). The absolute
 budget (the overhead check of each pair) is counted too. Beside it, the rule it replaced (the provisional one:
 medians of the wall-clock ratios, tolerance +25 %; budgets on the median wall ratio) on the same pairs,
@@ -33,19 +33,19 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from harness.artifacts import Metrics
+from harness.artifacts.figures import family
+from harness.artifacts.reader import Metrics
+from harness.artifacts.rundir import ScenarioDir
 from harness.checks import CHECKS
 from harness.checks.base import CheckContext
-from harness.evaluate import evaluate
-from harness.figures import family
+from harness.checks.results import record_check
 from harness.gate.compare import compare_scenario
 from harness.gate.observe import Observation, observe_results
-from harness.loader import load_scenario
-from harness.results import record_check
-from harness.rundir import ScenarioDir
-from harness.stages import TIMER_TO_STAGE
-from harness.target import pinned_target
-from harness.workloads.fault_injection import SLOWDOWN_ENV
+from harness.pipeline.evaluate import evaluate
+from harness.scenario.loader import load_scenario
+from harness.scenario.stages import TIMER_TO_STAGE
+from harness.target.spec import pinned_target
+from harness.training.workloads.fault_injection import SLOWDOWN_ENV
 
 OLD_FLOOR = 0.25
 PCT = {"A/A": 0, "+15%": 15, "+30%": 30}  # the provisional rule's overhead tolerance (medians of the repeats)

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from harness.stages import NO_GRAD_STAGES
+from harness.scenario.stages import NO_GRAD_STAGES
 
 BASE: dict[str, Any] = {
     "engine": "fsdp",

@@ -4,26 +4,41 @@ tests."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
 from builders import write_dump, write_metrics, write_scenario
+from guard import sitecustomize as guard
 from verl_repo import VerlRepo, make_verl_repo
 
+from harness.artifacts.rundir import ScenarioDir
 from harness.checks import CheckContext
-from harness.loader import load_scenario
-from harness.rundir import ScenarioDir
-from harness.scenario import Scenario
+from harness.scenario.loader import load_scenario
+from harness.scenario.model import Scenario
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked heavy (minutes of training each) are the heavy tier, like heavy: true scenarios."""
-    if config.getoption("harness_heavy"):
-        return
+    """Tests marked heavy (minutes of training each) are the heavy tier, like heavy: true scenarios; they train."""
     skip = pytest.mark.skip(reason="heavy test (minutes of training): run it with --harness-heavy")
     for item in items:
         if item.get_closest_marker("heavy"):
-            item.add_marker(skip)
+            item.add_marker(pytest.mark.trains)
+            if not config.getoption("harness_heavy"):
+                item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _trains_only_when_marked(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test not marked ``trains`` fails where it would start a training, here or in a Python it starts."""
+    if request.node.get_closest_marker("trains"):
+        return
+    monkeypatch.setenv(guard.ENV, request.node.nodeid)
+    paths = [str(Path(guard.__file__).parent), os.environ.get("PYTHONPATH", "")]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in paths if p))
+    monkeypatch.setattr(subprocess.Popen, "__init__", subprocess.Popen.__init__)  # restored after the test
+    guard.install()
 
 
 @pytest.fixture

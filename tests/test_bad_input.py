@@ -24,19 +24,20 @@ from gate_builders import write_results
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from harness.artifacts.rundir import RunDir, ScenarioDir
 from harness.checks import CHECKS
 from harness.checks.base import CheckContext, CheckResult
+from harness.checks.results import record_check
 from harness.cli import main
 from harness.errors import InfraError, ScenarioError, TargetError, WorkloadError
-from harness.executors.docker import DockerExecutor, DockerRuntime
-from harness.launch import ExecResult, Launch
-from harness.loader import load_scenario
-from harness.results import record_check
-from harness.rundir import RunDir, ScenarioDir
-from harness.runs import RunRecord, ScenarioRuns
 from harness.safeio import write_atomic
-from harness.scenario import ExecutorSettings
-from harness.target import cache_dir, parse_target
+from harness.scenario.loader import load_scenario
+from harness.scenario.model import ExecutorSettings
+from harness.target.spec import cache_dir, parse_target
+from harness.training.executors.docker import DockerExecutor
+from harness.training.executors.docker_options import DockerRuntime
+from harness.training.launch import ExecResult, Launch
+from harness.training.runs import RunRecord, ScenarioRuns
 
 PY = sys.executable
 
@@ -334,7 +335,7 @@ except Timeout:
 def test_the_lock_is_held_through_the_checks_and_results_json(tmp_path, monkeypatch):
     """Another harness process (a --reuse re-check, a fresh run) cannot take the scenario between its runs and its
     results: probed from a real child process while a check runs."""
-    import harness.evaluate as ev
+    import harness.pipeline.evaluate as ev
 
     scenario = load_scenario(write_scenario(tmp_path, name="tiny_case"))
     runs = _runs(tmp_path / "res")
@@ -356,7 +357,7 @@ def test_the_lock_is_held_through_the_checks_and_results_json(tmp_path, monkeypa
 def test_a_linked_scenario_dir_is_refused(tmp_path):
     (tmp_path / "res").mkdir()
     (tmp_path / "res" / "tiny_case").symlink_to(tmp_path)
-    from harness.runs import scenario_lock
+    from harness.training.runs import scenario_lock
 
     with pytest.raises(InfraError, match=r"res/tiny_case is a link or not a directory"):
         scenario_lock(ScenarioDir(tmp_path / "res" / "tiny_case"))

@@ -14,8 +14,8 @@ from builders import write_scenario
 from conftest import SMALL_TARGET
 from verl_repo import PROFILE, VerlRepo, git
 
-from harness.bisect import BisectError, Commit, Probe, bisect, history
 from harness.cli import main
+from harness.target.history import BisectError, Commit, Probe, bisect, history
 
 ROOT = Path(__file__).resolve().parents[1]
 BROKEN = "skip actor_update"

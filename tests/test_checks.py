@@ -11,7 +11,7 @@ from builders import write_dump, write_metrics, write_scenario
 from harness.checks import CHECKS, CheckContext
 from harness.checks.known_gap import check_gap
 from harness.checks.overhead import around
-from harness.loader import load_scenario
+from harness.scenario.loader import load_scenario
 
 
 def verdicts(ctx: CheckContext) -> dict[str, list[str]]:

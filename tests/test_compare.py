@@ -95,12 +95,12 @@ def test_a_known_gap_closing_on_head_is_news_not_a_regression():
 
 
 def test_inconclusive_scenarios_get_more_abba_pairs_up_to_the_cap(tmp_path, monkeypatch):
-    """Sequential sampling (harness.base_head): pairs are added while INCONCLUSIVE, the ABBA order goes on, and it
-    stops at the cap (noisy) or as soon as decided (quiet)."""
+    """Sequential sampling (harness.pipeline.base_head): pairs are added while INCONCLUSIVE, the ABBA order goes on,
+    and it stops at the cap (noisy) or as soon as decided (quiet)."""
     from builders import write_scenario
 
-    import harness.base_head as bh
-    from harness.loader import load_scenario
+    import harness.pipeline.base_head as bh
+    from harness.scenario.loader import load_scenario
 
     scenario = load_scenario(write_scenario(tmp_path))
     ran: list[str] = []

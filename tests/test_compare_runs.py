@@ -18,6 +18,8 @@ from harness.gate.compare import compare_scenario
 from harness.gate.numerics import entry_of
 from harness.gate.observe import observe_results
 
+pytestmark = pytest.mark.trains
+
 SCENARIO = "scenarios/tiny_fsdp_l1.yaml"  # the small variant (conftest.SMALL_TARGET)
 
 
@@ -63,7 +65,7 @@ def test_a_commit_that_stops_dumping_a_stage_is_flagged_by_pytest_under_docker(
 
 def test_a_neutral_commit_and_a_a_compare_clean(repo: VerlRepo, cache: Path, small: Path):
     """Overhead is reported here, not judged (--judge disk,structure): on a shared runner two timed runs a side
-    leave it INCONCLUSIVE (harness.stats); dump entries, disk bytes and every check are decided."""
+    leave it INCONCLUSIVE (harness.checks.stats); dump entries, disk bytes and every check are decided."""
     res = small / "cmp_neutral"
     proc = compare(small, cache, f"--base={repo.path}@v0.9.1", f"--head={repo.path}@neutral", "--repeats=2",
                    f"--results={res}", "--judge=disk,structure")  # fmt: skip

@@ -1,4 +1,4 @@
-"""Whose code failed a training (harness.crash), read from logs that real failed trainings left.
+"""Whose code failed a training (harness.artifacts.crash), read from logs that real failed trainings left.
 
 tests/data/crash_logs holds the tails of two real logs of verl 0.9.1 with ``precision_debugger.strict: true`` and a
 critic: the embedded workload (a forked rank's traceback, as torch's start_processes re-prints it) and verl's real
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.crash import Frame, classify, last_traceback
-from harness.launch import ExecResult
+from harness.artifacts.crash import Frame, classify, last_traceback
+from harness.training.launch import ExecResult
 
 LOGS = Path(__file__).parent / "data" / "crash_logs"
 VERL_RAISE = "verl/utils/profiler/precision_debugger_profile.py:176 in _should_collect"
@@ -50,7 +50,11 @@ def test_ray_hops_are_unwrapped_to_the_remote_exception() -> None:
         ("/e/envs/0123/lib/python3.11/site-packages/verl/workers/engine_workers.py", "verl", "verl/workers/"),
         ("/src/verl/verl/utils/profiler/profile.py", "verl", "verl/utils/profiler/profile.py"),
         ("/usr/lib/python3/dist-packages/msprobe/pytorch/dump.py", "msprobe", "msprobe/pytorch/dump.py"),
-        ("/work/verl-harness/harness/workloads/verl_cpu/patches.py", "harness", "harness/workloads/verl_cpu/"),
+        (
+            "/work/verl-harness/harness/training/workloads/verl_cpu/patches.py",
+            "harness",
+            "harness/training/workloads/verl_cpu/",
+        ),
         ("/venv/lib/python3.11/site-packages/torch/nn/modules/module.py", "other", "/venv/"),
         ("/venv/lib/python3.11/site-packages/verl_tools/harness/x.py", "other", "/venv/"),  # not verl's own package
         ("<frozen runpy>", "other", "<frozen runpy>"),

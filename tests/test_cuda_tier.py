@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness import devices
+from harness.artifacts.rundir import RunDir
 from harness.errors import InfraError, ScenarioError
-from harness.loader import load_scenario
-from harness.rundir import RunDir
-from harness.workloads import cpu_ppo, cpu_ppo_train
+from harness.scenario import devices
+from harness.scenario.loader import load_scenario
+from harness.training.workloads import cpu_ppo, cpu_ppo_train
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["tiny_cuda_fsdp_l0", "tiny_cuda_fsdp_l1", "tiny_cuda_fsdp_l1_nccl", "tiny_cuda_fsdp_mix"]

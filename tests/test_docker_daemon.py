@@ -25,11 +25,14 @@ from docker import DockerClient
 
 from harness import cli
 from harness.errors import InfraError
-from harness.executors.base import PID_LABEL, owner_labels
-from harness.executors.docker import DockerRuntime, connect
-from harness.executors.docker_image import build_cpu_image
-from harness.loader import load_scenario
-from harness.runs import LABEL_PREFIX, ensure_runs
+from harness.scenario.loader import load_scenario
+from harness.training.executors.base import PID_LABEL, owner_labels
+from harness.training.executors.docker import connect
+from harness.training.executors.docker_image import build_cpu_image
+from harness.training.executors.docker_options import DockerRuntime
+from harness.training.runs import LABEL_PREFIX, ensure_runs
+
+pytestmark = pytest.mark.trains
 
 ROOT = Path(__file__).resolve().parents[1]
 REQUIRED = os.environ.get("HARNESS_REQUIRE_DOCKER") == "1"

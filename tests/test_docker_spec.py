@@ -19,18 +19,13 @@ import requests
 from docker.models.containers import _create_container_args
 from docker.types import DeviceRequest
 
-from harness.executors.base import LABEL_PREFIX, PID_LABEL, owner_labels
-from harness.executors.docker import (
-    ASCEND_DRIVER_PATHS,
-    DockerExecutor,
-    DockerRuntime,
-    Mount,
-    container_spec,
-    host_python,
-)
-from harness.launch import Launch
-from harness.rundir import RunDir
-from harness.scenario import ExecutorSettings
+from harness.artifacts.rundir import RunDir
+from harness.scenario.model import ExecutorSettings
+from harness.training.executors.base import LABEL_PREFIX, PID_LABEL, owner_labels
+from harness.training.executors.docker import DockerExecutor
+from harness.training.executors.docker_options import ASCEND_DRIVER_PATHS, DockerRuntime, Mount
+from harness.training.executors.docker_spec import container_spec, host_python
+from harness.training.launch import Launch
 
 LABELS = {"io.harness.session": "s1", "io.harness.scenario": "tiny", "io.harness.run": "on"}
 
@@ -38,7 +33,7 @@ LABELS = {"io.harness.session": "s1", "io.harness.scenario": "tiny", "io.harness
 def spec_for(tmp_path: Path, **runtime: Any) -> dict[str, Any]:
     run = RunDir(tmp_path / "results" / "tiny" / "on")
     launch = Launch(
-        module="harness.workloads.cpu_ppo_train",
+        module="harness.training.workloads.cpu_ppo_train",
         args=[str(run.spec)],
         env={"VERL_FILE_LOGGER_PATH": str(run.metrics)},
         workdir=run.root,
@@ -58,7 +53,7 @@ def test_cpu_self_contained_image(tmp_path):
     spec = spec_for(tmp_path)
     run_dir = str(tmp_path / "results" / "tiny" / "on")
     assert spec["image"] == "verl-msprobe-harness:cpu"
-    assert spec["command"] == ["python3", "-m", "harness.workloads.cpu_ppo_train", f"{run_dir}/spec.json"]
+    assert spec["command"] == ["python3", "-m", "harness.training.workloads.cpu_ppo_train", f"{run_dir}/spec.json"]
     assert spec["working_dir"] == run_dir
     assert spec["labels"] == LABELS
     assert spec["user"] == f"{os.getuid()}:{os.getgid()}"  # files written in the run dir stay the user's
@@ -161,7 +156,7 @@ def test_cuda_gpus_become_a_device_request(tmp_path):
 def test_local_pass_env_patterns_carry_the_job_containers_cann_environment(tmp_path, monkeypatch):
     """In verl's job container CANN's set_env.sh variables make the NPUs usable; the local executor passes the
     patterns a scenario names (executor.local.pass_env), and still nothing else of the host."""
-    from harness.executors.local import _env
+    from harness.training.executors.local import _env
 
     monkeypatch.setenv("ASCEND_TOOLKIT_HOME", "/usr/local/Ascend/ascend-toolkit/latest")
     monkeypatch.setenv("LD_LIBRARY_PATH", "/usr/local/Ascend/driver/lib64")

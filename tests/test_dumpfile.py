@@ -18,11 +18,11 @@ import pytest
 from builders import dump_doc, tensor, write_dump
 from msprobe.core.common.file_utils import save_json
 
-from harness import dumpfile
-from harness.artifacts import DumpTree, Metrics, iter_tensors
+from harness.artifacts import dumpfile
+from harness.artifacts.dumpfile import DumpFile, NotRegularFile
+from harness.artifacts.reader import DumpTree, Metrics, iter_tensors
 from harness.checks import CHECKS, CheckContext
 from harness.checks.contents import _plain, _plain_tensors
-from harness.dumpfile import DumpFile, NotRegularFile
 from harness.errors import MetricsError
 from harness.gate.structure import key, normalise, structure_of
 

@@ -1,4 +1,4 @@
-"""The test-only fault knobs (harness.workloads.fault_injection): where they reach, and what they do."""
+"""The test-only fault knobs (harness.training.workloads.fault_injection): where they reach, and what they do."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import time
 import pytest
 from builders import write_dump, write_scenario
 
-from harness.loader import load_scenario
-from harness.rundir import RunDir
-from harness.workloads import fault_injection
-from harness.workloads.cpu_ppo import CpuPpo
+from harness.artifacts.rundir import RunDir
+from harness.scenario.loader import load_scenario
+from harness.training.workloads import fault_injection
+from harness.training.workloads.cpu_ppo import CpuPpo
 
 
 def test_fault_knobs_pass_only_when_set_and_only_to_the_on_run(tmp_path, monkeypatch):

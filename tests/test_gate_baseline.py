@@ -7,9 +7,9 @@ import json
 import pytest
 from gate_builders import ENV, write_results
 
+from harness.artifacts.figures import family
 from harness.cli import main
 from harness.errors import BaselineError
-from harness.figures import family
 from harness.gate.baseline import (
     DEFAULT_POLICY,
     Baseline,

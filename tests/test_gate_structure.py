@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 from builders import write_dump, write_metrics
 
+from harness.artifacts.rundir import ScenarioDir
 from harness.cli import evaluate
 from harness.gate.baseline import build
 from harness.gate.observe import observe_results
 from harness.gate.structure import name_diff, normalise, structure_of
 from harness.gate.verdicts import compare_scenario
-from harness.launch import ExecResult
-from harness.rundir import ScenarioDir
-from harness.runs import RunRecord, fingerprint
-from harness.target import pinned_target
+from harness.target.spec import pinned_target
+from harness.training.launch import ExecResult
+from harness.training.runs import RunRecord, fingerprint
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -7,10 +7,10 @@ import json
 
 from gate_builders import write_results
 
-from harness.base_head import write_comparison
 from harness.cli import main
 from harness.gate.baseline import build
 from harness.gate.compare import Comparison, FigureComparison, ScenarioComparison
+from harness.pipeline.base_head import write_comparison
 from harness.report.github import MAX_PER_LEVEL, annotation_lines, load, summary
 
 ORDER = ["base", "head", "head", "base"]

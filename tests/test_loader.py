@@ -11,8 +11,8 @@ import pytest
 from builders import write_scenario
 
 from harness.cli import main
-from harness.loader import ScenarioError, load_scenario, scenario_files
-from harness.scenario import Scenario
+from harness.scenario.loader import ScenarioError, load_scenario, scenario_files
+from harness.scenario.model import Scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 from builders import default_signals, write_scenario
 
+pytestmark = pytest.mark.trains
+
 SMALL: dict[str, Any] = {
     "world_size": 1,
     "steps": 3,

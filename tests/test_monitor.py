@@ -13,10 +13,10 @@ from types import SimpleNamespace
 import pytest
 from rich.console import Console
 
+from harness.artifacts.rundir import RunDir
 from harness.cli import LiveBars
-from harness.monitor import Cap, Monitor, PeriodicLines, Progress, Watch, dump_cap, parse_size, tree_size
-from harness.rundir import RunDir
-from harness.settings import DiskBudget
+from harness.scenario.blocks import DiskBudget
+from harness.training.monitor import Cap, Monitor, PeriodicLines, Progress, Watch, dump_cap, parse_size, tree_size
 
 MB = 1_000_000
 

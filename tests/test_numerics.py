@@ -12,7 +12,7 @@ from builders import tensor, write_dump
 
 from harness.cli import main
 from harness.gate.numerics import Numerics, NumericsReport, StageNumerics, compare_numerics, entry_of
-from harness.settings import NumericsScope
+from harness.scenario.blocks import NumericsScope
 
 NARROW = r"^Tensor\.narrow\.\d+\.(forward|backward)$"
 

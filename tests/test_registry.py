@@ -23,9 +23,9 @@ import sys
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from harness.launch import Launch
-from harness.rundir import RunDir
-from harness.settings import ScenarioView
+from harness.training.launch import Launch
+from harness.artifacts.rundir import RunDir
+from harness.scenario.blocks import ScenarioView
 from harness.strict import Strict
 
 
@@ -49,7 +49,9 @@ class Echo:
                 "profiled": pd.steps if enabled else [], "stages": pd.stages, "dumps": str(run.dumps),
                 "metrics": str(run.metrics)}
         run.spec.write_text(json.dumps(spec))
-        return Launch(module="harness.workloads.echo", args=[str(run.spec)], env={}, workdir=run.root, python=python)
+        return Launch(
+            module="harness.training.workloads.echo", args=[str(run.spec)], env={}, workdir=run.root, python=python
+        )
 
     def takes_slot(self, scenario: ScenarioView) -> bool:
         return False
@@ -92,9 +94,9 @@ import threading
 import time
 from typing import Any, ClassVar
 
-from harness.launch import ExecResult, Launch
-from harness.rundir import RunDir
-from harness.settings import ExecutorSettingsBase
+from harness.training.launch import ExecResult, Launch
+from harness.artifacts.rundir import RunDir
+from harness.scenario.blocks import ExecutorSettingsBase
 from harness.strict import Strict
 
 
@@ -143,18 +145,24 @@ def _add_line(text: str, after: str, line: str) -> str:
 def test_a_new_workload_and_executor_are_one_module_and_one_registry_line_each(tmp_path):
     pkg = tmp_path / "harness"
     shutil.copytree(ROOT / "harness", pkg, ignore=shutil.ignore_patterns("__pycache__"))
-    (pkg / "workloads" / "echo.py").write_text(ECHO)
-    (pkg / "executors" / "inline.py").write_text(INLINE)
-    registry = (pkg / "registry.py").read_text()
-    edited = _add_line(registry, '    "harness.workloads.verl_ppo:VerlPpo",\n', '    "harness.workloads.echo:Echo",\n')
+    (pkg / "training" / "workloads" / "echo.py").write_text(ECHO)
+    (pkg / "training" / "executors" / "inline.py").write_text(INLINE)
+    registry = (pkg / "scenario" / "registry.py").read_text()
     edited = _add_line(
-        edited, '    "harness.executors.docker:DockerExecutor",\n', '    "harness.executors.inline:InlineExecutor",\n'
+        registry,
+        '    "harness.training.workloads.verl_ppo:VerlPpo",\n',
+        '    "harness.training.workloads.echo:Echo",\n',
     )
-    (pkg / "registry.py").write_text(edited)
+    edited = _add_line(
+        edited,
+        '    "harness.training.executors.docker:DockerExecutor",\n',
+        '    "harness.training.executors.inline:InlineExecutor",\n',
+    )
+    (pkg / "scenario" / "registry.py").write_text(edited)
     diff = [ln for ln in difflib.unified_diff(registry.splitlines(), edited.splitlines(), lineterm="", n=0)]
     assert [ln for ln in diff if ln[:1] in "+-" and ln[:3] not in ("+++", "---")] == [
-        '+    "harness.workloads.echo:Echo",',
-        '+    "harness.executors.inline:InlineExecutor",',
+        '+    "harness.training.workloads.echo:Echo",',
+        '+    "harness.training.executors.inline:InlineExecutor",',
     ]
 
     scenario = {

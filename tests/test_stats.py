@@ -1,4 +1,4 @@
-"""The one statistical decision (harness.stats): known distributions, known answers."""
+"""The one statistical decision (harness.checks.stats): known distributions, known answers."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import scipy.stats as sps
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness import stats
+from harness.checks import stats
 
 TOL = 0.075
 

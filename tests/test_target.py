@@ -21,13 +21,13 @@ from gate_builders import ENV, write_results
 from verl_repo import PROFILE, VerlRepo, git
 
 from harness.errors import InfraError
-from harness.executors.ascend_image import build_args, make_context
 from harness.gate.baseline import build
 from harness.gate.observe import observe_dir
 from harness.gate.verdicts import gate_dirs
 from harness.report.summary import summary_markdown
-from harness.target import TargetError, parse_target
-from harness.target_env import _MADE, ensure_env
+from harness.target.environment import _MADE, ensure_env
+from harness.target.spec import TargetError, parse_target
+from harness.training.executors.ascend_image import build_args, make_context
 
 pytestmark = pytest.mark.xdist_group("target")  # the docker test re-reads the neutral commit's local results
 
@@ -224,8 +224,9 @@ def test_ascend_image_build_args_and_label(repo: VerlRepo, use_cache: Path, tmp_
 def test_self_contained_image_must_hold_the_target(tmp_path: Path) -> None:
     """The label read back: the scenario's image if it holds the target, else a local image labelled with it (base
     and head of a comparison each have one), else an infrastructure error naming both."""
-    from harness.executors.docker import IMAGE_KIND_LABEL, TARGET_LABEL, resolve_settings
-    from harness.scenario import ExecutorSettings
+    from harness.scenario.model import ExecutorSettings
+    from harness.training.executors.docker import resolve_settings
+    from harness.training.executors.docker_options import IMAGE_KIND_LABEL, TARGET_LABEL
 
     class Image:
         def __init__(self, verl: str, tag: str) -> None:
@@ -259,8 +260,9 @@ def test_missing_named_image_falls_through_to_the_label(tmp_path: Path) -> None:
     raises ImageNotFound there), and fail in one line only when neither exists."""
     import docker.errors
 
-    from harness.executors.docker import IMAGE_KIND_LABEL, TARGET_LABEL, resolve_settings
-    from harness.scenario import ExecutorSettings
+    from harness.scenario.model import ExecutorSettings
+    from harness.training.executors.docker import resolve_settings
+    from harness.training.executors.docker_options import IMAGE_KIND_LABEL, TARGET_LABEL
 
     class Image:
         def __init__(self, verl: str, tag: str) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from harness.loader import load_scenario
+from harness.scenario.loader import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 VERL = ROOT / "tests" / "fixtures" / "verl_ascend_ci"

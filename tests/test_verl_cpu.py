@@ -12,14 +12,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness import slots
+from harness.artifacts.rundir import ScenarioDir
 from harness.errors import InfraError
-from harness.loader import ScenarioError, load_scenario
-from harness.rundir import ScenarioDir
-from harness.workloads.verl_config import VerlConfigError, compose, unreachable_stages, verl_config_dir
-from harness.workloads.verl_cpu import assets, patches
-from harness.workloads.verl_cpu.names import PLUGIN
-from harness.workloads.verl_ppo import VerlPpo, build_overrides, cpu_overrides
+from harness.scenario.loader import ScenarioError, load_scenario
+from harness.training import slots
+from harness.training.workloads.verl_config import VerlConfigError, compose, unreachable_stages, verl_config_dir
+from harness.training.workloads.verl_cpu import assets, patches
+from harness.training.workloads.verl_cpu.names import PLUGIN
+from harness.training.workloads.verl_ppo import VerlPpo
+from harness.training.workloads.verl_ppo.cpu import cpu_overrides
+from harness.training.workloads.verl_ppo.overrides import build_overrides
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL = sorted(p.stem for p in (ROOT / "scenarios").glob("real_*.yaml"))
@@ -90,7 +92,7 @@ def test_real_argv_passes_the_offline_check_and_every_expected_stage_runs(name, 
     sdir = ScenarioDir(tmp_path / name)
     for mode in ("off", "on"):
         launch = VerlPpo().prepare(scenario, sdir.run(mode), enabled=mode == "on", dry=True)
-        assert launch.module == "harness.workloads.verl_cpu.main"
+        assert launch.module == "harness.training.workloads.verl_cpu.main"
         assert launch.env["VERL_USE_EXTERNAL_MODULES"] == PLUGIN and launch.env["OMP_NUM_THREADS"] == "1"
     config_name, overrides, _ = build_overrides(scenario, sdir.run("on"), enabled=True)
     cfg = compose(config_name, overrides)
@@ -147,7 +149,7 @@ def test_a_symbol_verl_dropped_is_named_before_training(tmp_path, monkeypatch):
     ]
     assert "flash_attention_2 hard-coded" in problems[1]
 
-    import harness.workloads.verl_config as verl_config
+    import harness.training.workloads.verl_config as verl_config
 
     monkeypatch.setattr(verl_config, "verl_config_dir", lambda python=None: root / "trainer" / "config")
     scenario = load_scenario(ROOT / "scenarios" / "real_fsdp_l0.yaml")
@@ -194,7 +196,7 @@ def test_assets_are_made_once_and_cached(tmp_path, monkeypatch):
 
 
 def test_the_dense_reward_varies_with_the_response():
-    from harness.workloads.verl_cpu.reward import compute_score
+    from harness.training.workloads.verl_cpu.reward import compute_score
 
     assert compute_score("openai/gsm8k", "aaaa", "12") == 0.125  # no digits, one distinct character in four
     assert compute_score("openai/gsm8k", "aaab", "12") == 0.25
@@ -232,7 +234,7 @@ def test_slot_capacity_follows_memory_and_cores(monkeypatch):
 def test_the_launcher_removes_ray_dirs_of_killed_launchers_only(tmp_path):
     import os
 
-    from harness.workloads.verl_cpu.main import PREFIX, _remove_stale
+    from harness.training.workloads.verl_cpu.main import PREFIX, _remove_stale
 
     dead, alive, other = (tmp_path / f"{PREFIX}{n}-x" for n in (2**22 + 12345, os.getpid(), "abc"))
     for d in (dead, alive, other):

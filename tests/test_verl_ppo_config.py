@@ -8,11 +8,13 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
+from harness.artifacts.rundir import ScenarioDir
 from harness.errors import InfraError
-from harness.loader import ScenarioError, load_scenario
-from harness.rundir import ScenarioDir
-from harness.workloads.verl_config import VerlConfigError, check_overrides, compose, unreachable_stages
-from harness.workloads.verl_ppo import TOOL_CONFIG, VerlPpo, build_overrides, expand_path
+from harness.scenario.loader import ScenarioError, load_scenario
+from harness.training.workloads.verl_config import VerlConfigError, check_overrides, compose, unreachable_stages
+from harness.training.workloads.verl_ppo import VerlPpo
+from harness.training.workloads.verl_ppo.overrides import TOOL_CONFIG, build_overrides
+from harness.training.workloads.verl_ppo.settings import expand_path
 
 ROOT = Path(__file__).resolve().parents[1]
 QWEN = sorted(p.stem for p in (ROOT / "scenarios").glob("qwen2_0_5b_*.yaml"))
@@ -171,7 +173,7 @@ def test_prepare_refuses_missing_inputs_and_says_how_to_make_the_data(tmp_path, 
         VerlPpo().prepare(scenario, ScenarioDir(tmp_path / "r").run("on"), enabled=True)
     msg = str(exc.value)
     assert f"model {tmp_path / 'no-model'}" in msg and f"train data {tmp_path / 'no-data' / 'train.parquet'}" in msg
-    assert "python -m harness.workloads.gsm8k_data --raw" in msg and f"--out {tmp_path / 'no-data'}" in msg
+    assert "python -m harness.training.workloads.gsm8k_data --raw" in msg and f"--out {tmp_path / 'no-data'}" in msg
 
 
 @pytest.mark.parametrize("name", QWEN)

@@ -37,7 +37,7 @@ def fake_raw_gsm8k(root: Path) -> Path:
 def test_prepares_verl_rl_parquet_offline(tmp_path):
     raw, out = fake_raw_gsm8k(tmp_path / "raw"), tmp_path / "data" / "gsm8k"
     env = {**os.environ, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    argv = [sys.executable, "-m", "harness.workloads.gsm8k_data", "--raw", str(raw), "--out", str(out)]
+    argv = [sys.executable, "-m", "harness.training.workloads.gsm8k_data", "--raw", str(raw), "--out", str(out)]
     proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split() == [str(out / "train.parquet"), str(out / "test.parquet")]

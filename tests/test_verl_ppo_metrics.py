@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.artifacts import Metrics
+from harness.artifacts.reader import Metrics
+from harness.artifacts.rundir import ScenarioDir
 from harness.checks import CheckContext
 from harness.checks.overhead import check_overhead
-from harness.loader import load_scenario
-from harness.rundir import ScenarioDir
+from harness.scenario.loader import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
-# the mapping, spelled out here so that a change of harness.stages shows up as a failure
+# the mapping, spelled out here so that a change of harness.scenario.stages shows up as a failure
 STAGE_OF_TIMER = {
     "old_log_prob": "actor_compute_log_prob",
     "ref": "ref_compute_log_prob",

@@ -9,11 +9,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import Protocol
 
-from harness.artifacts import DumpDir, DumpTree, Metrics
-from harness.crash import Crash
+from harness.artifacts.crash import Crash
+from harness.artifacts.reader import DumpDir, DumpTree, Metrics
+from harness.artifacts.rundir import MODES, Mode, ScenarioDir
 from harness.errors import MetricsError
-from harness.rundir import MODES, Mode, ScenarioDir
-from harness.scenario import Scenario
+from harness.scenario.model import Scenario
 
 Figure = float | int | str
 

@@ -12,11 +12,11 @@ from operator import contains
 from pathlib import Path
 from typing import Any
 
-from harness import figures as fig
-from harness.artifacts import DumpDir, iter_tensors
+from harness.artifacts import figures as fig
+from harness.artifacts.dumpfile import DumpFile, NotRegularFile
+from harness.artifacts.reader import DumpDir, iter_tensors
 from harness.checks.base import CheckContext, CheckResult
-from harness.dumpfile import DumpFile, NotRegularFile
-from harness.stages import NO_GRAD_STAGES
+from harness.scenario.stages import NO_GRAD_STAGES
 
 API_PREFIXES = ("Functional.", "Tensor.", "Torch.", "Distributed.", "NPU.", "Aten.", "VF.")
 MODULE_PREFIX = "Module."

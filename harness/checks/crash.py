@@ -1,19 +1,19 @@
 """Turning precision_debugger on must not crash the training: a crash in verl or msprobe is this check's failure.
 
 The most serious regression the integration can have is a training that dies because the tool is on. Whose code
-raised is decided from what the run left (``harness.crash``); a crash of the harness, the environment or the runner
-never gets here (it is an error, exit 2). Each problem is what a verl maintainer could paste into an issue: the
-exception, the file and line it came from, how the other run ended, and the command that reproduces it.
+raised is decided from what the run left (``harness.artifacts.crash``); a crash of the harness, the environment or
+the runner never gets here (it is an error, exit 2). Each problem is what a verl maintainer could paste into an
+issue: the exception, the file and line it came from, how the other run ended, and the command that reproduces it.
 """
 
 from __future__ import annotations
 
 import re
 
+from harness.artifacts.crash import Crash
+from harness.artifacts.rundir import MODES, Mode
 from harness.checks.base import CheckContext, CheckResult
-from harness.crash import Crash
-from harness.rundir import MODES, Mode
-from harness.settings import KnownBug
+from harness.scenario.blocks import KnownBug
 
 
 def _ended(ctx: CheckContext, mode: Mode) -> str:

@@ -1,14 +1,14 @@
 """Disk: dump bytes per step, per stage, per rank and in total, against the scenario's budgets.
 
-A run the monitor stopped at the dump cap (``harness.monitor``) fails here first, with how far it got."""
+A run the monitor stopped at the dump cap (``harness.training.monitor``) fails here first, with how far it got."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 
-from harness import figures as fig
+from harness.artifacts import figures as fig
+from harness.artifacts.figures import mb
 from harness.checks.base import CheckContext, CheckResult
-from harness.figures import mb
 
 
 def check_disk(ctx: CheckContext) -> CheckResult:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from harness import figures as fig
+from harness.artifacts import figures as fig
 from harness.checks.base import CheckContext, CheckResult
-from harness.settings import KnownGap
+from harness.scenario.blocks import KnownGap
 
 PREFIX = "known_gap"
 

@@ -1,7 +1,7 @@
 """Overhead: step (and stage) time with precision_debugger on against off.
 
 Each ratio is estimated from its samples, one per step and rank, and decided against its max by
-``harness.stats``: over only when the whole interval is, INCONCLUSIVE when the interval straddles the max.
+``harness.checks.stats``: over only when the whole interval is, INCONCLUSIVE when the interval straddles the max.
 The embedded workload logs every rank's CPU time per timer (a process sharing the core doubles a rank's wall
 time here, not its CPU time) and does the same work every step, so a profiled step is divided by the same rank's
 unprofiled steps of the same run (``in_run``: one process, one minute of the machine) and the unprofiled steps by
@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import statistics
 
-from harness import figures as fig
-from harness import stats
+from harness.artifacts import figures as fig
+from harness.artifacts.rundir import MODES
+from harness.checks import stats
 from harness.checks.base import CheckContext, CheckResult
 from harness.errors import MetricsError
-from harness.rundir import MODES
 
 
 def ratios(on: dict[int, float], off: dict[int, float], steps: list[int]) -> dict[int, float]:

@@ -22,8 +22,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, FiniteFloat, PositiveInt, ValidationError
 
+from harness.artifacts.figures import check_figures, family, overhead, parse, samples_of
 from harness.errors import BaselineError
-from harness.figures import check_figures, family, overhead, parse, samples_of
 from harness.gate.observe import Observation, observe_dir
 from harness.gate.structure import Structure
 from harness.safeio import MB, InputError, read_text, write_atomic
@@ -65,9 +65,9 @@ class Policy(BaseModel):
 # Overhead: k=0, the floor is the point of indifference (x1.075) between no change, which must pass, and the
 # change the gate is sized to catch, the floor twice over (x1.156; ``stats.against_tolerance``). The noise is not
 # folded into the tolerance any more: every overhead verdict is an interval from the per-step, per-rank samples
-# (``harness.stats``), INCONCLUSIVE rather than wrong when the noise is wider than the change. Disk and structure:
-# a handful of calibration runs underestimates the spread (for n=3 the largest deviation from the mean is about
-# 0.9 sigma, a new run deviates from that mean by ~1.15 sigma), so k ~ 3; dump bytes barely move (floor 5 %); the
+# (``harness.checks.stats``), INCONCLUSIVE rather than wrong when the noise is wider than the change. Disk and
+# structure: a handful of calibration runs underestimates the spread (for n=3 the largest deviation from the mean is
+# about 0.9 sigma, a new run deviates from that mean by ~1.15 sigma), so k ~ 3; dump bytes barely move (floor 5 %); the
 # structure of a deterministic training does not move at all, so any change in it is a finding.
 DEFAULT_POLICY: dict[str, Policy] = {
     "overhead": Policy(k=0.0, floor=0.075),

@@ -5,7 +5,7 @@ with the runner's drift; run side by side, interleaved (base, head, head, base, 
 module judges what such runs left on disk (results directories, one per side and repeat):
 
 - every gated figure (overhead ratios, disk bytes, structure entry counts) as head/base, decided by ``decide``
-  on ``harness.stats`` (overhead: an interval from the per-step, per-rank samples of every repeat);
+  on ``harness.checks.stats`` (overhead: an interval from the per-step, per-rank samples of every repeat);
 - dump structure names per stage and rank, and every check's verdict (layout, contents, ...), decided now:
   any change in the entry names, or a check that passes on base and fails on head, is a regression.
 """
@@ -17,9 +17,10 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Literal
 
-from harness import outcomes, stats
+from harness import outcomes
+from harness.artifacts.figures import FAMILIES, family, fmt, ratio, samples_of, structure_names
+from harness.checks import stats
 from harness.checks.known_gap import is_gap
-from harness.figures import FAMILIES, family, fmt, ratio, samples_of, structure_names
 from harness.gate.baseline import floor
 from harness.gate.numerics import NumericsReport
 from harness.gate.observe import Observation
@@ -32,7 +33,7 @@ MAX_NAMES = 6
 def decide(
     metric: str, base: list[float], head: list[float], samples: tuple[list[dict[str, float]], ...] = ()
 ) -> stats.Decision:
-    """Head against base for one figure, by ``harness.stats``. Overhead: head/base of the per-step, per-rank
+    """Head against base for one figure, by ``harness.checks.stats``. Overhead: head/base of the per-step, per-rank
     samples of each repeat (``samples``: base's and head's, one mapping per repeat), else of the repeats' values,
     with its interval against the family's tolerance; disk and structure counts (deterministic) exactly."""
     fam = family(metric) or "structure"

@@ -34,7 +34,7 @@ from typing import Any
 
 from harness.errors import InfraError
 from harness.gate import stats_compare
-from harness.settings import NumericsScope
+from harness.scenario.blocks import NumericsScope
 
 ENGINES = ("harness", "msprobe")
 

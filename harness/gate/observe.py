@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import figures as fig
+from harness.artifacts import figures as fig
+from harness.artifacts.figures import family
+from harness.checks.results import read_results
 from harness.errors import BaselineError
-from harness.figures import family
 from harness.gate.structure import Structure, structure_of
-from harness.results import read_results
 
 
 @dataclass

@@ -3,8 +3,9 @@
 msprobe 26.2's ``compare`` loads both dump.json files whole into pandas (0.67 MB/s, 731 MB peak RSS on a 16.9 MB
 pair, measured in issue 31); real L1 dumps are hundreds of MB per rank. This module computes what its default
 mode (``msprobe compare -tp NPU -gp BENCH``: no fuzzy match, no mappings, same framework) writes, entry by entry,
-from ``harness.dumpfile``. Read from msprobe 26.2 (``msprobe/core/compare/acc_compare.py``, ``compare/utils.py``,
-``compare/indicator_analysis/``), not guessed; msprobe's own compare stays the oracle in the tests:
+from ``harness.artifacts.dumpfile``. Read from msprobe 26.2 (``msprobe/core/compare/acc_compare.py``,
+``compare/utils.py``, ``compare/indicator_analysis/``), not guessed; msprobe's own compare stays the oracle in the
+tests:
 
 - Rows (``read_op``, ``op_item_parse``, ``gen_op_item``): one per leaf of an entry's input_args, input_kwargs,
   input, output, parameters (``.input.N`` / ``.output.N`` / ``.parameters.NAME``, nested lists and dicts add
@@ -41,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.dumpfile import DumpFile
+from harness.artifacts.dumpfile import DumpFile
 
 BASIC = ["NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape", "Bench Tensor Shape",
          "NPU Requires_grad", "Bench Requires_grad"]  # fmt: skip

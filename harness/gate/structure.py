@@ -15,8 +15,8 @@ from itertools import chain
 from pathlib import Path
 from typing import Any
 
-from harness.artifacts import DumpTree
-from harness.dumpfile import DumpFile
+from harness.artifacts.dumpfile import DumpFile
+from harness.artifacts.reader import DumpTree
 
 # Module.<path>.<Class>.forward.0, Module.<path>.<Class>.parameters_grad.0 (L0 and mix)
 _MODULE = re.compile(r"^(?P<head>(?:Module|Cell)\..+\.(?:forward|backward|parameters_grad))\.\d+$")

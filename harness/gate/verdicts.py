@@ -5,7 +5,7 @@ beyond it (then the baseline is stale and should be refreshed). Dump structure h
 entry counts outside tolerance and any change in the set of (normalised) entry names are regressions.
 Measurements from another device kind or msprobe version are reported and not compared.
 
-Overhead ratios are decided by ``harness.stats``: now/baseline as an interval from the per-step, per-rank
+Overhead ratios are decided by ``harness.checks.stats``: now/baseline as an interval from the per-step, per-rank
 samples of the baseline's runs and of this run, against the tolerance; INCONCLUSIVE when it straddles it.
 
 Exit codes (``python -m harness gate``): 0 nothing regressed; 1 a regression; 2 an error (a failed run,
@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from harness import outcomes, stats
+from harness import outcomes
+from harness.artifacts.figures import family, fmt, samples_of, structure_names
+from harness.checks import stats
 from harness.checks.base import CheckResult
-from harness.figures import family, fmt, samples_of, structure_names
 from harness.gate.baseline import BLOCKING_ENV, INFO_ENV, OVERHEAD_ENV, Baseline
 from harness.gate.observe import Observation, observe_dir
 from harness.gate.structure import name_diff

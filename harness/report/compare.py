@@ -10,7 +10,7 @@ import matplotlib
 matplotlib.use("Agg")  # CI has no display; must precede pyplot
 import matplotlib.pyplot as plt
 
-from harness.figures import family, fmt
+from harness.artifacts.figures import family, fmt
 from harness.gate.compare import Comparison, ScenarioComparison
 from harness.gate.observe import Observation
 from harness.report.plots import stage_bytes, step_times

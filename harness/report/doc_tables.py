@@ -9,8 +9,8 @@ import json
 import statistics
 from pathlib import Path
 
-from harness import figures as fig
-from harness.figures import mb
+from harness.artifacts import figures as fig
+from harness.artifacts.figures import mb
 from harness.gate.observe import Observation
 from harness.report.plots import stage_bytes, step_times
 

@@ -67,7 +67,7 @@ class CompareScenario(_Doc):
 
 
 class CompareDoc(_Doc):
-    """``compare.json`` (``harness.base_head.write_comparison``)."""
+    """``compare.json`` (``harness.pipeline.base_head.write_comparison``)."""
 
     base: str
     head: str
@@ -94,7 +94,7 @@ class GateScenario(_Doc):
 
 
 class GateDoc(_Doc):
-    """``harness gate --json`` (``harness.cli_gate.cmd_gate``)."""
+    """``harness gate --json`` (``harness.cli.gate.cmd_gate``)."""
 
     exit_code: int
     verdict: str

@@ -10,7 +10,7 @@ matplotlib.use("Agg")  # CI has no display; must precede pyplot
 import matplotlib.pyplot as plt
 from matplotlib.ticker import FuncFormatter, LogLocator
 
-from harness import figures as fig
+from harness.artifacts import figures as fig
 from harness.gate.observe import Observation
 
 

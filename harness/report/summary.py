@@ -6,7 +6,7 @@ import math
 import statistics
 from pathlib import Path
 
-from harness import figures as fig
+from harness.artifacts import figures as fig
 from harness.checks.known_gap import is_gap
 from harness.gate.baseline import Baseline
 from harness.gate.observe import Observation

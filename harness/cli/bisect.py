@@ -1,0 +1,142 @@
+"""``python -m harness bisect``: the first bad (or, with ``--find fix``, the first good) verl commit between two refs.
+
+Exit codes as everywhere in the harness (``harness.outcomes``): 0 the commit is found; 2 bad input (refs not in
+order, an endpoint that already has the other verdict or none, not a verl repository) or an error; 3 skipped
+commits next to the flip leave several candidates (the lines name them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import uuid
+from pathlib import Path
+
+from harness import outcomes
+from harness.checks import CHECKS
+from harness.checks.known_gap import gap_name
+from harness.errors import HarnessError, InfraError, ScenarioError, one_line
+from harness.pipeline.evaluate import evaluate
+from harness.scenario.devices import skip_reason
+from harness.scenario.loader import load_scenario, scenario_files
+from harness.scenario.model import Scenario
+from harness.scenario.registry import EXECUTORS
+from harness.target.history import NOISY_CHECKS, OVERHEAD_REFUSAL, BisectError, Commit, Probe, ProbeFn, bisect, history
+from harness.target.spec import parse_target
+from harness.training.monitor import Watch
+from harness.training.runs import results_dir, target_env
+
+
+def _scenarios(paths: list[str]) -> list[Scenario]:
+    files = scenario_files(paths)
+    if not files:
+        raise ScenarioError([f"no scenario files found in {' '.join(paths)}"])
+    problems, out = [], []
+    for f in files:
+        try:
+            out.append(load_scenario(f))
+        except ScenarioError as exc:
+            problems += exc.problems
+    if problems:
+        raise ScenarioError(problems)
+    for s in out:
+        if reason := skip_reason(s):
+            raise BisectError(f"{s.name} cannot run on this machine ({reason}): nothing to bisect here")
+    return out
+
+
+def _checks(scenarios: list[Scenario], wanted: list[str]) -> list[str] | None:
+    """The checks named (crash first: a crash leaves every other check unjudged), or None for every exact one."""
+    if noisy := NOISY_CHECKS & set(wanted):
+        raise BisectError(f"--check {', '.join(sorted(noisy))}: {OVERHEAD_REFUSAL}")
+    known = [*CHECKS, *(gap_name(g) for s in scenarios for g in s.expect.known_gaps)]
+    if unknown := [w for w in wanted if w not in known]:
+        raise BisectError(f"--check {', '.join(unknown)}: no such check (expected one of {', '.join(known)})")
+    return ["crash", *[w for w in wanted if w != "crash"]] if wanted else None
+
+
+def training_probe(
+    repo: str, scenarios: list[Scenario], checks: list[str] | None, results: Path, executor: str | None,
+    msprobe: str | None,
+) -> ProbeFn:  # fmt: skip
+    """One harness run of the scenarios at a commit (``<repo>@<sha>``), judged by ``checks`` (None: all but
+    overhead); each commit's results in ``results/<sha12>``."""
+
+    def probe(commit: Commit) -> Probe:
+        try:
+            target = parse_target(f"{repo}@{commit.sha}", msprobe)
+            for s in scenarios:
+                target_env(s, target)  # installs it and checks the API the workload drives
+        except HarnessError as exc:
+            return Probe("skip", why=f"cannot be installed or API drift: {one_line(exc)}")
+        judged: dict[str, tuple[str, str]] = {}
+        for s in scenarios:
+            try:
+                session, watch = uuid.uuid4().hex, Watch.configure()
+                _, found = evaluate(s, results / commit.sha[:12], session, executor, False, target, watch)
+            except InfraError as exc:
+                return Probe("infra", why=one_line(exc).splitlines()[0])
+            except HarnessError as exc:  # the harness's own code or the environment failed: no verdict on verl
+                return Probe("skip", why=one_line(exc).splitlines()[0])
+            for r in found:
+                if (checks is None and r.check in NOISY_CHECKS) or (checks is not None and r.check not in checks):
+                    continue
+                outcome = outcomes.check_outcome(r, expected_failure=bool(r.xfail_reason))
+                name = r.check if len(scenarios) == 1 else f"{s.name}:{r.check}"
+                judged[name] = (outcomes.WORDS[outcome].split(":")[0], r.problems[0] if r.problems else r.summary)
+                if outcome == "inconclusive":
+                    return Probe("skip", judged, f"{name} is INCONCLUSIVE: no exact verdict")
+        failed = any(w in ("FAIL", "XPASS") for w, _ in judged.values())
+        return Probe("fail" if failed else "pass", judged)
+
+    return probe
+
+
+def cmd_bisect(args: argparse.Namespace) -> int:
+    scenarios = _scenarios(args.paths)
+    checks = _checks(scenarios, args.check)
+    old, new = (args.good, args.bad) if args.find == "bad" else (args.bad, args.good)
+    names = ("--good", "--bad") if args.find == "bad" else ("--bad", "--good")
+    commits = history(args.verl_repo, old, new, *names)
+    results = results_dir(args.results)
+    repo = str(Path(args.verl_repo).expanduser().resolve())
+    print(
+        f"bisect ({'first bad' if args.find == 'bad' else 'first good: the fix'}): {len(commits)} commits on the "
+        f"first-parent history {commits[0].sha[:12]}..{commits[-1].sha[:12]}; scenarios "
+        f"{', '.join(s.name for s in scenarios)}; checks {', '.join(checks) if checks else 'all but overhead'} "
+        f"(overhead is not bisected: timing); results in {results}",
+        flush=True,
+    )
+    probe = training_probe(repo, scenarios, checks, results, args.executor, args.msprobe)
+    outcome = bisect(commits, probe, args.find, say=lambda line: print(line, flush=True))
+    for line in outcome.lines():
+        print(line)
+    return outcomes.EXIT_PASS if outcome.found else outcomes.EXIT_INCONCLUSIVE
+
+
+def add_bisect_command(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "bisect",
+        help="the first bad (or, --find fix, first good) verl commit between two refs: one run per probe",
+    )
+    p.add_argument("paths", nargs="+", metavar="SCENARIO")
+    p.add_argument("--verl-repo", required=True, metavar="REPO", help="a verl git checkout or bare repository")
+    p.add_argument("--good", required=True, metavar="REF", help="a commit whose verdict is pass")
+    p.add_argument("--bad", required=True, metavar="REF", help="a commit whose verdict is FAIL")
+    p.add_argument(
+        "--find",
+        choices=["bad", "fix"],
+        default="bad",
+        help="bad (default): --good is the older ref, find the first FAIL; fix: --bad is the older, find the first "
+        "pass",
+    )
+    p.add_argument(
+        "--check",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="judge only this check (and crash); repeatable; default every check but overhead",
+    )
+    p.add_argument("--results", default="results/bisect", help="each probe's results in RESULTS/<sha12>")
+    p.add_argument("--executor", choices=list(EXECUTORS))
+    p.add_argument("--msprobe", metavar="SPEC", help="the msprobe of every probe: a version or a .whl")
+    p.set_defaults(func=cmd_bisect)

@@ -1,0 +1,61 @@
+"""``python -m harness numerics BASE HEAD``: the numerics report of base against head for two runs' dumps.
+
+For engineers who already have two runs' dumps: two "on" dump trees (``<results>/<scenario>/on/dumps``, the
+``step_N/<stage>/step0/rank*`` dirs) or two dump.json files. Prints what ``harness compare`` prints for numerics
+(its REGRESSED / MISSING findings and its notes), the CSVs in msprobe's layout under ``--results``. Exit codes as
+everywhere (``harness.outcomes``): 0 every row passes, 1 rows beyond msprobe's thresholds or a stage missing on
+head, 2 an error or nothing compared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from harness import outcomes
+from harness.errors import InfraError
+from harness.gate.numerics import ENGINES, compare_numerics
+from harness.training.runs import results_dir
+
+
+def cmd_numerics(args: argparse.Namespace) -> int:
+    base, head = (Path(p).resolve() for p in (args.base, args.head))
+    for side, path in (("BASE", base), ("HEAD", head)):
+        if not (path.is_dir() or path.is_file()):
+            raise InfraError(f"{side} {path}: no such dump tree or dump.json")
+    if base.is_file() != head.is_file():
+        raise InfraError(f"{base} and {head}: give two dump trees or two dump.json files, not one of each")
+    results = results_dir(args.results)
+    ours = (results / "head_vs_base", results / "msprobe")  # what a rerun clears
+    for path in (base, head):
+        if results.is_relative_to(path if path.is_dir() else path.parent) or any(path.is_relative_to(o) for o in ours):
+            raise InfraError(
+                f"--results {results}: overlaps the input {path}; name a dir apart (outputs never overwrite inputs)"
+            )
+    report = compare_numerics([base], head, results, args.nonfinite_ok, python=args.python, engine=args.engine)
+    for line in report.findings(args.label) + report.notes():
+        print(line)
+    stages = report.head_vs_base.stages
+    print(f"CSVs in {results / 'head_vs_base'}")
+    if not any(s.status == "compared" for s in stages):
+        print(f"{outcomes.NOTHING_COMPARED} (no step/stage dumped on both sides)")
+        return outcomes.EXIT_ERROR
+    if any(s.status == "error" for s in stages):
+        return outcomes.EXIT_ERROR
+    return outcomes.EXIT_FAIL if report.findings(args.label) else outcomes.EXIT_PASS
+
+
+def add_numerics_command(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("numerics", help="the numerics report of two runs' dumps: HEAD against BASE")
+    p.add_argument("base", help="base's on-dump tree (<results>/<scenario>/on/dumps) or a dump.json")
+    p.add_argument("head", help="head's, the same kind")
+    p.add_argument("--results", default="numerics-results", help="where the CSVs go (default ./numerics-results)")
+    p.add_argument("--nonfinite-ok", action="append", default=[], metavar="REGEX",
+                   help="entries whose non-pass rows are counted apart (a scenario's expect.nonfinite_ok)")  # fmt: skip
+    p.add_argument(
+        "--engine", choices=ENGINES, help="who computes the statistics (default HARNESS_NUMERICS, else harness)"
+    )
+    p.add_argument("--python", default=sys.executable, help="the python with msprobe, for -da and --engine msprobe")
+    p.add_argument("--label", default="numerics", help="the name the findings carry (a scenario's)")
+    p.set_defaults(func=cmd_numerics)

@@ -1,0 +1,1 @@
+"""A scenario through runs and checks outside pytest (evaluate), and base against head on one machine."""

@@ -1,0 +1,168 @@
+"""Base against head on one machine: every scenario run for both targets, interleaved, then compared.
+
+The way benchmarking tools compare two commits (asv ``continuous``): both on the same machine in one job, so
+the runner's drift is not mistaken for the change. Each scenario runs base, head, head, base, ... (ABBA: a
+slow drift cancels between the sides); each run of a side is a full off + on pair in its own results
+directory, ``<results>/<base|head>/r<i>/<scenario>/``, checked as ``harness run`` checks it. The comparison
+(``harness.gate.compare``) reads those directories back; it and the reports land in ``<results>/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import uuid
+from collections.abc import Callable, Collection
+from dataclasses import asdict
+from pathlib import Path
+
+from harness.artifacts.figures import FAMILIES
+from harness.artifacts.rundir import ScenarioDir
+from harness.errors import HarnessError
+from harness.gate.compare import Comparison, ScenarioComparison, compare_scenario, interleaved
+from harness.gate.numerics import compare_numerics
+from harness.gate.observe import Observation, observe_results
+from harness.pipeline.evaluate import evaluate
+from harness.safeio import write_atomic
+from harness.scenario.model import Scenario
+from harness.target.environment import ensure_env
+from harness.target.spec import Target
+from harness.training.monitor import Watch
+
+SIDES = ("base", "head")
+# Runs per side, at most: each is a full off + on pair of trainings (30-300 s), so a hundred is a day's compare;
+# a billion once built the whole run order in memory before anything ran (a MemoryError traceback).
+MAX_REPEATS = 100
+
+
+def repeats_option(text: str) -> int:
+    """``--repeats`` / ``--max-repeats`` (and pytest's): a whole number from 1 to MAX_REPEATS, else argparse's
+    one-line usage error."""
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= MAX_REPEATS:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 1 to {MAX_REPEATS} runs per side, got {text!r}")
+    return int(text)
+
+
+def run_dir(results: Path, side: str, repeat: int) -> Path:
+    return results / side / f"r{repeat}"
+
+
+def run_comparison(
+    scenarios: list[Scenario],
+    base: Target,
+    head: Target,
+    results: Path,
+    repeats: int = 2,
+    executor: str | None = None,
+    say: Callable[[str], None] = print,
+    judge: Collection[str] = FAMILIES,
+    watch: Watch | None = None,
+    max_repeats: int | None = None,
+    skipped: Collection[str] = (),
+) -> tuple[Comparison, dict[str, dict[str, list[Observation]]]]:
+    """Run and compare; returns the comparison and, per scenario and side, the observations of the repeats.
+    ``judge``: the figure families decided (the others are reported); structure names and checks always are.
+    ``max_repeats``: while a scenario is INCONCLUSIVE after ``repeats``, one more base/head pair (the ABBA order
+    goes on) at a time, up to this many per side (sequential sampling); default ``repeats``: none more.
+    ``skipped``: the scenarios not run here, with why (they count in the total a comparison compares)."""
+    targets = {"base": base, "head": head}
+    for side, target in targets.items():  # both environments before any training: a bad SPEC fails at once
+        say(f"{side}: {ensure_env(target).label()}")
+    cap = max(repeats, max_repeats or repeats)
+    order = interleaved(cap)
+    session = uuid.uuid4().hex
+    observed: dict[str, dict[str, list[Observation]]] = {}
+    scenario_errors: dict[str, list[str]] = {}
+    done = repeats
+    for scenario in scenarios:
+        sides: dict[str, list[Observation]] = {side: [] for side in SIDES}
+        for n, (side, i) in enumerate(order):
+            if (
+                n % 2 == 0
+                and i >= repeats
+                and compare_scenario(scenario.name, sides["base"], sides["head"], judge).status != "inconclusive"
+            ):
+                break
+            say(f"{scenario.name}: {side} run {i + 1} of {repeats if i < repeats else f'at most {cap}'}")
+            done = max(done, i + 1)
+            where = run_dir(results, side, i)
+            try:
+                evaluate(scenario, where, session, executor, reuse=False, target=targets[side], watch=watch)
+            except HarnessError as exc:
+                scenario_errors.setdefault(scenario.name, []).append(f"{side} run {i + 1}: {exc.label}: {exc}")
+                continue
+            sides[side].append(observe_results(ScenarioDir(where / scenario.name).results))
+        observed[scenario.name] = sides
+    compared = []
+    for scenario in scenarios:
+        sides = observed[scenario.name]
+        sc = compare_scenario(scenario.name, sides["base"], sides["head"], judge)
+        sc.errors = scenario_errors.get(scenario.name, []) + sc.errors
+        if not sc.errors and not any(o.crashes for obs in sides.values() for o in obs):
+            say(f"{scenario.name}: numerics (statistics compare)")
+            add_numerics(sc, scenario, sides, results, ensure_env(head).python)
+        compared.append(sc)
+    labels = [f"{side} {i + 1}" for side, i in interleaved(done)]
+    comparison = Comparison(base.describe(), head.describe(), labels, compared, list(skipped))
+    write_comparison(comparison, results)
+    return comparison, observed
+
+
+def add_numerics(
+    sc: ScenarioComparison, scenario: Scenario, sides: dict[str, list[Observation]], results: Path, python: str | None
+) -> None:
+    """msprobe's compare of head's first "on" dumps against base's (and base's second against its first), in
+    msprobe's environment under test (head's), its CSVs under ``<results>/numerics/<scenario>/``."""
+    base, head = ([ScenarioDir(o.source).run("on").dumps for o in sides[side] if o.source] for side in SIDES)
+    try:
+        sc.numerics = compare_numerics(
+            base, head[0], results / "numerics" / scenario.name, scenario.expect.nonfinite_ok,
+            not scenario.expect.numerics_match, python or sys.executable, scope=scenario.expect.numerics_scope,
+        )  # fmt: skip
+    except HarnessError as exc:
+        sc.errors.append(f"numerics: {exc}")
+        return
+    sc.findings += sc.numerics.findings(scenario.name)
+    sc.notes += sc.numerics.notes()
+
+
+def write_comparison(c: Comparison, results: Path) -> None:
+    """``compare.json`` (every figure of both sides and every verdict) and ``compare.txt`` (the lines)."""
+    results.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "base": c.base,
+        "head": c.head,
+        "order": c.order,
+        "exit_code": c.exit_code,
+        "verdict": c.verdict[1],
+        "skipped": c.skipped,
+        "scenarios": [
+            {
+                "scenario": s.scenario,
+                "status": s.status,
+                "findings": s.findings,
+                "undecided": s.undecided,
+                "notes": s.notes,
+                "errors": s.errors,
+                "figures": [asdict(f) | {"line": f.line(), "ratio": f.ratio_text()} for f in s.figures],
+                "numerics": s.numerics.as_dict() if s.numerics else None,
+            }
+            for s in c.scenarios
+        ],
+    }
+    write_atomic(results / "compare.json", json.dumps(doc, indent=1))
+    write_atomic(results / "compare.txt", "\n".join(c.lines()) + "\n")
+
+
+def write_reports(c: Comparison, observed: dict[str, dict[str, list[Observation]]], out: Path) -> list[Path]:
+    """summary.md and a PNG per scenario (base and head side by side) under ``out``."""
+    from harness.report.compare import compare_markdown, plot_compare  # matplotlib only here
+
+    out.mkdir(parents=True, exist_ok=True)
+    write_atomic(out / "summary.md", compare_markdown(c, png_dir=out))
+    pngs = [out / "summary.md"]
+    for name, sides in observed.items():
+        if sides["base"] or sides["head"]:
+            pngs.append(plot_compare(name, sides["base"], sides["head"], out / f"{name}.png"))
+    return pngs

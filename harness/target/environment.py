@@ -1,0 +1,370 @@
+"""One Python environment per target, made once with uv and cached by the target's identity.
+
+Layering (measured in /work/shared/notes/per-target-environments.md): ``uv venv`` with the project venv's
+interpreter, a ``.pth`` that runs ``site.addsitedir(<project venv site-packages>)`` (so torch, msprobe, the
+harness and the rest come from there, ``.pth`` files and the harness's editable install included, while the
+environment's own site-packages comes first), then ``uv pip install --no-deps`` of the target alone. The CPU
+torch is shared and never moved: nothing is resolved, so no requirement can pull another torch.
+
+Environments live in ``<cache>/envs/<16 hex>``: a fixed-width name, so every target's verl sits at a path of
+the same length (msprobe's stack.json records each frame's source path: dump bytes grow with it). A file lock
+guards creation; the marker file is written last, so a half-made environment is rebuilt. The marker holds the
+tree's sha256: an environment whose files changed since (a half-made one, or one a training wrote into) is
+rebuilt, never reused on its marker alone.
+
+The target's own code (its build backend, its import-time code in the probes) runs in ``harness.target.sandbox``: an
+unprivileged uid of its own that may write only its environment (while it is made) and a private home, with no
+network; a checkout's links are copied as links, never followed, and one that leaves the tree is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tarfile
+import tempfile
+import time
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+from packaging.utils import canonicalize_name
+
+from harness.artifacts.crash import declared, missing_module
+from harness.errors import EnvironmentProblem, HarnessError, InfraError, TargetError
+from harness.target import sandbox
+from harness.target.probe import PACKAGES, facts
+from harness.target.spec import Package, Target, cache_dir, git, repository, worktree_files
+
+FORMAT = 3  # bump when the layout of an environment changes: every cached one is rebuilt
+MARKER = "harness-target.json"
+PROBE_TIMEOUT_S = 600
+
+
+@dataclass(frozen=True)
+class TargetEnv:
+    """A ready environment: the python trainings run with, and what is installed there."""
+
+    target: Target  # versions filled in from the environment
+    python: str | None  # None: the project venv (the executors' default interpreter)
+    root: Path | None
+    facts: dict[str, Any]
+    setup_s: float
+    reused: bool
+
+    @property
+    def versions(self) -> dict[str, str | None]:
+        return self.facts["versions"]
+
+    def label(self) -> str:
+        how = "project venv" if self.root is None else f"{'reused' if self.reused else 'made'} {self.root}"
+        return f"{self.target.describe()} ({how}, {self.setup_s:.1f}s)"
+
+
+def env_key(target: Target) -> str:
+    """16 hex digits of everything the environment depends on."""
+    doc = {
+        "format": FORMAT,
+        "python": sys.version,
+        "base": project_site_packages(),
+        "verl": target.verl.key(),
+        "msprobe": target.msprobe.key(),
+    }
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def project_site_packages() -> str:
+    return sysconfig.get_paths()["purelib"]
+
+
+def _uv() -> str:
+    from uv import find_uv_bin
+
+    return find_uv_bin()
+
+
+def _run(argv: list[str], what: str, cwd: Path | None = None, jail: dict[str, Any] | None = None) -> str:
+    """``argv``'s stdout; in the target's sandbox when ``jail`` (``sandbox.run``'s key, readable, writable)."""
+    if jail is not None:  # one call per sandbox uid at a time: each ends by killing what its uid left running
+        with FileLock(cache_dir() / "envs" / f"{jail['key']}.sandbox.lock"):
+            out = sandbox.run(argv, what=what, cwd=cwd, timeout=PROBE_TIMEOUT_S, **jail)
+    else:
+        try:
+            out = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, check=False, timeout=PROBE_TIMEOUT_S)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise InfraError(f"{what}: {exc}") from None
+    if out.returncode != 0:
+        lines = [ln.strip() for ln in (out.stderr or out.stdout).splitlines() if ln.strip()]
+        detail = " | ".join(ln for ln in lines if not ln.startswith(("Traceback", 'File "')))[-600:]
+        raise InfraError(f"{what}: exit {out.returncode}: {detail or 'no output'}")
+    return out.stdout
+
+
+def _probe(python: str, *args: str, what: str) -> dict[str, Any]:
+    """The probe, in the sandbox of the environment ``python`` belongs to (a target's code is imported there)."""
+    root = Path(python).parent.parent
+    jail = {"key": root.name, "readable": [root], "writable": []} if root.parent == cache_dir() / "envs" else None
+    out = _run([python, "-m", "harness.target.probe", *args], what, jail=jail)
+    line = next((ln for ln in reversed(out.splitlines()) if ln.startswith("HARNESS-PROBE ")), None)
+    if line is None:
+        raise InfraError(f"{what}: the probe printed no result")
+    return json.loads(line.removeprefix("HARNESS-PROBE "))
+
+
+def probe_predicates(python: str, config_yaml: str, names: list[str]) -> dict[str, bool | str]:
+    """verl's own stage predicates, asked in the target's interpreter (``target_probe.predicates``)."""
+    text = Path(config_yaml).read_text()  # as an argument: the sandboxed probe reads no file of the harness's
+    return _probe(python, "predicates", text, json.dumps(names), what=f"asking {python}'s verl which stages run")
+
+
+def probe_dialect(python: str | None) -> dict[str, Any]:
+    """How the target's verl configures precision_debugger (``target_probe.dialect``), asked in its interpreter."""
+    return _probe(python or sys.executable, "dialect", what=f"asking {python or sys.executable}'s verl its dialect")
+
+
+@cache
+def facts_of(python: str | None) -> dict[str, Any]:
+    """What an interpreter has installed (versions, verl's dirs); the harness's own when ``python`` is None."""
+    return facts() if python in (None, sys.executable) else _probe(str(python), "facts", what=f"probing {python}")
+
+
+def source_tree(pkg: Package, tmp: Path) -> str:
+    """What gets installed for one package: a requirement, a wheel, or a snapshot of its source tree in ``tmp``."""
+    if pkg.kind in ("release", "pinned"):
+        return f"{pkg.distribution}=={pkg.version}"
+    if pkg.kind == "wheel":
+        return str(pkg.source)
+    src = tmp / f"{pkg.name}-src"
+    src.mkdir()
+    if pkg.kind == "checkout":  # the working tree as it is (what the dirty hash covers), never the ignored files
+        copy_checkout(Path(str(pkg.source)), src)
+    else:  # a commit of a repository
+        archive = tmp / f"{pkg.name}.tar"
+        git("archive", "--format=tar", "-o", str(archive), str(pkg.commit), cwd=repository(str(pkg.source)))
+        with tarfile.open(archive) as tar:
+            try:
+                tar.extractall(src, filter="data")  # refuses absolute links and links out of the tree
+            except tarfile.FilterError as exc:
+                member = exc.tarinfo
+                raise TargetError(
+                    f"{pkg.spec}: {member.name} links to {member.linkname}, outside the tree: refused (a target's "
+                    "files must be its own)"
+                ) from None
+    return str(src)
+
+
+def copy_checkout(repo: Path, dst: Path) -> None:
+    """A checkout's files, links never followed: a link that resolves inside the tree is copied as a relative
+    link, one that leaves it (``verl/x -> /etc/hostname``: a host file pulled into an image) is refused."""
+    top = repo.resolve()
+    for f in worktree_files(repo):
+        path = repo / f
+        (dst / f).parent.mkdir(parents=True, exist_ok=True)
+        if not path.is_symlink():
+            shutil.copy2(path, dst / f)
+            continue
+        real = path.resolve()
+        if not real.is_relative_to(top):
+            raise TargetError(
+                f"{repo}: {f} links to {os.readlink(path)}, outside the checkout: refused (a target's files must be "
+                "its own)"
+            )
+        os.symlink(os.path.relpath(real, (top / f).parent), dst / f)
+
+
+def _build(target: Target, root: Path) -> dict[str, Any]:
+    """uv's venv and the ``.pth`` as the harness (no target code yet), the install in the sandbox: the build
+    backend may write this environment and its source tree, nothing else."""
+    shutil.rmtree(root, ignore_errors=True)
+    uv = _uv()
+    base = ["--no-config", "--quiet"]
+    _run([uv, "venv", *base, "--no-python-downloads", "--python", sys.executable, str(root)], f"uv venv {root}")
+    python = root / "bin" / "python"
+    site = Path(_run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], "venv").strip())
+    (site / "_harness_project_venv.pth").write_text(f"import site; site.addsitedir({project_site_packages()!r})\n")
+    tmp_parent = cache_dir() / "tmp"
+    tmp_parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=tmp_parent) as tmp:
+        for pkg in (target.verl, target.msprobe):
+            if pkg.kind == "pinned":
+                continue
+            source = source_tree(pkg, Path(tmp))
+            install = [uv, "pip", "install", *base, "--python", str(python), "--no-deps", "--no-build-isolation"]
+            _run(
+                [*install, "--compile-bytecode", source],  # compiled now: a later import writes no .pyc there
+                f"cannot install {pkg.identity} ({pkg.spec}) into {root}",
+                cwd=Path(tmp),
+                jail={
+                    "key": root.name,
+                    "readable": [Path(source)] if pkg.kind == "wheel" else [],
+                    "writable": [root, Path(tmp)],
+                    "network": pkg.kind == "release",  # from the package index; else nothing is downloaded
+                },
+            )
+    return _probe(str(python), "facts", what=f"probing {root}")
+
+
+def tree_hash(root: Path) -> str:
+    """sha256 of an environment's files (paths, modes, contents, link targets), its marker excepted."""
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        if path.parent == root and path.name == MARKER:
+            continue
+        st = path.lstat()
+        h.update(f"{path.relative_to(root)}\0{st.st_mode:o}\0".encode())
+        if path.is_symlink():
+            h.update(os.readlink(path).encode())
+        elif path.is_file():
+            h.update(path.read_bytes())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def _with_versions(target: Target, versions: dict[str, str | None]) -> Target:
+    return target.model_copy(
+        update={
+            "verl": target.verl.model_copy(update={"version": versions.get("verl")}),
+            "msprobe": target.msprobe.model_copy(update={"version": versions.get("mindstudio-probe")}),
+        }
+    )
+
+
+_MADE: dict[str, TargetEnv] = {}
+
+
+def ensure_env(target: Target) -> TargetEnv:
+    """The target's environment: the project venv for the pinned target, else made once and reused."""
+    started = time.monotonic()
+    if target.pinned:
+        return TargetEnv(target, None, None, facts(), time.monotonic() - started, reused=True)
+    key = env_key(target)
+    if key in _MADE:
+        return _MADE[key]
+    root = cache_dir() / "envs" / key
+    root.parent.mkdir(parents=True, exist_ok=True)
+    marker = root / MARKER
+    with FileLock(f"{root}.lock"):
+        try:
+            doc = json.loads(marker.read_text())
+            reused = doc["key"] == key and doc["tree_sha256"] == tree_hash(root)
+        except (OSError, ValueError, KeyError):
+            reused = False
+        if not reused:
+            try:
+                facts_made = _build(target, root)
+            except HarnessError:  # a refused or failed target leaves no half-made environment behind
+                shutil.rmtree(root, ignore_errors=True)
+                raise
+            doc = {"key": key, "target": target.model_dump(mode="json"), "facts": facts_made}
+            doc["tree_sha256"] = tree_hash(root)
+            doc["setup_s"] = round(time.monotonic() - started, 3)
+            tmp = marker.with_suffix(".tmp")
+            tmp.write_text(json.dumps(doc, indent=1))
+            os.replace(tmp, marker)  # last: an environment without its marker is rebuilt
+    env = TargetEnv(
+        _with_versions(target, doc["facts"]["versions"]),
+        str(root / "bin" / "python"),
+        root,
+        doc["facts"],
+        time.monotonic() - started,
+        reused,
+    )
+    check_identity(env)
+    _MADE[key] = env
+    return env
+
+
+def check_identity(env: TargetEnv) -> None:
+    """A target is the package it names, or it is refused: its environment's own site-packages must hold the
+    distribution (verl; mindstudio-probe for --msprobe), and the module trainings import must be the one installed
+    there, not the project venv's that the environment layers over (which would run the pinned release under the
+    target's name)."""
+    facts, site = env.facts, env.facts.get("site") or ""
+    own = {_normal(n) for n in facts.get("own_distributions", [])}
+    dirs = {"verl": facts.get("packages_dir"), "msprobe": facts.get("msprobe_dir")}
+    for pkg in (env.target.verl, env.target.msprobe):
+        if pkg.kind == "pinned":
+            continue
+        where = f"--{pkg.name} {pkg.spec}"
+        if _normal(pkg.distribution) not in own:
+            installed = ", ".join(sorted(facts.get("own_distributions", []))) or "nothing"
+            raise TargetError(
+                f"{where} is not {pkg.distribution}: installing it gave {installed} (name a {pkg.distribution} "
+                "checkout, repository, release or wheel)"
+            )
+        found = dirs[pkg.name]
+        if not found or not Path(found).resolve().is_relative_to(Path(site).resolve()):
+            raise TargetError(
+                f"{where}: the environment imports {pkg.name} from {found}, not from its own {site}: the target "
+                f"installs no importable {pkg.name} package"
+            )
+
+
+def _normal(name: str) -> str:
+    return canonicalize_name(name)
+
+
+def check_api(env: TargetEnv, symbols: tuple[str, ...], stages: list[str], workload: str) -> None:
+    """Raise InfraError, in one line, when the target lacks a symbol or stage the workload drives (API drift).
+
+    The import probe costs seconds (verl imports torch), so its answer is kept per environment and symbol list."""
+    doc_key = hashlib.sha256(json.dumps([sorted(symbols), env.versions, env.facts.get("packages_dir")]).encode())
+    name = f"api-{doc_key.hexdigest()[:12]}.json"
+    # kept outside the environment (its tree hash covers what runs); the project venv can change under the cache:
+    # its answer is keyed by its path, versions and symbols
+    where_key = env.root.name if env.root else _short_hash(sys.prefix)
+    cached = cache_dir() / "probes" / f"{where_key}-{name}"
+    try:
+        result = json.loads(cached.read_text())
+    except (OSError, ValueError):
+        where = str(env.root or sys.prefix)
+        result = _probe(env.python or sys.executable, "api", json.dumps(sorted(symbols)), what=f"probing {where}")
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        cached.write_text(json.dumps(result))
+    found = result["problems"]
+    # a missing class explains its missing methods: name the outermost symbol only
+    lacking = [s for s in sorted(found) if not any(s.startswith(p + ".") for p in found)]
+    reasons = [found[s] for s in lacking]
+    known = result.get("stages")
+    if known is not None:
+        for stage in (s for s in stages if s not in known):
+            lacking.append(f"stage {stage!r}")
+            reasons.append(f"verl's stage table has {', '.join(known)}")
+    missing = [m for r in reasons if (m := missing_module(r))]
+    if missing:
+        raise EnvironmentProblem(
+            f"{env.target.verl.identity} imports {', '.join(sorted(set(missing)))}, which its environment lacks"
+            f"{declared(env.facts.get('verl_requires', []), missing)}: targets install --no-deps, so a requirement "
+            "verl adds must be in the image or the project venv (not a verdict on verl's code)"
+        )
+    if lacking:
+        raise InfraError(
+            f"{env.target.verl.identity} lacks {', '.join(lacking)} (API drift): {'; '.join(reasons)}; workload "
+            f"{workload} drives it (target {env.target.verl.describe()})"
+        )
+
+
+def environment(env: TargetEnv) -> dict[str, Any]:
+    """The target's part of results.json's ``environment`` (versions as installed there, identity, series)."""
+    t = env.target
+    out: dict[str, Any] = {pkg: env.versions.get(pkg) for pkg in PACKAGES}
+    out.update(
+        packages_dir=env.facts.get("packages_dir"),
+        series=t.series,
+        target=t.verl.identity,
+        verl_commit=t.verl.commit,
+        verl_dirty=t.verl.dirty,
+        verl_source=t.verl.source or t.verl.kind,
+    )
+    return out
+
+
+def _short_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:8]

@@ -1,0 +1,267 @@
+"""A scenario's two trainings (precision_debugger off, then on), run once per session.
+
+The runs are guarded by a file lock and recorded in ``runs.json`` with the session id, so every check
+item of a scenario (in any pytest-xdist worker) reuses them instead of training again. Each training runs
+under a ``Monitor``: a run it stops at the dump cap is recorded with its verdict line (the disk check's
+failure), one it stops at the free-space floor is an infrastructure error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import shutil
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+from harness.artifacts.crash import Crash, classify
+from harness.artifacts.rundir import MODES, Mode, ScenarioDir
+from harness.errors import EnvironmentProblem, HarnessBug, HarnessError, InfraError
+from harness.safeio import MB, InputError, read_text, write_atomic
+from harness.scenario.model import Scenario
+from harness.scenario.registry import EXECUTORS, WORKLOADS
+from harness.target.environment import TargetEnv, check_api, ensure_env, environment
+from harness.target.spec import Target, parse_target
+from harness.training.executors.base import LABEL_PREFIX, Executor, owner_labels
+from harness.training.launch import ExecResult
+from harness.training.monitor import Monitor, Watch, dump_cap
+from harness.training.slots import heavy_slot
+from harness.training.workloads import fault_injection
+
+__all__ = ["LABEL_PREFIX", "RunRecord", "ScenarioRuns", "ensure_runs", "fingerprint", "results_dir", "scenario_lock"]
+
+
+@dataclass
+class RunRecord:
+    mode: Mode
+    executor: str
+    argv: list[str]
+    result: ExecResult
+    error: str | None = None
+    target: dict[str, Any] | None = None  # the verl and msprobe under test (Target.block)
+    stopped: str | None = None  # the monitor's line when it stopped the run at the dump cap (a disk failure)
+    crash: dict[str, Any] | None = None  # why it failed and whose fault it is (harness.artifacts.crash.Crash)
+
+
+@dataclass
+class ScenarioRuns:
+    dir: ScenarioDir
+    session: str
+    records: dict[Mode, RunRecord]
+    trained_s: float  # wall time of the trainings this call ran (0 when reused)
+    # the target as results.json records it: {"block": Target.block(), "environment": versions, identity, series}
+    target: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def error(self) -> HarnessError | None:
+        """The failure that is no verdict on verl (a crash of verl or msprobe is the crash check's), as the error
+        of the party at fault: the harness, the environment or the runner."""
+        failed = [r for r in self.records.values() if r.error]
+        if not failed:
+            return None
+        party = (failed[0].crash or {}).get("party")
+        kind = {"harness": HarnessBug, "environment": EnvironmentProblem}.get(party or "", InfraError)
+        return kind(f"scenario {self.dir.root.name}: " + "\n".join(f"{r.mode} run: {r.error}" for r in failed))
+
+
+def target_labels(target: Target) -> dict[str, str]:
+    """Container labels naming the target; a self-contained image must carry the same verl label."""
+    return {f"{LABEL_PREFIX}.target.verl": target.verl.identity, f"{LABEL_PREFIX}.target.series": target.series}
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) or "(the log is empty)"
+    except OSError:
+        return "(no log)"
+
+
+def _verdict(res: ExecResult, settings_timeout: float, log: Path, env: TargetEnv) -> tuple[str | None, Crash | None]:
+    """The run's error line (None when it finished, or when verl or msprobe crashed it: the crash check's verdict)
+    and the crash (whose code failed), from its exit and its log."""
+    crash = classify(res, log, settings_timeout, env.facts.get("verl_requires"))
+    if crash is None or crash.verdict:
+        return None, crash
+    if res.oom_killed:
+        return f"{crash.reason}: raise executor.docker.memory. Log: {log}", crash
+    return f"{crash.reason}. Log tail ({log}):\n{_tail(log)}", crash
+
+
+def _both_failed(crash: Crash, log: Path) -> tuple[str, Crash]:
+    """Both runs crashed the same way: the trainer fails with precision_debugger off as well as on, which no verdict
+    on the integration can come from (the inputs, the runner, or verl's trainer itself: verl's own CI's to judge)."""
+    reason = f"both runs failed the same way, precision_debugger off and on: {crash.reason}; no verdict on the tool"
+    return f"{reason}. Log tail ({log}):\n{_tail(log)}", replace(crash, party="infrastructure", reason=reason)
+
+
+def fingerprint(scenario: Scenario, target: Target) -> str:
+    """What the trainings depend on: everything but the checks' expectations and budgets (plus test knobs), and
+    the verl and msprobe under test."""
+    data = scenario.model_dump(mode="json", exclude={"expect", "budgets", "description"})
+    data["test_knobs"] = fault_injection.passthrough()
+    data["target"] = {"verl": target.verl.key(), "msprobe": target.msprobe.key()}
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _load(sdir: ScenarioDir, session: str, scenario: Scenario, target: Target, reuse: bool) -> ScenarioRuns | None:
+    """This session's runs (or, with ``reuse``, an earlier session's good ones); None when there are none to reuse,
+    including a runs.json that is not one (corrupt, a link, not a file): those runs are made again."""
+    try:
+        raw = json.loads(read_text(sdir.runs_record, 16 * MB, follow=False))
+        return _from_record(raw, sdir, session, scenario, target, reuse)
+    except (InputError, ValueError, TypeError, KeyError, AttributeError):
+        return None
+
+
+def _from_record(
+    raw: dict, sdir: ScenarioDir, session: str, scenario: Scenario, target: Target, reuse: bool
+) -> ScenarioRuns | None:
+    same_session = raw.get("session") == session
+    if raw.get("fingerprint") != fingerprint(scenario, target):
+        return None  # another target (or other settings) in the same session: train again
+    if not same_session and not (reuse and not _failed(raw)):
+        return None
+    records = {m: RunRecord(**{**r, "result": ExecResult(**r["result"])}) for m, r in raw["records"].items()}
+    return ScenarioRuns(sdir, raw["session"], records, trained_s=0.0, target=raw.get("target", {}))
+
+
+def _failed(raw: dict) -> bool:
+    records = raw.get("records", {}).values()
+    return len(records) < len(MODES) or any(r.get("error") or r.get("stopped") or r.get("crash") for r in records)
+
+
+def target_env(scenario: Scenario, target: Target) -> TargetEnv:
+    """The target's environment, checked for what the scenario's workload drives (API drift: InfraError)."""
+    env = ensure_env(target)
+    workload = WORKLOADS[scenario.workload.kind]
+    check_api(env, workload.symbols, list(scenario.precision_debugger.stages), scenario.workload.kind)
+    return env
+
+
+def results_dir(path: str | Path) -> Path:
+    """A results dir as given on the command line, absolute; InfraError when it is a file (said before any run)."""
+    root = Path(path).resolve()
+    if root.exists() and not root.is_dir():
+        raise InfraError(f"--results {path}: not a directory (a results dir is made there, or an existing one used)")
+    return root
+
+
+def scenario_lock(sdir: ScenarioDir) -> FileLock:
+    """The lock of one scenario's results dir, to hold from its trainings to its last results.json write (a
+    ``--reuse`` re-check too): one instance per path in a process, so taking it again while held is free.
+    Makes the results dir and refuses one that is not a plain directory (a link would move every write)."""
+    for p in (sdir.root.parent, sdir.root):
+        if p.is_symlink() or (p.exists() and not p.is_dir()):
+            raise InfraError(f"results dir {p} is a link or not a directory: results are written in place only")
+    try:
+        sdir.root.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InfraError(f"cannot make the results dir {sdir.root.parent}: {exc.strerror}") from None
+    return FileLock(str(sdir.lock), is_singleton=True)
+
+
+def ensure_runs(
+    scenario: Scenario,
+    results: Path,
+    session: str,
+    executor: str | None = None,
+    reuse: bool = False,
+    target: Target | None = None,
+    watch: Watch | None = None,
+) -> ScenarioRuns:
+    """Run (or reuse this session's) off and on trainings of ``target`` (default: from HARNESS_VERL and
+    HARNESS_MSPROBE, else the pinned releases); raise InfraError if either failed.
+
+    ``reuse`` also accepts successful runs of an earlier session made from the same scenario settings and
+    target (re-checking without retraining). ``watch``: the runner's cap, floor and live line (default: from
+    the environment, no live line)."""
+    target = target or parse_target()
+    sdir = ScenarioDir(Path(results) / scenario.name)
+    with scenario_lock(sdir):
+        runs = _load(sdir, session, scenario, target, reuse)
+        if runs is None:
+            env = target_env(scenario, target)
+            kind = executor or scenario.executor.kind
+            runs = _run_both(scenario, sdir, session, kind, env, watch or Watch.configure())
+    if runs.error:
+        raise runs.error
+    return runs
+
+
+def _run_both(
+    scenario: Scenario, sdir: ScenarioDir, session: str, executor_kind: str, env: TargetEnv, watch: Watch
+) -> ScenarioRuns:
+    shutil.rmtree(sdir.root, ignore_errors=True)
+    sdir.root.mkdir(parents=True)
+    workload = WORKLOADS[scenario.workload.kind]
+    # both runs under one slot: the off/on pair sees the same load, and waiting is not training time
+    with heavy_slot() if workload.takes_slot(scenario) else contextlib.nullcontext():
+        return _train(scenario, sdir, session, EXECUTORS[executor_kind], env, watch)
+
+
+def _train(
+    scenario: Scenario, sdir: ScenarioDir, session: str, executor: Executor, env: TargetEnv, watch: Watch
+) -> ScenarioRuns:
+    workload = WORKLOADS[scenario.workload.kind]
+    pd = scenario.precision_debugger
+    cap = dump_cap(scenario.budgets.disk, len(pd.steps), len(pd.stages), scenario.world_size, watch.max_dump)
+    records: dict[Mode, RunRecord] = {}
+    block = env.target.block()
+    started = time.monotonic()
+    for mode in MODES:
+        run = sdir.run(mode)
+        launch = workload.prepare(scenario, run, enabled=mode == "on", python=env.python)
+        if env.target.verl.kind != "pinned":  # a self-contained image must hold this very verl
+            launch = replace(launch, target=env.target.verl.identity)
+        labels = {
+            f"{LABEL_PREFIX}.session": session,
+            f"{LABEL_PREFIX}.scenario": scenario.name,
+            f"{LABEL_PREFIX}.run": mode,
+            **target_labels(env.target),
+            **owner_labels(),
+        }
+        stopped = None
+        try:
+            with Monitor(run, scenario.name, executor.name, scenario.steps, cap, watch) as monitor:
+                res = executor.execute(launch, run, scenario.executor, labels, stop=monitor.stop)
+            error, crash = _verdict(res, scenario.executor.timeout_s, run.log, env)
+            if monitor.verdict and res.stopped:  # the kill's exit code says nothing: the monitor's line does
+                crash = None
+                if monitor.verdict.kind == "cap":
+                    stopped, error = monitor.verdict.line, None
+                else:
+                    error = monitor.verdict.line
+        except InfraError as exc:
+            res, error, crash = ExecResult(exit_code=None, wall_s=0.0, detail=str(exc)), str(exc), None
+        argv = res.argv or launch.argv("python")
+        first = (records["off"].crash or {}) if mode == "on" and "off" in records else {}
+        if crash and crash.verdict and (first.get("exception"), first.get("where")) == (crash.exception, crash.where):
+            error, crash = _both_failed(crash, run.log)
+            records["off"] = replace(records["off"], error=error, crash=crash.to_dict())
+            write_atomic(sdir.run("off").record, json.dumps(asdict(records["off"]), indent=2))
+        found = crash.to_dict() if crash else None
+        records[mode] = RunRecord(mode, executor.name, argv, res, error, block, stopped, found)
+        write_atomic(run.record, json.dumps(asdict(records[mode]), indent=2))
+        if error or stopped or (crash and mode == "on"):
+            break  # the on run is pointless without a baseline; a stopped on run is the last anyway
+        # an off run that verl or msprobe crashed: the on run says whether precision_debugger is what fails
+    recorded = {"block": block, "environment": environment(env)}
+    runs = ScenarioRuns(sdir, session, records, trained_s=time.monotonic() - started, target=recorded)
+    write_atomic(
+        sdir.runs_record,
+        json.dumps(
+            {
+                "session": session,
+                "fingerprint": fingerprint(scenario, env.target),
+                "target": recorded,
+                "records": {m: asdict(r) for m, r in records.items()},
+            },
+            indent=2,
+        ),
+    )
+    return runs

@@ -1,0 +1,157 @@
+"""The embedded workload: tiny Qwen2 actor/ref/critic trained PPO-style (see ``cpu_ppo_train``), on CPU (gloo)
+or on CUDA GPUs (NCCL, one GPU per rank; bf16 there if the scenario asks)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, PositiveFloat, PositiveInt
+
+from harness.artifacts.rundir import RunDir
+from harness.errors import InfraError
+from harness.scenario.blocks import ScenarioView
+from harness.strict import Strict
+from harness.target.dialect import dialect_of
+from harness.training.launch import Launch
+from harness.training.msprobe_config import msprobe_config
+from harness.training.workloads import fault_injection
+
+CRITIC_STAGES = {"compute_values", "critic_update"}
+
+
+class TinyQwen2(Strict):
+    """A transformers Qwen2Config, randomly initialised: nothing is downloaded."""
+
+    vocab_size: PositiveInt = 256
+    hidden_size: PositiveInt = 128
+    intermediate_size: PositiveInt = 512
+    num_hidden_layers: PositiveInt = 3
+    num_attention_heads: PositiveInt = 4
+    num_key_value_heads: PositiveInt = 2
+    max_position_embeddings: PositiveInt = 128
+
+
+class CpuPpoSettings(Strict):
+    kind: Literal["cpu_ppo"]
+    model: TinyQwen2 = TinyQwen2()
+    seed: int = 0
+    # sized so an unprofiled step takes ~0.3 s on one CPU thread: shorter steps make on/off ratios noise
+    batch_size: PositiveInt = 16
+    prompt_length: PositiveInt = 48
+    response_length: PositiveInt = 48
+    lr: PositiveFloat = 1e-4
+    critic: bool = Field(False, description="train a critic (compute_values, critic_update)")
+    critic_roles: Literal["engine_workers", "documented"] = Field(
+        "engine_workers",
+        description="engine_workers: annotate the critic as verl 0.9.1's engine workers do (role train_batch, "
+        "never dumped); documented: with the stage names verl's docs list",
+    )
+    threads_per_rank: PositiveInt = 1
+    dtype: Literal["float32", "bfloat16"] = Field(
+        "float32",
+        description="the models' parameters and activations; bfloat16 on device cuda only (what GPU training runs, "
+        "and where msprobe's statistics of bf16 tensors matter; CPU bf16 kernels are slow and not what runs)",
+    )
+
+    def check_scenario(self, scenario: ScenarioView) -> None:
+        if scenario.device not in ("cpu", "cuda"):
+            raise ValueError(f"workload cpu_ppo runs on device cpu or cuda, not {scenario.device}")
+        if self.dtype == "bfloat16" and scenario.device != "cuda":
+            raise ValueError("workload.dtype bfloat16 needs device cuda")
+        wanted = CRITIC_STAGES & (set(scenario.precision_debugger.stages) | set(scenario.expected_stages))
+        if wanted and not self.critic:
+            raise ValueError(f"stages {sorted(wanted)} need a critic: set workload.critic: true")
+        if "compute_rm_score" in scenario.expected_stages:
+            raise ValueError("workload cpu_ppo has no reward model: compute_rm_score cannot be expected")
+        if self.prompt_length + self.response_length > self.model.max_position_embeddings:
+            raise ValueError("prompt_length + response_length exceeds model.max_position_embeddings")
+
+
+class CpuPpo:
+    name: ClassVar[str] = "cpu_ppo"
+    settings: ClassVar[Any] = CpuPpoSettings
+    symbols: ClassVar[tuple[str, ...]] = (  # what cpu_ppo_train imports and calls from verl
+        "verl.utils.profiler.DistProfiler",
+        "verl.utils.profiler.DistProfiler.annotate",
+        "verl.utils.profiler.DistProfiler.start",
+        "verl.utils.profiler.DistProfiler.stop",
+        "verl.utils.profiler.ProfilerConfig",
+        "verl.utils.profiler.config.PrecisionDebuggerToolConfig",
+        "verl.utils.profiler.performance.simple_timer",
+        "verl.utils.tracking.FileLogger",
+        "verl.trainer.ppo.core_algos.compute_gae_advantage_return",
+    )
+
+    def takes_slot(self, scenario: ScenarioView) -> bool:
+        return False  # ~0.5 GiB and one thread per rank
+
+    def describe(self, scenario: ScenarioView, run: RunDir, python: str | None = None) -> list[str]:
+        return [dialect_of(python).line()]  # no host inputs, no trainer config: how the on run configures verl
+
+    def prepare(
+        self, scenario: ScenarioView, run: RunDir, enabled: bool, *, dry: bool = False, python: str | None = None
+    ) -> Launch:
+        s: CpuPpoSettings = scenario.workload
+        if scenario.device == "cuda" and not dry:
+            cuda_problem(scenario.world_size)
+        run.root.mkdir(parents=True, exist_ok=True)
+        profiler = None
+        if enabled:
+            pd = scenario.precision_debugger
+            cfg = msprobe_config(pd, dump_path=str(run.dumps))
+            run.msprobe_config.write_text(json.dumps(cfg, indent=2))
+            dialect = dialect_of(python)  # the target's own way to configure precision_debugger
+            profiler = {
+                "dialect": dialect.name,
+                "all_ranks": dialect.all_ranks,
+                "save_path": str(run.dumps),
+                "steps": pd.steps,
+                "stages": pd.stages,
+                "config_path": str(run.msprobe_config),
+                "strict": pd.strict,
+            }
+        spec = {
+            "engine": scenario.engine,
+            "device": scenario.device,
+            "dtype": s.dtype,
+            "world_size": scenario.world_size,
+            "steps": scenario.steps,
+            "seed": s.seed,
+            "model": s.model.model_dump(),
+            "batch_size": s.batch_size,
+            "prompt_length": s.prompt_length,
+            "response_length": s.response_length,
+            "lr": s.lr,
+            "critic": s.critic,
+            "critic_roles": s.critic_roles,
+            "threads_per_rank": s.threads_per_rank,
+            "store_path": str(run.root / "pg_store"),
+            "profiler": profiler,
+        }
+        run.spec.write_text(json.dumps(spec, indent=2))
+        return Launch(
+            module="harness.training.workloads.cpu_ppo_train",
+            args=[str(run.spec)],
+            # the test-only fault knobs (harness.training.workloads.fault_injection) reach the "on" run only when set
+            env={"VERL_FILE_LOGGER_PATH": str(run.metrics), **(fault_injection.passthrough() if enabled else {})},
+            workdir=run.root,
+            python=python,
+        )
+
+
+def cuda_problem(world_size: int) -> None:
+    """A cuda run forced onto a host that cannot hold it (pytest and ``harness run`` skip it before this): one
+    line naming what is missing. The training runs on the harness's own torch (the embedded workload has no CUDA
+    image), so that torch must see the GPUs; one per rank: NCCL refuses two ranks on one device."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise InfraError(
+            "device cuda: torch.cuda.is_available() is False in the harness's Python (no GPU, no driver, or a CPU "
+            "build of torch); run the cuda scenarios on a CUDA runner (docs/cuda.md)"
+        )
+    if (seen := torch.cuda.device_count()) < world_size:
+        raise InfraError(
+            f"device cuda: world_size {world_size} needs {world_size} GPUs (one per NCCL rank), {seen} visible here"
+        )

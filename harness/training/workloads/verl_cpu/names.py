@@ -1,0 +1,5 @@
+"""The names the harness and verl's processes agree on (stdlib only: importable before verl)."""
+
+PLUGIN = "harness.training.workloads.verl_cpu.plugin"  # VERL_USE_EXTERNAL_MODULES
+PLATFORM = "harness_cpu"  # VERL_PLATFORM
+ROLLOUT = "hf_generate"  # actor_rollout_ref.rollout.name

@@ -1,0 +1,128 @@
+"""verl's own PPO trainer as the workload: ``python3 -m verl.trainer.main_ppo`` plus hydra overrides.
+
+This is what the Ascend runners execute (inside the verl Ascend image): the real trainer, real workers,
+real rollout engine. The harness only decides the overrides. Before every launch the overrides are composed
+offline against the installed verl's hydra config (``harness.training.workloads.verl_config``), because a profiler
+setting that silently resolves to something else (a ``+`` typo) costs a whole night and yields no dumps.
+
+``device: cpu`` runs the same trainer, workers, Ray and FSDP2 (over gloo) on the host, with verl's own
+plugin points filled by ``harness.training.workloads.verl_cpu`` (a CPU platform, an HF-``generate`` rollout, a few
+checked patches), tiny locally made assets and a dense reward. The argv is built by the same
+``build_overrides``, plus the CPU block (``cpu_overrides``), and checked by the same offline check.
+
+The package: ``settings`` (the scenario block), ``inputs`` (host paths), ``overrides`` (the argv), ``cpu`` (the CPU
+block); this module is the workload that puts them together.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import Any, ClassVar
+
+from harness.artifacts.rundir import RunDir
+from harness.errors import InfraError
+from harness.scenario.blocks import ScenarioView
+from harness.scenario.stages import STAGES
+from harness.target.dialect import dialect_of
+from harness.training.launch import Launch
+from harness.training.msprobe_config import msprobe_config
+from harness.training.workloads.verl_cpu import assets
+from harness.training.workloads.verl_ppo.cpu import check_cpu_plugin_symbols, cpu_env
+from harness.training.workloads.verl_ppo.inputs import Inputs
+from harness.training.workloads.verl_ppo.overrides import build_overrides
+from harness.training.workloads.verl_ppo.settings import VerlPpoSettings
+
+MODULE = "verl.trainer.main_ppo"
+CPU_MODULE = "harness.training.workloads.verl_cpu.main"  # main_ppo behind a launcher that owns Ray's temp dir
+
+
+class VerlPpo:
+    name: ClassVar[str] = "verl_ppo"
+    settings: ClassVar[Any] = VerlPpoSettings
+    symbols: ClassVar[tuple[str, ...]] = (  # the target's main_ppo and the precision_debugger integration it sets up
+        "verl.trainer.main_ppo.main",
+        "verl.utils.profiler.precision_debugger_profile.PrecisionDebuggerProfiler",
+        "verl.utils.profiler.config.PrecisionDebuggerToolConfig",
+    )
+
+    def prepare(
+        self, scenario: ScenarioView, run: RunDir, enabled: bool, *, dry: bool = False, python: str | None = None
+    ) -> Launch:
+        """Write the msprobe config (on), compose and check the overrides against the target's verl (``python``,
+        its interpreter), and say what to run. Unless ``dry`` (a dry run describes a runner, not this machine),
+        the model and data must exist here: they are mounted from this host."""
+        from harness.training.workloads.verl_config import check_overrides
+
+        s: VerlPpoSettings = scenario.workload
+        if scenario.device == "cpu":
+            check_cpu_plugin_symbols(python)
+        if s.tiny is not None and not dry:
+            assets.ensure(s.tiny)
+        inputs = Inputs.of(s)
+        if not dry and (missing := inputs.missing()):
+            raise InfraError(
+                f"verl_ppo inputs missing on this host: {'; '.join(missing)}. Runners keep them in their caches "
+                f"(QWEN2_0_5B_PATH, GSM8K_DATA_DIR); make the gsm8k parquet files with: "
+                f"{' '.join(inputs.prepare_data_argv())}"
+            )
+        run.root.mkdir(parents=True, exist_ok=True)
+        if enabled:
+            cfg = msprobe_config(scenario.precision_debugger, dump_path=str(run.dumps))
+            run.msprobe_config.write_text(json.dumps(cfg, indent=2))
+        dialect = dialect_of(python) if enabled else None  # how the target turns precision_debugger on
+        config_name, overrides, expected = build_overrides(scenario, run, enabled, dialect)
+        check_overrides(
+            config_name,
+            overrides,
+            expected,
+            enabled=enabled,
+            # a target's verl (python given) is whatever it is: the image must hold it too (its label is checked)
+            verl_version=s.verl_version if python is None else None,
+            stages=scenario.expected_stages,
+            python=python,
+        )
+        cpu = scenario.device == "cpu"
+        return Launch(
+            module=CPU_MODULE if cpu else MODULE,
+            args=[f"--config-name={config_name}", *overrides],
+            env={
+                "VERL_FILE_LOGGER_PATH": str(run.metrics),
+                "HYDRA_FULL_ERROR": "1",
+                **(cpu_env() if cpu else {}),
+            },
+            workdir=run.root,
+            inputs=[inputs.model, inputs.data_dir],
+            python=python,
+        )
+
+    def takes_slot(self, scenario: ScenarioView) -> bool:
+        return scenario.device == "cpu"  # Ray and the workers on this host (accelerator runs are the runner's)
+
+    def describe(self, scenario: ScenarioView, run: RunDir, python: str | None = None) -> list[str]:
+        """For the dry run, after ``prepare(run, dry=True)`` passed: inputs on this host, and which of verl's
+        stages its trainer will run with the on run's resolved config (decided by verl's own predicates)."""
+        from harness.training.workloads.verl_config import STAGE_NEEDS, compose, installed_verl, unreachable_stages
+
+        s: VerlPpoSettings = scenario.workload
+        inputs = Inputs.of(s)
+        lines = [
+            f"{what}: {p} ({'present' if p.exists() else 'absent'} on this host)"
+            for what, p in (("model", inputs.model), ("train data", inputs.train), ("val data", inputs.val))
+        ]
+        if s.tiny is not None:
+            lines.append("model, tokenizer and data: made on this host at the first run (workload.tiny), then cached")
+        else:
+            lines.append(
+                f"data preparation (when the parquet files are absent): {shlex.join(inputs.prepare_data_argv())}"
+            )
+        lines.append(f"overrides of both runs checked offline against verl {installed_verl(python)}'s hydra config: ok")
+        lines.append((dialect := dialect_of(python)).line())
+        config_name, overrides, _ = build_overrides(scenario, run, enabled=True, dialect=dialect)
+        skipped = unreachable_stages(compose(config_name, overrides, python), STAGE_NEEDS, python)
+        runs = [st for st in scenario.expected_stages if st not in skipped]
+        others = [st for st in STAGES if st not in skipped and st not in runs]
+        lines.append(f"stages verl will run (its own predicates, resolved config): {', '.join(runs)}")
+        lines += [f"  also run (not expected): {', '.join(others)}"] if others else []
+        lines += [f"  not run (not expected): {st}: {why.split(': ', 1)[1]}" for st, why in skipped.items()]
+        return lines

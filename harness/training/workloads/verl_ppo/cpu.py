@@ -1,0 +1,62 @@
+"""What verl's trainer needs on CPU beyond the shared argv: overrides, environment, and the symbols the CPU plugin
+(``harness.training.workloads.verl_cpu``) touches, checked before anything starts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from harness.errors import InfraError
+from harness.scenario.blocks import ScenarioView
+from harness.training.workloads.verl_cpu import names
+from harness.training.workloads.verl_ppo.settings import RAY_CPUS_EXTRA, RAY_CPUS_PER_RANK
+
+
+def cpu_overrides(scenario: ScenarioView) -> dict[str, Any]:
+    """What verl's trainer needs on CPU beyond the shared argv (each measured necessary; see docs/cpu-workloads.md)."""
+    from harness.training.workloads.verl_cpu import reward
+
+    ranks = scenario.world_size
+    return {
+        "actor_rollout_ref.model.use_remove_padding": False,  # flash-attn's varlen path
+        # verl defaults to flash_attention_2; sdpa, unlike eager, masks with booleans: no -inf in the statistics
+        "++actor_rollout_ref.model.override_config.attn_implementation": "sdpa",
+        "critic.model.use_remove_padding": False,
+        "++critic.model.override_config.attn_implementation": "sdpa",
+        "actor_rollout_ref.actor.use_torch_compile": False,
+        "actor_rollout_ref.ref.use_torch_compile": False,
+        "actor_rollout_ref.rollout.agent.num_workers": 1,
+        "reward.num_workers": 1,
+        "transfer_queue.backend.SimpleStorage.num_data_storage_units": 1,
+        "data.dataloader_num_workers": 0,
+        "ray_kwargs.ray_init.num_cpus": RAY_CPUS_PER_RANK * ranks + RAY_CPUS_EXTRA,
+        "++ray_kwargs.ray_init.num_gpus": ranks,  # logical: the CPU platform names its ranks "GPU"
+        "++ray_kwargs.ray_init.include_dashboard": False,
+        "++ray_kwargs.ray_init._node_ip_address": "127.0.0.1",  # Ray, and gloo after it, on localhost only
+        "reward.custom_reward_function.path": Path(reward.__file__),
+        "reward.custom_reward_function.name": "compute_score",
+    }
+
+
+def check_cpu_plugin_symbols(python: str | None) -> None:
+    """Before anything starts: the verl under test (``python``: its interpreter; None: the harness's own) must
+    hold every symbol the CPU plugin touches."""
+    from harness.training.workloads.verl_config import verl_config_dir
+    from harness.training.workloads.verl_cpu.patches import missing
+
+    verl_dir = verl_config_dir(python).parents[1]
+    if problems := missing(verl_dir):
+        raise InfraError(f"verl at {verl_dir} cannot run on CPU: {'; '.join(problems)}")
+
+
+def cpu_env() -> dict[str, str]:
+    """The environment of a CPU run: the plugin in every verl process, one thread per process, offline."""
+    return {
+        "VERL_USE_EXTERNAL_MODULES": names.PLUGIN,
+        "VERL_PLATFORM": names.PLATFORM,
+        "VERL_ENGINE_DEVICE": "cuda",  # verl registers its FSDP engine for cuda and npu; it runs on CPU
+        "OMP_NUM_THREADS": "1",
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "HF_HUB_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }

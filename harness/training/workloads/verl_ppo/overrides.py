@@ -1,0 +1,145 @@
+"""main_ppo's hydra overrides for a scenario's run, in the dialect of the verl under test, and the values verl
+must resolve them to."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from harness.artifacts.rundir import RunDir
+from harness.scenario.blocks import ScenarioView
+from harness.target.dialect import Dialect
+from harness.training.workloads.verl_ppo.cpu import cpu_overrides
+from harness.training.workloads.verl_ppo.inputs import Inputs
+from harness.training.workloads.verl_ppo.settings import VerlPpoSettings
+
+CONFIG_NAMES = {"fsdp": "ppo_trainer", "megatron": "ppo_megatron_trainer"}
+# The role whose profiler block must be enabled for a stage to dump. In verl 0.9.1 the reference model is
+# fused into ActorRolloutRefWorker, whose DistProfiler is built from the ACTOR's block, so ref_compute_log_prob
+# needs the actor's too; the ref's own block is enabled as well, as verl's docs say (a standalone ref worker).
+ROLE_PROFILERS = {
+    "actor": "actor_rollout_ref.actor.profiler",
+    "ref": "actor_rollout_ref.ref.profiler",
+    "critic": "critic.profiler",
+}
+STAGE_ROLES: dict[str, tuple[str, ...]] = {
+    "actor_compute_log_prob": ("actor",),
+    "actor_update": ("actor",),
+    "ref_compute_log_prob": ("actor", "ref"),
+    "compute_values": ("critic",),
+    "critic_update": ("critic",),
+}
+TOOL_CONFIG = "global_profiler.global_tool_config.precision_debugger"
+
+_PLAIN_VALUE = re.compile(r"^[\w./~:@+-]*$")
+
+
+def hydra_value(value: Any) -> str:
+    """A python value as hydra override text: lists as ``[a,b]``, odd strings quoted."""
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(hydra_value(v) for v in value) + "]"
+    text = str(value)
+    if _PLAIN_VALUE.match(text) and text:
+        return text
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def role_profilers(stages: Iterable[str]) -> list[str]:
+    """The profiler blocks (hydra paths) that must be enabled for these stages, in a stable order."""
+    roles = {r for st in stages for r in STAGE_ROLES.get(st, ())}
+    return [path for role, path in ROLE_PROFILERS.items() if role in roles]
+
+
+def build_overrides(
+    scenario: ScenarioView, run: RunDir, enabled: bool, dialect: Dialect | None = None
+) -> tuple[str, list[str], dict[str, Any]]:
+    """(config name, overrides, expected resolved values). ``expected`` is what verl must resolve to. ``dialect``:
+    the target's way to configure precision_debugger (harness.target.dialect; None: profiler-config, verl #5986 on)."""
+    s: VerlPpoSettings = scenario.workload
+    inputs = Inputs.of(s)
+    per_node = s.devices_per_node(scenario.world_size)
+    config_name = CONFIG_NAMES[scenario.engine]
+    strategy = (
+        [
+            "actor_rollout_ref.actor.strategy=fsdp2",  # the ref follows the actor's strategy by interpolation
+            "critic.strategy=fsdp2",
+        ]
+        if scenario.engine == "fsdp"
+        else []
+    )
+    ov: dict[str, Any] = {
+        "hydra.run.dir": run.root / "hydra",  # not ./outputs/<date>: everything of a run stays in its dir
+        "algorithm.adv_estimator": s.adv_estimator,
+        "data.train_files": inputs.train,
+        "data.val_files": inputs.val,
+        "data.train_batch_size": s.train_batch_size,
+        "data.max_prompt_length": s.max_prompt_length,
+        "data.max_response_length": s.max_response_length,
+        "data.shuffle": False,  # off and on see the same batches at the same step: comparable step times
+        "actor_rollout_ref.model.path": inputs.model,
+        "actor_rollout_ref.actor.ppo_mini_batch_size": s.ppo_mini_batch_size,
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": s.micro_batch_size_per_gpu,
+        "actor_rollout_ref.rollout.name": s.rollout,
+        "actor_rollout_ref.rollout.n": s.rollout_n,
+        "actor_rollout_ref.rollout.tensor_model_parallel_size": s.rollout_tp,
+        "actor_rollout_ref.rollout.gpu_memory_utilization": s.gpu_memory_utilization,
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": s.log_prob_micro_batch_size_per_gpu,
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": s.log_prob_micro_batch_size_per_gpu,
+        "critic.model.path": inputs.model,
+        "critic.ppo_micro_batch_size_per_gpu": s.micro_batch_size_per_gpu,
+        "trainer.critic_warmup": 0,
+        "trainer.nnodes": s.nnodes,
+        "trainer.n_gpus_per_node": per_node,
+        "trainer.total_training_steps": scenario.steps,
+        "trainer.test_freq": -1,
+        "trainer.save_freq": -1,
+        "trainer.val_before_train": False,
+        "trainer.logger": ["console", "file"],
+        "trainer.project_name": "verl-msprobe-harness",
+        "trainer.experiment_name": f"{scenario.name}-{run.mode}",
+    }
+    if scenario.device != "cuda":
+        ov["trainer.device"] = scenario.device
+    if scenario.device == "cpu":
+        ov.update(cpu_overrides(scenario))
+    expected: dict[str, Any] = {
+        "trainer.total_training_steps": scenario.steps,
+        "trainer.logger": ["console", "file"],
+        "trainer.nnodes": s.nnodes,
+        "trainer.n_gpus_per_node": per_node,
+    }
+    if enabled:
+        pd = scenario.precision_debugger
+        tool = {"config_path": str(run.msprobe_config), "stages": list(pd.stages), "strict": pd.strict}
+        if dialect is not None and dialect.name == "tool-config":  # verl #5186: the tool config turns it on
+            tool.update(enable=True, data_dir=str(run.dumps), steps=list(pd.steps))
+        ov.update(
+            {
+                "global_profiler.tool": "precision_debugger",
+                "global_profiler.steps": list(pd.steps),
+                "global_profiler.save_path": run.dumps,
+            }
+        )
+        # no '+': these keys exist in verl 0.9.1's config, so hydra itself rejects a misspelling
+        ov.update({f"{TOOL_CONFIG}.{k}": v for k, v in tool.items()})
+        expected.update(
+            {
+                "global_profiler.tool": "precision_debugger",
+                "global_profiler.steps": list(pd.steps),
+                "global_profiler.save_path": str(run.dumps),
+            }
+        )
+        expected.update({f"{TOOL_CONFIG}.{k}": v for k, v in tool.items()})
+        for block in role_profilers(pd.stages):
+            ov[f"{block}.enable"] = True
+            if dialect is not None and dialect.all_ranks:  # its DistProfiler profiles rank 0 only by default
+                ov[f"{block}.all_ranks"] = expected[f"{block}.all_ranks"] = True
+            expected.update(
+                {f"{block}.enable": True, f"{block}.tool": "precision_debugger", f"{block}.save_path": str(run.dumps)}
+            )
+            expected.update({f"{block}.tool_config.precision_debugger.{k}": v for k, v in tool.items()})
+    overrides = [*strategy, *(f"{k}={hydra_value(v)}" for k, v in ov.items()), *s.overrides]
+    return config_name, overrides, expected

@@ -1,0 +1,154 @@
+"""The ``workload: verl_ppo`` block: main_ppo's knobs a scenario chooses, validated against the scenario; host
+paths in it are expanded at launch (``expand_path``)."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, PositiveInt, field_validator
+
+from harness.scenario.blocks import ScenarioView
+from harness.strict import Strict
+from harness.training.workloads.verl_cpu import assets, names
+
+HF_ROLLOUT = names.ROLLOUT
+# what verl's resource pools ask per rank: a bundle of max_colocate_count (3, hard-coded) CPUs; plus the
+# TransferQueue controller and storage unit. Logical CPUs: real use is held down by OMP_NUM_THREADS=1
+RAY_CPUS_PER_RANK, RAY_CPUS_EXTRA = 3, 2
+_VAR = re.compile(r"\$\{(?P<name>\w+)(?::-(?P<default>[^}]*))?\}|\$(?P<bare>\w+)")
+
+
+def expand_path(text: str, environ: Mapping[str, str] | None = None) -> Path:
+    """Shell-style ``${VAR:-default}``, ``${VAR}``, ``$VAR`` and ``~``, expanded on the host at launch time.
+
+    Why not os.path.expandvars: it has no ``:-default``, and the defaults here are the runner caches."""
+    env = os.environ if environ is None else environ
+
+    def sub(m: re.Match[str]) -> str:
+        name = m["name"] or m["bare"]
+        value = env.get(name, "")
+        if value or m["name"] is None:
+            return value
+        return m["default"] or ""
+
+    return Path(os.path.expanduser(_VAR.sub(sub, text)))
+
+
+# Keys the harness sets from the scenario itself; an extra override would desynchronise runs and checks.
+OWNED_KEYS = frozenset(
+    {
+        "trainer.total_training_steps",
+        "trainer.logger",
+        "trainer.test_freq",
+        "trainer.save_freq",
+        "trainer.val_before_train",
+        "trainer.device",
+        "trainer.nnodes",
+        "trainer.n_gpus_per_node",
+        "global_profiler.tool",
+        "global_profiler.steps",
+        "global_profiler.save_path",
+    }
+)
+
+
+class VerlPpoSettings(Strict):
+    """main_ppo's knobs that a scenario chooses; everything else is verl's default or ``overrides``.
+
+    Path defaults are the caches verl's own Ascend CI uses on its runners (``~/.cache/models/<id>`` and
+    ``~/data/gsm8k`` made by examples/data_preprocess/gsm8k.py from ``~/.cache/datasets/openai/gsm8k``)."""
+
+    kind: Literal["verl_ppo"]
+    verl_version: str = Field(
+        "0.9.1", description="verl in the image; the host's verl must match for the offline override check"
+    )
+    # Qwen2.5-0.5B: the Qwen2 architecture and size of verl's precision_debugger figures (Qwen2-0.5B), and the one
+    # verl's Ascend runners hold (docs/ascend_tutorial/contribution_guide/ascend_ci_guide_zh.rst)
+    model_path: str = "${QWEN2_0_5B_PATH:-~/.cache/models/Qwen/Qwen2.5-0.5B}"
+    data_dir: str = Field("${GSM8K_DATA_DIR:-~/data/gsm8k}", description="holds the preprocessed parquet files")
+    train_file: str = "train.parquet"
+    val_file: str = "test.parquet"
+    raw_dataset: str = Field(
+        "${GSM8K_RAW_PATH:-~/.cache/datasets/openai/gsm8k}",
+        description="HF gsm8k dataset the data-preparation step reads when the parquet files are missing",
+    )
+    rollout: Literal["vllm", "sglang", "hf_generate"] = Field(
+        "vllm", description="hf_generate: transformers' generate, the CPU rollout (device cpu only)"
+    )
+    rollout_n: PositiveInt = Field(1, description="samples per prompt (GRPO needs 2 or more)")
+    rollout_tp: PositiveInt = 1
+    gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] = 0.4
+    nnodes: PositiveInt = 1
+    n_gpus_per_node: PositiveInt | None = Field(None, description="default: world_size / nnodes")
+    adv_estimator: Literal["gae", "grpo"] = Field("gae", description="gae = PPO with a critic")
+    train_batch_size: PositiveInt = 256
+    ppo_mini_batch_size: PositiveInt = 64
+    micro_batch_size_per_gpu: PositiveInt = Field(4, description="actor and critic updates")
+    log_prob_micro_batch_size_per_gpu: PositiveInt = Field(8, description="actor and ref log-prob forwards")
+    max_prompt_length: PositiveInt = 512
+    max_response_length: PositiveInt = 256
+    tiny: assets.TinyAssets | None = Field(
+        None,
+        description="make a tiny random Qwen2, its tokenizer and gsm8k-format data locally (cached) and use them "
+        "instead of model_path and data_dir",
+    )
+    overrides: list[str] = Field(
+        default_factory=list, description="extra hydra overrides, applied last (validated with the rest)"
+    )
+
+    @field_validator("overrides")
+    @classmethod
+    def _overrides(cls, value: list[str]) -> list[str]:
+        from harness.training.workloads.verl_config import parse_overrides
+
+        for ov in parse_overrides(value):
+            if ov.key_or_group in OWNED_KEYS:
+                raise ValueError(
+                    f"override {ov.input_line!r} sets {ov.key_or_group}, which the harness sets from the scenario"
+                )
+        return value
+
+    def devices_per_node(self, world_size: int) -> int:
+        return self.n_gpus_per_node or world_size // self.nnodes
+
+    def check_scenario(self, scenario: ScenarioView) -> None:
+        if scenario.device == "cpu":
+            if self.rollout != HF_ROLLOUT:
+                raise ValueError(f"device cpu needs rollout {HF_ROLLOUT}: vllm and sglang do not run on CPU")
+            if scenario.engine != "fsdp":
+                raise ValueError("device cpu runs engine fsdp only (megatron-core is not installable here)")
+            if scenario.executor.kind != "local":
+                raise ValueError("device cpu runs with the local executor (the docker executor is not wired yet)")
+            if self.nnodes != 1:
+                raise ValueError("device cpu runs on one node")
+        elif self.rollout == HF_ROLLOUT:
+            raise ValueError(f"rollout {HF_ROLLOUT} is the CPU rollout: device cpu only")
+        per_node = self.devices_per_node(scenario.world_size)
+        if per_node * self.nnodes != scenario.world_size:
+            raise ValueError(f"world_size {scenario.world_size} != nnodes {self.nnodes} x n_gpus_per_node {per_node}")
+        ex, docker = scenario.executor, scenario.executor.options("docker")
+        if self.nnodes > 1 and "RAY_ADDRESS" not in {*docker.pass_env, *docker.env}:
+            raise ValueError(
+                "nnodes > 1: the harness starts one process (or container), which must join a running Ray cluster "
+                "spanning the nodes; pass RAY_ADDRESS (executor.docker.pass_env or env)"
+            )
+        stages = set(scenario.precision_debugger.stages) | set(scenario.expected_stages)
+        if "compute_rm_score" in stages:
+            raise ValueError(
+                "stage compute_rm_score: verl 0.9.1's config has no reward-model profiler block to enable, and "
+                "gsm8k's reward is a rule, not a model"
+            )
+        if {"compute_values", "critic_update"} & stages and self.adv_estimator != "gae":
+            raise ValueError("critic stages need a critic: adv_estimator gae")
+        if ex.kind == "docker" and scenario.device == "npu" and not docker.npu_devices:
+            raise ValueError("device npu with the docker executor needs executor.docker.npu_devices")
+        if ex.kind == "docker" and scenario.device == "npu" and len(docker.npu_devices) != per_node:
+            raise ValueError(
+                f"executor.docker.npu_devices has {len(docker.npu_devices)} ids for {per_node} devices per node"
+            )
+        if ex.kind == "docker" and scenario.device == "cuda" and len(docker.gpus) != per_node:
+            raise ValueError(f"executor.docker.gpus has {len(docker.gpus)} ids for {per_node} GPUs per node")

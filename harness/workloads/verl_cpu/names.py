@@ -1,5 +1,0 @@
-"""The names the harness and verl's processes agree on (stdlib only: importable before verl)."""
-
-PLUGIN = "harness.workloads.verl_cpu.plugin"  # VERL_USE_EXTERNAL_MODULES
-PLATFORM = "harness_cpu"  # VERL_PLATFORM
-ROLLOUT = "hf_generate"  # actor_rollout_ref.rollout.name
