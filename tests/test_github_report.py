@@ -77,6 +77,15 @@ def test_errors_name_the_infrastructure_and_inconclusive_is_a_warning(tmp_path):
     )
 
 
+def test_undecided_alone_is_a_warning_verdict_with_its_own_exit_code(tmp_path):
+    noisy = ScenarioComparison("tiny_fsdp_l0", undecided=["INCONCLUSIVE tiny_fsdp_l0: overhead check undecided"])
+    noisy.checks_judged = 4
+    doc = load(compare_json(tmp_path, noisy))
+    assert doc.exit_code == 3
+    assert annotation_lines(doc)[0].startswith("::warning title=precision_debugger gate::INCONCLUSIVE (exit 3: ")
+    assert summary(doc).startswith("⚠️ **INCONCLUSIVE**: exit 3")
+
+
 def test_a_finding_cannot_forge_a_workflow_command_and_titles_keep_their_properties(tmp_path):
     """verl's own text (an error message, a path) goes into the annotation: a line break in it would end the
     command and start another one."""

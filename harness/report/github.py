@@ -155,12 +155,14 @@ def _findings(doc: CompareDoc | GateDoc) -> list[tuple[Level, str, str]]:
     return out
 
 
-def annotation_lines(doc: CompareDoc | GateDoc, where: str = "compare.txt in the results artifact") -> list[str]:
+def annotation_lines(doc: CompareDoc | GateDoc) -> list[str]:
     """The verdict (when not a pass) and one command per finding, at most ``MAX_PER_LEVEL`` per level: the last
     kept one of a crowded level says how many were left out and where they all are."""
     items = _findings(doc)
+    where = f"{'compare' if isinstance(doc, CompareDoc) else 'gate'}.txt in the results artifact"
     if doc.exit_code:
-        items.insert(0, ("error", TITLE, f"{doc.verdict} (exit {doc.exit_code}: {meaning(doc.exit_code)})"))
+        level: Level = "warning" if doc.exit_code == 3 else "error"  # undecided is not a finding against verl
+        items.insert(0, (level, TITLE, f"{doc.verdict} (exit {doc.exit_code}: {meaning(doc.exit_code)})"))
     out: list[str] = []
     for level in ("error", "warning", "notice"):
         mine = [(t, m) for lv, t, m in items if lv == level]
