@@ -143,6 +143,31 @@ def test_another_msprobe_or_device_is_reported_not_compared(tmp_path, baseline):
     assert s.status == "environment differs" and "device_kind baseline 'cpu/x86_64', now 'npu/aarch64'" in s.notes[0]
 
 
+def test_another_cpu_model_leaves_overhead_out_and_compares_structure_and_disk(tmp_path):
+    """A hosted runner's CPU model changes from night to night: step times say nothing across models, what was
+    dumped does. A run 4x slower on another model passes; one whose dumps grew 50 % on it still fails."""
+    epyc = {**ENV, "cpu_model": "AMD EPYC 7763 64-Core Processor"}
+    xeon = {**ENV, "cpu_model": "Intel(R) Xeon(R) Platinum 8370C CPU @ 2.80GHz"}
+    for i, profiled in enumerate(QUIET):
+        write_results(tmp_path / f"cal{i}", profiled=profiled, env=epyc)
+    b = build([tmp_path / f"cal{i}" for i in range(len(QUIET))], calibrate=True)
+    assert b.environment["cpu_model"] == epyc["cpu_model"]
+    write_results(tmp_path / "slow", profiled=40.0, env=xeon)
+    (s,) = gate_dirs(b, [tmp_path / "slow"]).scenarios
+    assert s.status == "ok" and not [m for m in s.figures if m.metric.startswith("overhead.")]
+    assert any(m.metric.startswith("disk.") for m in s.figures)
+    assert "overhead not compared: cpu_model baseline 'AMD EPYC 7763 64-Core Processor', now 'Intel(R)" in s.notes[0]
+    write_results(tmp_path / "bloated", profiled=40.0, disk=1_500_000, env=xeon)
+    report = gate_dirs(b, [tmp_path / "bloated"])
+    assert report.exit_code == 1 and verdicts(report) == {
+        ("tiny_case", m): "regressed"
+        for m in ("disk.total_bytes", "disk.step2_bytes", "disk.step4_bytes", "disk.stage.actor_update_bytes",
+                  "disk.rank0_bytes", "disk.rank1_bytes")
+    }  # fmt: skip
+    write_results(tmp_path / "same", profiled=40.0, env=epyc)  # the same model: overhead judged
+    assert verdicts(gate_dirs(b, [tmp_path / "same"])) == {("tiny_case", "overhead.wall.profiled"): "regressed"}
+
+
 def test_other_versions_are_noted_and_still_compared(tmp_path, baseline):
     write_results(tmp_path / "now", profiled=40.0, env={**ENV, "verl": "0.10.0"})
     report = gate_dirs(baseline, [tmp_path / "now"])

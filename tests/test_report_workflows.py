@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -53,7 +54,8 @@ def test_verl_calls_a_reusable_base_against_head_workflow():
     assert "harness compare --base .verl/base --head .verl/head" in _runs(job)
     assert ".ci/ascend-job image" in _runs(job)  # docker mode: one image per side
     caller = _load(ROOT / "docs" / "verl-caller-example.yml")
-    (gate,) = caller["jobs"].values()
+    gate = caller["jobs"]["ascend-gate"]
+    assert "github.event.pull_request.head.repo.full_name == github.repository" in gate["if"]  # never a fork's code
     uses, sha = gate["uses"].split("@")
     assert uses.endswith("/.github/workflows/verl-compare.yml") and len(sha) == 40
     assert gate["with"]["harness-ref"] == sha  # the harness pinned by commit, the same in both places
@@ -62,6 +64,61 @@ def test_verl_calls_a_reusable_base_against_head_workflow():
     pr = _load(WORKFLOWS / "pr-gate.yml")
     assert pr["jobs"]["compare"]["uses"] == "./.github/workflows/verl-compare.yml"
     assert {"base-ref", "head-ref"} <= set(pr[True]["workflow_dispatch"]["inputs"])
+
+
+def test_verl_calls_a_cpu_gate_on_hosted_runners_for_every_pull_request_forks_included():
+    reusable = _load(WORKFLOWS / "verl-cpu-gate.yml")
+    assert set(reusable[True]) == {"workflow_call"} and reusable["permissions"] == {"contents": "read"}
+    call = reusable[True]["workflow_call"]
+    assert "secrets" not in call and call["inputs"]["runner-labels"]["default"] == '["ubuntu-latest"]'
+    assert call["inputs"]["verl-repository"]["default"] == "verl-project/verl"
+    (job,) = reusable["jobs"].values()
+    assert "bash .ci/cpu-gate pr .verl/base .verl/head" in _runs(job)
+    refuse = job["steps"][0]
+    assert refuse["if"] == "github.event_name == 'pull_request_target'" and "exit 1" in refuse["run"]
+    restore, save = (s for s in job["steps"] if s.get("uses", "").startswith("actions/cache/"))
+    assert restore["uses"].startswith("actions/cache/restore@") and save["uses"].startswith("actions/cache/save@")
+    assert "hashFiles('.ci/cpu.lock')" in restore["with"]["key"]
+    assert "github.event_name == 'schedule'" in save["if"] and "default_branch" in save["if"]  # never from a PR
+    caller = _load(ROOT / "docs" / "verl-caller-example.yml")
+    assert set(caller[True]) == {"pull_request"} and caller[True]["pull_request"] is None  # every PR: no paths filter
+    cpu = caller["jobs"]["cpu-gate"]
+    assert cpu["uses"].split("@")[0].endswith("/verl-cpu-gate.yml") and "head.repo" not in cpu["if"]  # forks too
+    assert cpu["with"]["harness-ref"] == cpu["uses"].split("@")[1].split()[0]
+    verdict = caller["jobs"]["cpu-gate-verdict"]  # the check to make required
+    assert verdict["if"].startswith("always()") and set(verdict["needs"]) == {"changes", "cpu-gate"}
+    for path in [*WORKFLOWS.glob("*.yml"), *(ROOT / "docs").glob("*.yml")]:
+        assert "pull_request_target" not in _load(path)[True], path.name
+
+
+def test_the_cpu_nightly_runs_two_msprobe_axes_each_its_own_baseline_series():
+    nightly = _load(WORKFLOWS / "nightly-cpu.yml")
+    assert nightly[True]["schedule"] and "workflow_call" in nightly[True]
+    (job,) = nightly["jobs"].values()
+    assert job["runs-on"] == "ubuntu-latest" and job["strategy"]["matrix"]["msprobe"] == ["pinned", "newest"]
+    assert "bash .ci/cpu-gate nightly .verl/nightly" in _runs(job)
+    assert "baseline=precision-debugger-cpu-baseline-$SERIES-msprobe$version" in _runs(job)
+    names = [s.get("with", {}).get("name") for s in job["steps"]]
+    assert names.count("${{ steps.msprobe.outputs.baseline }}") == 2  # downloads the previous one, publishes the next
+
+
+def test_workflows_pass_zizmor_offline():
+    zizmor = Path(sys.executable).parent / "zizmor"
+    assert zizmor.is_file(), "zizmor is missing: pip install -e '.[dev]'"
+    files = [str(WORKFLOWS.parent), *sorted(str(p) for p in (ROOT / "docs").glob("*.yml"))]
+    proc = subprocess.run([str(zizmor), "--offline", *files], cwd=ROOT, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_lock_holds_the_pins_of_pyproject():
+    """.ci/cpu.lock is what `.ci/setup --locked` installs: the CPU torch and every exact pin of the cpu extra."""
+    lock = (ROOT / ".ci" / "cpu.lock").read_text().splitlines()
+    assert "--extra-index-url https://download.pytorch.org/whl/cpu" in lock
+    pins = dict(line.split("==", 1) for line in lock if "==" in line and not line.startswith("#"))
+    assert pins["torch"] == "2.13.0+cpu"
+    exact = re.findall(r'"([A-Za-z0-9_.-]+)(?:\[[^\]]*\])?==([^"]+)"', (ROOT / "pyproject.toml").read_text())
+    assert {"torch", "mindstudio-probe", "verl"} <= dict(exact).keys()
+    assert all(pins[name].split("+")[0] == version for name, version in exact), exact
 
 
 def test_the_nightly_is_reusable_per_scenario_and_keeps_a_baseline_series_per_ref_and_scenario():

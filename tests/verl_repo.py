@@ -14,6 +14,8 @@ workload, which passes it by name, raises) and
 verl's real trainer raises). And a slowdown that computes nothing: ``wait`` (the profiler's start backs off 0.25 s
 before each stage's dump: three profiled stages of tiny_fsdp_l1 make its profiled step ~+30 % in wall time, measured
 2.56 s of it per rank on the loaded 2-core machine, and not a second of CPU time).
+And ``annotation`` (a typo in the engine workers' ``actor_update`` annotation: the stage is never collected; only
+verl's real trainer runs those workers, the embedded workload annotates its own).
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ RENAMED_BACKEND = r"timeout_second=None, backend=None\)|backend = backend or|bac
 NEWDEP_REQUIREMENT = 'requires-python = ">=3.10"\ndependencies = ["verl-msprobe-stats>=1.0"]\n'
 CORE_ALGOS = Path("verl/trainer/ppo/core_algos.py")
 WAIT_S = 0.25
+ENGINE_WORKERS = Path("verl/workers/engine_workers.py")
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,7 @@ class VerlRepo:
     kwarg: str
     patch: str
     wait: str
+    annotation: str
 
 
 def git(repo: Path, *args: str) -> str:
@@ -181,4 +185,10 @@ def make_verl_repo(root: Path) -> VerlRepo:
     git(root, "commit", "-q", "-am", "precision_debugger: back off before each stage's dump")
     wait = git(root, "rev-parse", "HEAD")
     git(root, "checkout", "-q", "main")
-    return VerlRepo(root, release, bad, neutral, drift, numerics, crash, newdep, kwarg, patch, wait)
+    annotation = _commit(
+        root,
+        "annotation",
+        "engine workers: actor_update annotated as actor_updates",
+        {ENGINE_WORKERS: (r'role="actor_update"', 'role="actor_updates"')},
+    )
+    return VerlRepo(root, release, bad, neutral, drift, numerics, crash, newdep, kwarg, patch, wait, annotation)

@@ -21,10 +21,24 @@ from harness.training.runs import ScenarioRuns
 MAX_RESULTS_BYTES = 64 * MB
 
 
+def cpu_model() -> str:
+    """The CPU's model name (Linux: /proc/cpuinfo). Step times, and so the overhead ratios, move with it: GitHub's
+    hosted runners of one label come with several, so a nightly baseline's overhead is gated only on the same one
+    (``harness.gate.baseline.OVERHEAD_ENV``)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() in ("model name", "Model") and value.strip():
+                return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "?"
+
+
 def environment(scenario: Scenario, target: dict[str, Any]) -> dict[str, Any]:
     """Where the figures were measured. ``target``: ``ScenarioRuns.target`` (versions as installed in the target's
     environment, its identity and series, as the runs recorded them)."""
-    env: dict[str, Any] = {"python": platform.python_version(), "machine": platform.machine()}
+    env: dict[str, Any] = {"python": platform.python_version(), "machine": platform.machine(), "cpu_model": cpu_model()}
     env.update(target.get("environment") or {})
     packages_dir = env.pop("packages_dir", None)
     env["device"] = scenario.device

@@ -17,7 +17,7 @@ from harness.gate.baseline import DEFAULT_POLICY, Baseline, Policy, build, max_r
 from harness.gate.files import GateDoc
 from harness.gate.judge import gate
 from harness.gate.observe import Observation, observe_dir
-from harness.safeio import output_path
+from harness.safeio import MB, output_path, read_text
 
 
 def _policy(args: argparse.Namespace) -> dict[str, Policy]:
@@ -118,6 +118,22 @@ def cmd_junit_merge(args: argparse.Namespace) -> int:
     return 0
 
 
+MAX_MARKDOWN = 16 * MB
+
+
+def cmd_github(args: argparse.Namespace) -> int:
+    from harness.report.github import annotation_lines, load, summary  # matplotlib (harness.report) only when used
+
+    doc = load(Path(args.json))
+    if args.what == "annotations":
+        for line in annotation_lines(doc):
+            print(line)
+    else:
+        md = read_text(Path(args.markdown), MAX_MARKDOWN) if args.markdown else ""
+        print(summary(doc, md, args.heading), end="")
+    return 0
+
+
 def _policy_args(p: argparse.ArgumentParser) -> None:
     defaults = ", ".join(f"{f} k={v.k:g} floor={v.floor:g}" for f, v in DEFAULT_POLICY.items())
     p.add_argument("--k", action="append", metavar="FAMILY=K", help=f"noise multiplier per family ({defaults})")
@@ -165,3 +181,14 @@ def add_gate_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("output", metavar="OUT")
     p.add_argument("inputs", nargs="+", metavar="IN")
     p.set_defaults(func=cmd_junit_merge)
+
+    p = sub.add_parser(
+        "github",
+        help="what a GitHub job publishes of compare.json or a gate's JSON (stdout): annotations (::error lines, "
+        "one per finding) or the step summary",
+    )
+    p.add_argument("what", choices=["annotations", "summary"])
+    p.add_argument("json", metavar="JSON", help="compare.json, or the file of `harness gate --json`")
+    p.add_argument("--markdown", metavar="MD", help="summary: the report below the verdict (report/summary.md)")
+    p.add_argument("--heading", default="", help="summary: a heading above the verdict")
+    p.set_defaults(func=cmd_github)

@@ -31,6 +31,10 @@ from harness.safeio import MB, InputError, Versioned
 # Environment keys that make two measurements incomparable: the gate reports them instead of comparing. The
 # series is the verl ref a baseline follows (main, a release): a release baseline says nothing about main.
 BLOCKING_ENV = ("device_kind", "mindstudio-probe", "series")
+# Environment keys that make step times, and so the overhead ratios, incomparable, but not what was dumped: where
+# one differs the gate leaves overhead out (saying so) and compares dump structure, disk and checks exactly. A
+# nightly on GitHub's hosted runners lands on one of several CPU models from night to night.
+OVERHEAD_ENV = ("cpu_model",)
 # Environment keys shown next to the baseline (differences are reported, figures still compared); ``target`` is
 # the verl identity (commit, dirty hash), which moves every night within a series.
 INFO_ENV = (

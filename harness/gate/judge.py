@@ -31,7 +31,7 @@ from harness.artifacts.figures import FAMILIES, family, fmt, ratio, samples_of, 
 from harness.checks import stats
 from harness.checks.base import CheckResult
 from harness.checks.known_gap import is_gap
-from harness.gate.baseline import BLOCKING_ENV, INFO_ENV, Baseline, floor
+from harness.gate.baseline import BLOCKING_ENV, INFO_ENV, OVERHEAD_ENV, Baseline, floor
 from harness.gate.numerics import NumericsReport
 from harness.gate.observe import Observation, observe_dir
 from harness.gate.structure import name_diff
@@ -423,6 +423,16 @@ def judge(name: str, base: Side, head: Side, policy: Policy) -> ScenarioVerdict:
             _checks(out, base.runs, head.runs)
             return out
     base_fig, head_fig = base.figures, head.figures
+    be, he = base.environment, head.environment
+    elsewhere = [
+        f"{k} baseline {be.get(k)!r}, now {he.get(k)!r}" for k in OVERHEAD_ENV if k in be and be.get(k) != he.get(k)
+    ]
+    if policy.kind == "gate" and elsewhere and not policy.across_env:
+        out.notes.append(
+            f"overhead not compared: {'; '.join(elsewhere)} (step times move with it); dump structure and disk compared"
+        )
+        base_fig = {m: v for m, v in base_fig.items() if family(m) != "overhead"}
+        head_fig = {m: v for m, v in head_fig.items() if family(m) != "overhead"}
     if policy.kind == "gate" and (base.names is None or head.names is None):
         out.notes.append(
             "dump structure not compared: "

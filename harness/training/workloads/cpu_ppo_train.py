@@ -321,8 +321,8 @@ def _train(rank: int, spec: TrainSpec) -> None:
             policy.profiler.start(role="train", profile_step=step)
             if critic_worker:
                 critic_worker.profiler.start(profile_step=step)
-        step_start = Clocks.now()
-        with simple_timer("step", timing):
+        with simple_timer("step", timing):  # this rank's clocks inside verl's timer, as each stage's are
+            step_start = Clocks.now()
             batch = make_batch(spec, step, rank, device)
             batch["old_log_probs"] = timed("old_log_prob", timing, policy.compute_log_prob, batch)
             batch["ref_log_prob"] = timed("ref", timing, policy.compute_ref_log_prob, batch)
@@ -340,8 +340,8 @@ def _train(rank: int, spec: TrainSpec) -> None:
             else:
                 batch["advantages"] = rewards.sum(-1, keepdim=True) - rewards.sum(-1).mean()
             metrics["actor/loss"] = timed("update_actor", timing, policy.update_actor, batch)
+            step_s = Clocks.now().since(step_start)
         # the step less its barriers in wall and waiting alike (a core the barrier waited for is not counted twice)
-        step_s = Clocks.now().since(step_start)
         own["step"] = {k: v - barriers.get(k, 0.0) if k != "cpu" else v for k, v in step_s.items()}
         if spec.profiler and step in profiled:
             for w in workers:

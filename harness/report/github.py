@@ -1,0 +1,114 @@
+"""What a GitHub job publishes of a comparison (``compare.json``) or a nightly gate (``gate --json``): one
+workflow command per finding (``::error``, shown on the pull request and the run) and the step summary's head.
+
+Read from the JSON the harness wrote, never from its console output: a line the console wrapped or a verdict it
+reworded must not change what the pull request shows. Every finding becomes one annotation, up to GitHub's ten per
+level and step (more are dropped by the runner without a word): the tenth then says how many more there are and
+where they are. The verdict comes first and names the party, as the exit code does: 1 is a verdict on verl (or
+msprobe), 2 an error of the harness, the runner or the input and never a pass, 3 undecided.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+from harness.errors import HarnessError
+from harness.gate.files import CompareDoc, GateDoc
+from harness.safeio import MB, InputError, read_text
+
+MAX_PER_LEVEL = 10  # GitHub shows at most 10 error and 10 warning annotations per step
+MAX_INPUT = 64 * MB
+TITLE = "precision_debugger gate"
+MEANING = {
+    0: "pass",
+    1: "a regression of head: a verdict on the verl (or msprobe) under test",
+    2: "an error of the harness, the runner or the input, or nothing compared: not a verdict on verl, never a pass",
+    3: "INCONCLUSIVE: the runner's noise left a figure undecided (rerun, or more repeats)",
+}
+
+
+def meaning(code: int) -> str:
+    """What an exit code says and of whom (an unknown one, a signal: not a verdict on verl)."""
+    return MEANING.get(code, MEANING[2])
+
+
+Level = Literal["error", "warning", "notice"]
+
+
+def escape(text: str, prop: bool = False) -> str:
+    """A workflow command's data (and, ``prop``, a property value): a line break would end the command early and let
+    the rest of a finding (verl's own text, a path) be read as a command of its own."""
+    out = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return out.replace(":", "%3A").replace(",", "%2C") if prop else out
+
+
+def command(level: Level, title: str, message: str) -> str:
+    return f"::{level} title={escape(title, prop=True)}::{escape(message)}"
+
+
+def load(path: Path) -> CompareDoc | GateDoc:
+    """compare.json or a gate's JSON (harness.gate.files: typed, versioned), told apart by their keys; a file that is
+    neither is one line naming it."""
+    try:
+        raw = json.loads(read_text(path, MAX_INPUT))
+    except (InputError, ValueError) as exc:
+        raise HarnessError(
+            f"{path}: not a readable JSON file ({exc}): pass compare.json or gate --json's file"
+        ) from None
+    model: type[CompareDoc | GateDoc] = CompareDoc if isinstance(raw, dict) and "order" in raw else GateDoc
+    try:
+        return model.of(raw)
+    except InputError as exc:
+        raise HarnessError(f"{path}: {exc}") from None
+
+
+def _findings(doc: CompareDoc | GateDoc) -> list[tuple[Level, str, str]]:
+    """(level, title, message) per finding, in the order the console prints them."""
+    out: list[tuple[Level, str, str]] = []
+    if isinstance(doc, CompareDoc):
+        out += [("notice", "SKIPPED", why) for why in doc.skipped]
+        for s in doc.scenarios:
+            out += [("error", f"ERROR {s.scenario} (not a verdict on verl)", e) for e in s.errors]
+            out += [("error", f"REGRESSED {s.scenario}", f) for f in s.findings]
+            out += [("error", f"{f.verdict.upper()} {s.scenario}", f.line) for f in s.figures
+                    if f.verdict in ("regressed", "missing")]  # fmt: skip
+            out += [("warning", f"INCONCLUSIVE {s.scenario}", u) for u in s.undecided]
+            out += [("warning", f"INCONCLUSIVE {s.scenario}", f.line) for f in s.figures if f.verdict == "inconclusive"]
+        return out
+    for g in doc.scenarios:
+        out += [("error", f"ERROR {g.scenario} (not a verdict on verl)", e) for e in g.errors]
+        out += [("error", f"REGRESSED {g.scenario}", c) for c in g.crashes]
+        out += [("error", f"{m.verdict.upper()} {g.scenario}", m.line) for m in g.figures
+                if m.verdict in ("regressed", "missing")]  # fmt: skip
+        out += [("warning", f"INCONCLUSIVE {g.scenario}", m.line) for m in g.figures if m.verdict == "inconclusive"]
+        if g.status not in ("ok", "improved", "regressed", "inconclusive", "error"):  # not compared: the note says why
+            out += [("error", f"{g.status} {g.scenario}", "; ".join(g.notes) or g.status)]
+    return out
+
+
+def annotation_lines(doc: CompareDoc | GateDoc) -> list[str]:
+    """The verdict (when not a pass) and one command per finding, at most ``MAX_PER_LEVEL`` per level: the last
+    kept one of a crowded level says how many were left out and where they all are."""
+    items = _findings(doc)
+    where = f"{'compare' if isinstance(doc, CompareDoc) else 'gate'}.txt in the results artifact"
+    if doc.exit_code:
+        level: Level = "warning" if doc.exit_code == 3 else "error"  # undecided is not a finding against verl
+        items.insert(0, (level, TITLE, f"{doc.verdict} (exit {doc.exit_code}: {meaning(doc.exit_code)})"))
+    out: list[str] = []
+    for level in ("error", "warning", "notice"):
+        mine = [(t, m) for lv, t, m in items if lv == level]
+        if len(mine) > MAX_PER_LEVEL:
+            left = len(mine) - MAX_PER_LEVEL + 1
+            mine = [*mine[: MAX_PER_LEVEL - 1], (TITLE, f"{left} more {level}s: every finding is in {where}")]
+        out += [command(level, t, m) for t, m in mine]
+    return out
+
+
+def summary(doc: CompareDoc | GateDoc, markdown: str = "", heading: str = "") -> str:
+    """The step summary: the verdict and what its exit code means, then the harness's markdown report."""
+    icon = {0: "✅", 3: "⚠️"}.get(doc.exit_code, "❌")
+    head = [f"## {heading}", ""] if heading else []
+    head.append(f"{icon} **{doc.verdict}**: exit {doc.exit_code}, {MEANING[doc.exit_code]}")
+    return "\n".join([*head, "", markdown.rstrip()]).rstrip() + "\n"
