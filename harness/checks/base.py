@@ -50,6 +50,9 @@ def _timings_checked(path: Path) -> Metrics:
 class CheckContext:
     scenario: Scenario
     dir: ScenarioDir
+    # False: timing budgets (the overhead maxima) are decided and recorded but never fail (``--harness-timing
+    # record``): the harness's own CI on a shared 2-core runner, where one off/on pair cannot decide a timing
+    gate_timing: bool = True
 
     @cached_property
     def tree(self) -> DumpTree:

@@ -119,7 +119,7 @@ class ScenarioItem(pytest.Item):
 
     def runtest(self) -> None:
         try:
-            ctx = CheckContext(self.scenario, self.runs.dir)
+            ctx = CheckContext(self.scenario, self.runs.dir, self.config.getoption("harness_timing") == "gate")
             result = not_checked(ctx, self.name) or self.evaluate(ctx)
         except HarnessError as exc:
             fail(exc)
