@@ -1,5 +1,5 @@
-"""The statistics compare of numerics: the harness's (``harness.gate.stats_compare``) against msprobe's own CLI, on
-the same input: seconds, MB/s of dump.json per core, peak RSS, and the CSV rows whose cells differ.
+"""The statistics compare of numerics: the harness's (``harness.gate.numerics.stats_compare``) against msprobe's own CLI,
+on the same input: seconds, MB/s of dump.json per core, peak RSS, and the CSV rows whose cells differ.
 
 Not a test: run by hand. Each compare runs in a fresh child process, so the peak RSS printed is that compare's own
 (msprobe's: its process and the workers it forks); MB/s per core is both dump.json files' bytes over the child's
@@ -64,7 +64,8 @@ def _child(engine: str, tp: Path, gp: Path, out: Path) -> None:
     rows = 0
     own_cpu = None
     if engine == "harness":
-        from harness.gate.numerics import StageNumerics, _compare_stage, _dumped
+        from harness.gate.numerics.compare import _compare_stage, _dumped
+        from harness.gate.numerics.report import StageNumerics
 
         own_cpu = time.process_time()
 
@@ -74,14 +75,15 @@ def _child(engine: str, tp: Path, gp: Path, out: Path) -> None:
             rows += s.rows
         own_cpu = time.process_time() - own_cpu
     else:
-        from harness.gate import msprobe_compare
-        from harness.gate.numerics import StageNumerics, _dumped, read_csvs
+        from harness.gate.numerics import msprobe_cli
+        from harness.gate.numerics.compare import _dumped
+        from harness.gate.numerics.report import StageNumerics, read_csvs
 
         for step, stage in sorted(_dumped(tp)):
             s = StageNumerics(step, stage)
             tp_s, gp_s = (str(d / f"step_{step}" / stage / "step0") for d in (tp, gp))
             argv = ["-tp", tp_s, "-gp", gp_s]
-            if error := msprobe_compare._msprobe([*argv, "-o", str(out / s.where)]):
+            if error := msprobe_cli._msprobe([*argv, "-o", str(out / s.where)]):
                 raise SystemExit(f"msprobe compare failed: {error}")
             read_csvs(s, out / s.where, [])
             rows += s.rows

@@ -15,7 +15,7 @@ from conftest import SMALL_TARGET
 from verl_repo import VerlRepo
 
 from harness.gate.judge import compare_runs
-from harness.gate.numerics import entry_of
+from harness.gate.numerics.report import entry_of
 from harness.gate.observe import observe_results
 
 pytestmark = pytest.mark.trains

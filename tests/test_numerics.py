@@ -11,7 +11,8 @@ import pytest
 from builders import tensor, write_dump
 
 from harness.cli import main
-from harness.gate.numerics import Numerics, NumericsReport, StageNumerics, compare_numerics, entry_of
+from harness.gate.numerics.compare import compare_numerics
+from harness.gate.numerics.report import Numerics, NumericsReport, StageNumerics, entry_of
 from harness.scenario.blocks import NumericsScope
 
 NARROW = r"^Tensor\.narrow\.\d+\.(forward|backward)$"

@@ -1,4 +1,4 @@
-"""The harness's statistics and md5 compare (``harness.gate.stats_compare``) against msprobe's own, its oracle:
+"""The harness's statistics and md5 compare (``harness.gate.numerics.stats_compare``) against msprobe's own, its oracle:
 small generated dump pairs, perturbed on each side of each of msprobe's thresholds, run through both, CSV row for
 row (every column) the same."""
 
@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 from builders import tensor
 
-from harness.gate import msprobe_compare
-from harness.gate.numerics import StageNumerics, _compare_stage, engine_of, read_csvs
-from harness.gate.stats_compare import MD5_HEADER, SUMMARY_HEADER, _float_texts, compare_files
+from harness.gate.numerics import msprobe_cli
+from harness.gate.numerics.compare import _compare_stage, engine_of
+from harness.gate.numerics.report import StageNumerics, read_csvs
+from harness.gate.numerics.stats_compare import MD5_HEADER, SUMMARY_HEADER, _float_texts, compare_files
 
 NAN, INF = float("nan"), float("inf")
 
@@ -128,7 +129,7 @@ def trees(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     out = root / "msprobe"
     for stage in ("actor_update", "md5"):
         argv = ["-tp", str(h / "step_2" / stage / "step0"), "-gp", str(b / "step_2" / stage / "step0")]
-        assert msprobe_compare._msprobe([*argv, "-o", str(out / stage)]) is None
+        assert msprobe_cli._msprobe([*argv, "-o", str(out / stage)]) is None
     return b, h, out
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from harness import outcomes
 from harness.errors import InfraError
-from harness.gate.numerics import ENGINES, compare_numerics
+from harness.gate.numerics.compare import ENGINES, compare_numerics
 from harness.training.runs import results_dir
 
 

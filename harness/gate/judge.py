@@ -32,7 +32,7 @@ from harness.checks import stats
 from harness.checks.base import CheckResult
 from harness.checks.known_gap import is_gap
 from harness.gate.baseline import BLOCKING_ENV, INFO_ENV, OVERHEAD_ENV, Baseline, floor
-from harness.gate.numerics import NumericsReport
+from harness.gate.numerics.report import NumericsReport
 from harness.gate.observe import Observation, observe_dir
 from harness.gate.structure import name_diff
 

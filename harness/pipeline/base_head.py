@@ -21,7 +21,7 @@ from harness.artifacts.rundir import ScenarioDir
 from harness.errors import HarnessError
 from harness.gate.files import CompareDoc
 from harness.gate.judge import Judgement, ScenarioVerdict, compare_runs, interleaved
-from harness.gate.numerics import compare_numerics
+from harness.gate.numerics.compare import compare_numerics
 from harness.gate.observe import Observation, observe_results
 from harness.pipeline.evaluate import evaluate
 from harness.safeio import write_atomic
