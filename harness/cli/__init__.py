@@ -28,7 +28,8 @@ from harness.cli.bisect import add_bisect_command
 from harness.cli.gate import add_gate_commands
 from harness.cli.numerics import add_numerics_command
 from harness.errors import HarnessError, ScenarioError, one_line
-from harness.pipeline.base_head import repeats_option, run_comparison, write_reports
+from harness.pipeline import options as shared
+from harness.pipeline.base_head import run_comparison, write_reports
 from harness.pipeline.evaluate import evaluate
 from harness.safeio import output_path, write_atomic
 from harness.scenario.devices import skip_reason
@@ -38,7 +39,7 @@ from harness.scenario.registry import EXECUTORS
 from harness.signals import describe, interrupts
 from harness.target.environment import ensure_env
 from harness.target.spec import SERIES_HELP, TARGET_HELP, parse_target
-from harness.training.monitor import MAX_DUMP_ENV, MIN_FREE_ENV, PeriodicLines, Progress, Show, Watch, positive_seconds
+from harness.training.monitor import PeriodicLines, Progress, Show, Watch
 from harness.training.runs import results_dir
 
 console = Console(highlight=False)
@@ -259,12 +260,6 @@ def cmd_target(args: argparse.Namespace) -> int:
     return 0
 
 
-def _target_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--verl", metavar="SPEC", help=f"the verl under test: {TARGET_HELP} (env HARNESS_VERL)")
-    p.add_argument("--msprobe", metavar="SPEC", help="the msprobe under test: a version or a .whl (HARNESS_MSPROBE)")
-    p.add_argument("--series", help=f"{SERIES_HELP} (env HARNESS_SERIES)")
-
-
 def cmd_image_build_cpu(args: argparse.Namespace) -> int:
     from harness.training.executors.docker_image import cmd_build_cpu  # imports the docker SDK only when used
 
@@ -305,22 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("run", help="run scenarios (trainings off and on, then checks) into a results dir")
     p.add_argument("paths", nargs="+")
     p.add_argument("--results", default="results")
-    p.add_argument("--executor", choices=list(EXECUTORS))
-    p.add_argument("--reuse", action="store_true", help="reuse earlier successful trainings of unchanged scenarios")
-    _target_args(p)
-    p.add_argument(
-        "--max-dump",
-        metavar="SIZE",
-        help=f"stop any run whose dumps grow past SIZE, whatever its budgets (default: ${MAX_DUMP_ENV}, else none)",
-    )
-    p.add_argument(
-        "--min-free",
-        metavar="SIZE",
-        help=f"stop a run when the results filesystem has less free (default: ${MIN_FREE_ENV}, else 1GB)",
-    )
-    p.add_argument(
-        "--progress-every", type=positive_seconds, default=15.0, metavar="S", help="seconds between live lines in a log"
-    )
+    shared.add(p.add_argument, (shared.EXECUTOR, shared.REUSE, *shared.TARGET, *shared.WATCH))
     p.set_defaults(func=cmd_run)
     p = sub.add_parser(
         "compare",
@@ -332,15 +312,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--head", required=True, metavar="SPEC", help="the verl with the change (SPEC as --base)")
     p.add_argument("--msprobe", metavar="SPEC", help="the msprobe of both sides: a version or a .whl")
     p.add_argument("--series", help=SERIES_HELP)
-    p.add_argument("--repeats", type=repeats_option, default=2, help="runs per side: base, head, head, base, ...")
-    p.add_argument(
-        "--max-repeats",
-        type=repeats_option,
-        help="while a scenario is INCONCLUSIVE, one more base/head pair at a time up to this many runs per side "
-        "(default: up to 6, while the next pair ends within 20 min of the scenario's first run)",
-    )
     p.add_argument("--results", default="results/compare")
-    p.add_argument("--executor", choices=list(EXECUTORS))
+    shared.add(p.add_argument, (shared.REPEATS, shared.MAX_REPEATS, shared.EXECUTOR))
     p.add_argument(
         "--judge",
         type=_families,
@@ -354,10 +327,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("paths", nargs="+")
     p.add_argument("--results", default="results", help="the results dir the real run would use (nothing written)")
     p.add_argument("--executor", choices=list(EXECUTORS), help="as run's: describe the runs under this executor")
-    _target_args(p)
+    shared.add(p.add_argument, shared.TARGET)
     p.set_defaults(func=cmd_dry_run)
     p = sub.add_parser("target", help="make (or reuse) the environment of a verl/msprobe under test and describe it")
-    _target_args(p)
+    shared.add(p.add_argument, shared.TARGET)
     p.add_argument("--json", action="store_true", help="also print the target block results.json records")
     p.set_defaults(func=cmd_target)
     p = sub.add_parser("image", help="make container images for the docker executor")
@@ -367,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--check", action="store_true", help="then import torch, msprobe, verl and harness inside it")
     p.set_defaults(func=cmd_image_build_cpu)
     p = isub.add_parser("ascend-context", help="the Ascend image's build context for a verl under test, and its build")
-    _target_args(p)
+    shared.add(p.add_argument, shared.TARGET)
     p.add_argument("--out", required=True, help="an empty dir for the build context")
     p.add_argument("--tag", default="verl-msprobe-harness:ascend-target")
     p.add_argument("--build", action="store_true", help="then run docker build (Ascend runners)")

@@ -1,0 +1,81 @@
+"""The options the CLI and the pytest plugin share, declared once: the same flag means the same thing in
+``python -m harness run`` and in ``pytest scenarios/``. pytest's options live in one namespace with every other
+plugin's, so there most of them carry a ``--harness-`` prefix (``--reuse`` is ``--harness-reuse``); the target's
+and the executor's keep their names in both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.pipeline.base_head import repeats_option
+from harness.scenario.registry import EXECUTORS
+from harness.target.spec import SERIES_HELP, TARGET_HELP
+from harness.training.monitor import MAX_DUMP_ENV, MIN_FREE_ENV, positive_seconds
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str  # the CLI's flag without its dashes
+    kwargs: dict[str, Any] = field(default_factory=dict)  # argparse's (pytest's addoption takes the same)
+    pytest_name: str = ""  # pytest's flag without its dashes, where it is not ``harness-<name>``
+
+    def flag(self, pytest: bool) -> str:
+        return f"--{self.pytest_name or 'harness-' + self.name}" if pytest else f"--{self.name}"
+
+
+VERL = Option("verl", {"metavar": "SPEC", "help": f"the verl under test: {TARGET_HELP} (env HARNESS_VERL)"}, "verl")
+MSPROBE = Option(
+    "msprobe", {"metavar": "SPEC", "help": "the msprobe under test: a version or a .whl (HARNESS_MSPROBE)"}, "msprobe"
+)
+SERIES = Option("series", {"help": f"{SERIES_HELP} (env HARNESS_SERIES)"}, "series")
+EXECUTOR = Option("executor", {"choices": list(EXECUTORS), "help": "override every scenario's executor"}, "executor")
+REUSE = Option(
+    "reuse",
+    {
+        "action": "store_true",
+        "help": "reuse earlier successful trainings when the scenario's run settings are unchanged",
+    },
+)
+MAX_DUMP = Option(
+    "max-dump",
+    {
+        "metavar": "SIZE",
+        "help": f"stop any run whose dumps grow past SIZE, whatever its budgets (default: ${MAX_DUMP_ENV}, else none)",
+    },
+)
+MIN_FREE = Option(
+    "min-free",
+    {
+        "metavar": "SIZE",
+        "help": f"stop a run when the results filesystem has less free (default: ${MIN_FREE_ENV}, else 1GB)",
+    },
+)
+PROGRESS_EVERY = Option(
+    "progress-every",
+    {"type": positive_seconds, "default": 15.0, "metavar": "S", "help": "seconds between a training's live lines"},
+)
+REPEATS = Option(
+    "repeats",
+    {"type": repeats_option, "default": 2, "help": "runs per side of a comparison: base, head, head, base, ..."},
+    "harness-compare-repeats",
+)
+MAX_REPEATS = Option(
+    "max-repeats",
+    {
+        "type": repeats_option,
+        "help": "while a comparison is INCONCLUSIVE, one more base/head pair at a time up to this many runs per side "
+        "(default: up to 6, while the next pair ends within 20 min of the scenario's first run)",
+    },
+    "harness-compare-max-repeats",
+)
+TARGET = (VERL, MSPROBE, SERIES)
+WATCH = (MAX_DUMP, MIN_FREE, PROGRESS_EVERY)
+
+
+def add(add_option: Callable[..., Any], options: Iterable[Option], pytest: bool = False) -> None:
+    """Each option onto a parser: ``argparse.ArgumentParser.add_argument`` or pytest's ``OptionGroup.addoption``."""
+    for option in options:
+        add_option(option.flag(pytest), **option.kwargs)
