@@ -710,3 +710,16 @@ def test_no_output_is_an_input_or_inside_one(tmp_path, capsys, argv, said):
 def test_a_schema_output_gets_its_parent_made(tmp_path):
     assert main(["schema", "-o", str(tmp_path / "missing" / "s.json")]) == 0  # FileNotFoundError before
     assert json.loads((tmp_path / "missing" / "s.json").read_text())["title"] == "Scenario"
+
+
+def test_timing_mode_from_option_then_environment_and_a_bad_value_is_one_infrastructure_line(monkeypatch):
+    from harness.errors import InfraError
+    from harness.pipeline.options import gates_timing
+
+    monkeypatch.delenv("HARNESS_TIMING", raising=False)
+    assert gates_timing(None) is True and gates_timing("record") is False
+    monkeypatch.setenv("HARNESS_TIMING", "record")  # what .ci/run sets, so the runs a test starts inherit it
+    assert gates_timing(None) is False and gates_timing("gate") is True
+    monkeypatch.setenv("HARNESS_TIMING", "off")
+    with pytest.raises(InfraError, match=r"^HARNESS_TIMING='off': one of gate, record$"):
+        gates_timing(None)

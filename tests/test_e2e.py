@@ -28,7 +28,7 @@ def test_xdist_selection_runs_trainings_once_and_junit_carries_figures(tmp_path)
         "pytest",
         "scenarios/",
         "-k",
-        "tiny_fsdp_l1",
+        "tiny_fsdp_l0",
         "-n",
         "2",
         f"--junitxml={xml}",
@@ -46,12 +46,12 @@ def test_xdist_selection_runs_trainings_once_and_junit_carries_figures(tmp_path)
     assert int(props["contents"]["contents.entries.actor_update"]) > 0
     trained = [name for name, p in props.items() if "harness.trained_s" in p]
     assert len(trained) == 1, "the scenario's trainings must run once for all its items"
-    assert [p.name for p in results.iterdir() if p.is_dir()] == ["tiny_fsdp_l1"]
-    doc = json.loads((results / "tiny_fsdp_l1" / "results.json").read_text())
+    assert [p.name for p in results.iterdir() if p.is_dir()] == ["tiny_fsdp_l0"]
+    doc = json.loads((results / "tiny_fsdp_l0" / "results.json").read_text())
     assert set(doc["checks"]) == {"crash", "layout", "contents", "overhead", "disk"}
     assert doc["environment"]["verl"] == "0.9.1"
     assert "harness time breakdown" in proc.stdout
-    workers = re.findall(r"\[(gw\d+)\] \[ *\d+%\] PASSED scenarios/tiny_fsdp_l1\.yaml::", proc.stdout)
+    workers = re.findall(r"\[(gw\d+)\] \[ *\d+%\] PASSED scenarios/tiny_fsdp_l0\.yaml::", proc.stdout)
     assert len(workers) == 5 and len(set(workers)) == 1, "a scenario's items must share one xdist worker"
 
 

@@ -138,6 +138,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     session, results, status = uuid.uuid4().hex, results_dir(args.results), 0
     sweep()
     started, trained = time.monotonic(), 0.0
+    gate_timing = shared.gates_timing(args.timing)
     env = ensure_env(parse_target(args.verl, args.msprobe, args.series))  # once, for every scenario
     console.print(f"target: {escape(env.label())}", soft_wrap=True)
     table = Table("scenario", "check", "verdict", "key figures", title=f"results in {results}")
@@ -150,7 +151,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"[bold]{s.name}[/]: training off and on ({s.executor.kind if not args.executor else args.executor})"
         )
         try:
-            seconds, checks = evaluate(s, results, session, args.executor, args.reuse, env, watch)
+            seconds, checks = evaluate(s, results, session, args.executor, args.reuse, env, watch, gate_timing)
             trained += seconds
         except HarnessError as exc:
             console.print(f"[red]{escape(one_line(exc))}[/]", soft_wrap=True)
@@ -300,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("run", help="run scenarios (trainings off and on, then checks) into a results dir")
     p.add_argument("paths", nargs="+")
     p.add_argument("--results", default="results")
-    shared.add(p.add_argument, (shared.EXECUTOR, shared.REUSE, *shared.TARGET, *shared.WATCH))
+    shared.add(p.add_argument, (shared.EXECUTOR, shared.REUSE, *shared.TARGET, *shared.WATCH, shared.TIMING))
     p.set_defaults(func=cmd_run)
     p = sub.add_parser(
         "compare",

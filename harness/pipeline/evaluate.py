@@ -24,14 +24,15 @@ def evaluate(
     reuse: bool,
     env: TargetEnv,
     watch: Watch | None = None,
+    gate_timing: bool = True,
 ) -> tuple[float, list[CheckResult]]:
     """The same runs and checks as the pytest items, outside pytest; returns the training time too. ``watch``:
     the runner's dump cap, free-space floor and live line (default: from the environment, no live line). ``env``:
-    the target's environment, resolved once by the entry point. The
+    the target's environment, resolved once by the entry point; ``gate_timing``: ``CheckContext``'s. The
     scenario's lock is held throughout, so another harness run on the same results dir waits."""
     with scenario_lock(ScenarioDir(results / scenario.name)):  # no other harness run between runs and results
         runs = ensure_runs(scenario, results, session, executor, reuse=reuse, env=env, watch=watch)
-        ctx = CheckContext(scenario, runs.dir)
+        ctx = CheckContext(scenario, runs.dir, gate_timing)
         out = []
         for name, check in CHECKS.items():
             out.append(result := run_check(name, check, ctx))

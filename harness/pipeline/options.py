@@ -6,10 +6,12 @@ and the executor's keep their names in both.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.errors import InfraError
 from harness.pipeline.base_head import repeats_option
 from harness.scenario.registry import EXECUTORS
 from harness.target.spec import SERIES_HELP, TARGET_HELP
@@ -71,6 +73,15 @@ MAX_REPEATS = Option(
     },
     "harness-compare-max-repeats",
 )
+TIMINGS = ("gate", "record")
+TIMING = Option(
+    "timing",
+    {
+        "choices": TIMINGS,
+        "help": "gate: an overhead over its scenario's max fails (the default); record: decided and recorded, never "
+        "failing: the harness's own CI on a shared runner, where timing claims are benchmarks (env HARNESS_TIMING)",
+    },
+)
 TARGET = (VERL, MSPROBE, SERIES)
 WATCH = (MAX_DUMP, MIN_FREE, PROGRESS_EVERY)
 
@@ -79,3 +90,12 @@ def add(add_option: Callable[..., Any], options: Iterable[Option], pytest: bool 
     """Each option onto a parser: ``argparse.ArgumentParser.add_argument`` or pytest's ``OptionGroup.addoption``."""
     for option in options:
         add_option(option.flag(pytest), **option.kwargs)
+
+
+def gates_timing(value: str | None) -> bool:
+    """``--timing`` (pytest: ``--harness-timing``), else ``HARNESS_TIMING``, else gate: whether the scenarios' overhead
+    maxima fail a run (``CheckContext.gate_timing``). The environment variable reaches the runs a test starts."""
+    chosen = value or os.environ.get("HARNESS_TIMING") or "gate"
+    if chosen not in TIMINGS:
+        raise InfraError(f"HARNESS_TIMING={chosen!r}: one of {', '.join(TIMINGS)}")
+    return chosen == "gate"

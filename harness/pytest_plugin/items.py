@@ -19,6 +19,7 @@ from harness.errors import HarnessError, InfraError, ScenarioError
 from harness.gate.judge import gate_scenario
 from harness.gate.observe import observe_results
 from harness.pipeline.base_head import run_comparison
+from harness.pipeline.options import gates_timing
 from harness.pytest_plugin.state import (
     BASELINE,
     COMPARE_BASE,
@@ -119,7 +120,7 @@ class ScenarioItem(pytest.Item):
 
     def runtest(self) -> None:
         try:
-            ctx = CheckContext(self.scenario, self.runs.dir, self.config.getoption("harness_timing") == "gate")
+            ctx = CheckContext(self.scenario, self.runs.dir, gates_timing(self.config.getoption("harness_timing")))
             result = not_checked(ctx, self.name) or self.evaluate(ctx)
         except HarnessError as exc:
             fail(exc)

@@ -1,5 +1,5 @@
 """The plugin's command-line options: those it shares with the CLI from ``harness.pipeline.options`` (one
-declaration each), and its own (results, base against head, heavy, baseline, timing)."""
+declaration each), and its own (results, base against head, heavy, baseline)."""
 
 from __future__ import annotations
 
@@ -28,13 +28,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=os.environ.get("HARNESS_HEAVY") == "1",
         help="also run the scenarios marked heavy: true (or set HARNESS_HEAVY=1); otherwise they are skipped",
     )
-    g.addoption(
-        "--harness-timing",
-        choices=["gate", "record"],
-        default=os.environ.get("HARNESS_TIMING", "gate"),
-        help="gate: an overhead over its scenario's max fails (default); record: decided and recorded, never failing "
-        "(the harness's own CI on a shared runner, where timing claims are benchmarks; env HARNESS_TIMING)",
-    )
+    shared.add(g.addoption, (shared.TIMING,), pytest=True)
     g.addoption(
         "--harness-baseline",
         default=None,
