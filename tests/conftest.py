@@ -31,9 +31,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(autouse=True)
 def _trains_only_when_marked(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A test not marked ``trains`` fails where it would start a training, here or in a Python it starts."""
+    """A test not marked ``trains`` fails where it would start a training, here or in a Python it starts; one not
+    marked ``integration`` either, where it would start a harness, pytest or verl process or build an environment."""
     if request.node.get_closest_marker("trains"):
         return
+    if not request.node.get_closest_marker("integration"):
+        monkeypatch.setattr(guard, "unmarked", request.node.nodeid)
     monkeypatch.setenv(guard.ENV, request.node.nodeid)
     paths = [str(Path(guard.__file__).parent), os.environ.get("PYTHONPATH", "")]
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in paths if p))

@@ -55,6 +55,7 @@ def validate(tmp_path: Path, over: dict[str, Any] | None = None, text: str | Non
 # --- scenario files: one line each, exit 2, no traceback, no hang --------------------------------------------
 
 
+@pytest.mark.integration
 def test_bad_files_each_give_one_line_in_a_real_process_and_a_fifo_never_hangs(tmp_path):
     d = tmp_path / "a:b"  # a ':' in the path once broke the sorting of the lines by line number
     d.mkdir()
@@ -404,6 +405,7 @@ def _err(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> str:
         ["target", "--msprobe", "26.2.0-" + "a" * 38 + "!"],
     ],
 )
+@pytest.mark.integration
 def test_a_spec_the_version_pattern_backtracked_on_is_refused_at_once(argv):
     """65-90 s before (and SIGINT ignored meanwhile): a child process, so that a hang is a failure, not a stuck
     session."""
@@ -461,6 +463,7 @@ def _capped(limit: int) -> None:  # in the child, before it runs: the issue's 3 
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("option", ["--repeats", "--max-repeats"])
 def test_a_billion_repeats_is_refused_before_the_run_order_is_built(tmp_path, option):
     """A child process under a 3 GB cap: the whole run order was built in memory before anything ran (a
@@ -489,6 +492,7 @@ def test_repeats_are_bounded_at_the_edge(tmp_path, capsys, value):
     )
 
 
+@pytest.mark.integration
 def test_pytest_options_are_usage_errors(tmp_path):
     argv = [PY, "-m", "pytest", "-p", "no:cacheprovider", "--co", "--harness-compare-repeats", "0"]
     proc = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)

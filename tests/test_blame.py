@@ -110,6 +110,7 @@ def test_verls_strict_mode_with_a_critic_crashes_and_a_declared_bug_is_an_xfail(
     assert "the on run crashed: see the crash check" in run.stdout
 
 
+@pytest.mark.integration
 def test_compare_with_every_scenario_skipped_compares_nothing(repo: VerlRepo, cache: Path, tmp_path: Path) -> None:
     spec = f"{repo.path}@{repo.release}"
     qwen = str(ROOT / "scenarios" / "qwen2_0_5b_fsdp_l1.yaml")  # needs an NPU: skipped here
@@ -122,6 +123,7 @@ def test_compare_with_every_scenario_skipped_compares_nothing(repo: VerlRepo, ca
     )
 
 
+@pytest.mark.integration
 def test_a_target_that_is_not_verl_is_refused(cache: Path, tmp_path: Path) -> None:
     other = tmp_path / "other"
     (other / "other_pkg").mkdir(parents=True)

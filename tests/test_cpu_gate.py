@@ -7,9 +7,12 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.integration
 def test_a_verl_that_cannot_be_fetched_is_one_infrastructure_annotation_and_exit_2(tmp_path):
     summary = tmp_path / "summary.md"
     env = {**os.environ, "RESULTS": str(tmp_path / "results"), "GITHUB_STEP_SUMMARY": str(summary),

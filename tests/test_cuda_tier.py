@@ -36,6 +36,7 @@ def no_cuda(monkeypatch) -> None:
     monkeypatch.setattr(devices, "_missing_nodes", lambda control, prefix, ids: "/dev/nvidiactl is absent (no driver)")
 
 
+@pytest.mark.integration
 def test_tiny_cuda_scenarios_ask_for_bf16_on_the_gpu(tmp_path):
     for name in TINY:
         s = scenario(name)
@@ -175,6 +176,7 @@ def test_the_cuda_loop_synchronises_its_timers_and_logs_wall_time_only(monkeypat
     assert not [k for k in keys if k.startswith(("cpu_s/", "wall_s/", "wait_s/"))]
 
 
+@pytest.mark.integration
 @no_gpu
 def test_pytest_skips_every_cuda_scenario_with_its_line(tmp_path):
     proc = run(
@@ -187,6 +189,7 @@ def test_pytest_skips_every_cuda_scenario_with_its_line(tmp_path):
     assert not list(tmp_path.iterdir()), "a skipped scenario must not train"
 
 
+@pytest.mark.integration
 @no_gpu
 def test_cli_run_skips_and_dry_run_describes(tmp_path):
     proc = run("-m", "harness", "run", "scenarios/tiny_cuda_fsdp_l0.yaml", "--results", str(tmp_path))
@@ -195,6 +198,7 @@ def test_cli_run_skips_and_dry_run_describes(tmp_path):
     assert not (tmp_path / "tiny_cuda_fsdp_l0").exists()
 
 
+@pytest.mark.integration
 def test_verl_cuda_dry_run_checks_the_overrides_offline(tmp_path):
     proc = run("-m", "harness", "dry-run", "scenarios/verl_cuda_fsdp_l1.yaml", "--results", str(tmp_path / "r"))
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -41,6 +41,7 @@ def test_an_unknown_dialect_is_api_drift(probe: dict) -> None:
         decide(probe)
 
 
+@pytest.mark.integration
 def test_the_pinned_verl_is_asked_in_its_own_interpreter() -> None:
     """verl 0.9.1 (the project venv's): #5986's dialect, every rank, decided by running its DistProfiler."""
     d = dialect_of(None)

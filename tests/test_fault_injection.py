@@ -13,6 +13,7 @@ from harness.training.workloads import fault_injection
 from harness.training.workloads.cpu_ppo import CpuPpo
 
 
+@pytest.mark.integration
 def test_fault_knobs_pass_only_when_set_and_only_to_the_on_run(tmp_path, monkeypatch):
     scenario = load_scenario(write_scenario(tmp_path))
     monkeypatch.delenv(fault_injection.DELAY_ENV, raising=False)

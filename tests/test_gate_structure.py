@@ -117,6 +117,7 @@ def _reusable_runs(scenario, sdir: ScenarioDir) -> None:
     sdir.runs_record.write_text(json.dumps(doc))
 
 
+@pytest.mark.integration
 def test_pytest_regression_item_against_a_baseline(tmp_path, good_case):
     scenario, ctx = good_case
     obs = _observed(scenario, ctx.dir)

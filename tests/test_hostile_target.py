@@ -62,6 +62,7 @@ def holding(top: Path, token: str) -> list[Path]:
     return [p for p in top.rglob("*") if p.is_file() and not p.is_symlink() and token.encode() in p.read_bytes()]
 
 
+@pytest.mark.integration
 def test_a_link_out_of_the_tree_is_refused_everywhere(
     hostile: HostileRepo, repo: VerlRepo, open_dirs: tuple[Path, Path], tmp_path: Path
 ) -> None:
@@ -98,6 +99,7 @@ def test_a_link_out_of_the_tree_is_refused_everywhere(
     assert not holding(cache, hostile.token) and not holding(ctx2, hostile.token)
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(not sandbox.available(), reason="the sandbox needs root (namespaces, a uid change)")
 def test_build_and_probes_write_nothing_outside_their_environment(
     hostile: HostileRepo, repo: VerlRepo, open_dirs: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -131,6 +133,7 @@ def test_build_and_probes_write_nothing_outside_their_environment(
     assert not [p for p in cache.rglob("PWNED-*")]
 
 
+@pytest.mark.integration
 def test_a_changed_environment_is_rebuilt_not_reused(
     repo: VerlRepo, open_dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -58,6 +58,7 @@ def test_bad_file_gives_one_line_per_problem(tmp_path):
     ]
 
 
+@pytest.mark.integration
 def test_validate_exits_nonzero_without_traceback(tmp_path):
     (tmp_path / "bad_case.yaml").write_text(BAD)
     proc = subprocess.run(

@@ -38,6 +38,7 @@ def move(root: Path, stage: str, entry: str, **stats: float) -> None:
     path.write_text(json.dumps(doc))
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("engine", ["harness", "msprobe"])  # msprobe: HARNESS_NUMERICS's switch, every stage
 def test_msprobe_names_the_first_diverging_api_and_a_missing_stage(tmp_path: Path, engine: str):
     base1, base2 = tree(tmp_path / "base1"), tree(tmp_path / "base2")

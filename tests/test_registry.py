@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -142,6 +143,7 @@ def _add_line(text: str, after: str, line: str) -> str:
     return text.replace(after, after + line)
 
 
+@pytest.mark.integration
 def test_a_new_workload_and_executor_are_one_module_and_one_registry_line_each(tmp_path):
     pkg = tmp_path / "harness"
     shutil.copytree(ROOT / "harness", pkg, ignore=shutil.ignore_patterns("__pycache__"))

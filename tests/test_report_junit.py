@@ -9,6 +9,8 @@ from collections import Counter
 from pathlib import Path
 from xml.etree import ElementTree
 
+import pytest
+
 from harness.cli import main
 from harness.report.junit import merge_junit
 
@@ -60,6 +62,7 @@ def test_junit_merge_cli(tmp_path, capsys):
     assert main(["junit-merge", str(tmp_path / "m.xml"), str(tmp_path / "missing.xml")]) == 2
 
 
+@pytest.mark.integration
 def test_real_xdist_run_merges_with_every_testcase_and_property(tmp_path):
     """pytest -n 2 --junitxml, twice (two 'shards' that overlap), then merged: properties survive."""
     (tmp_path / "test_props.py").write_text(

@@ -90,6 +90,7 @@ def test_specs_resolve_to_identities_and_series(repo: VerlRepo, use_cache: Path,
             parse_target(spec, msprobe)
 
 
+@pytest.mark.integration
 def test_environment_is_made_once_then_reused_at_a_fixed_width_path(repo: VerlRepo, use_cache: Path) -> None:
     started = time.monotonic()
     env = ensure_env(parse_target(f"{repo.path}@neutral"))
@@ -131,6 +132,7 @@ def test_neutral_commit_passes_and_is_named_everywhere(repo: VerlRepo, cache: Pa
     assert props["target.verl"] == f"verl@{repo.neutral[:12]}" and props["target.verl_dirty"] == "False"
 
 
+@pytest.mark.integration
 def test_api_drift_is_one_infrastructure_error_line(repo: VerlRepo, cache: Path, small: Path) -> None:
     proc = harness_pytest(small, cache, f"--verl={repo.path}@drift", f"--harness-results={small / 'res_drift'}", "-rE")
     assert proc.returncode == 1 and proc.stdout.strip().splitlines()[-1].startswith("5 errors"), proc.stdout[-3000:]
@@ -301,6 +303,7 @@ def test_missing_named_image_falls_through_to_the_label(tmp_path: Path) -> None:
         resolve_settings(Client(), settings, None)  # the pinned releases: no label to look for
 
 
+@pytest.mark.integration
 def test_half_made_environment_is_rebuilt(repo: VerlRepo, use_cache: Path) -> None:
     target = parse_target(f"{repo.path}@neutral")
     env = ensure_env(target)

@@ -86,6 +86,7 @@ def test_cpu_and_ascend_argv_differ_only_in_device_model_data_rollout_and_the_cp
         assert c[key] == n[key]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name", REAL)
 def test_real_argv_passes_the_offline_check_and_every_expected_stage_runs(name, tmp_path):
     scenario = load_scenario(ROOT / "scenarios" / f"{name}.yaml")

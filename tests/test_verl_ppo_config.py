@@ -34,6 +34,7 @@ def test_the_four_qwen2_0_5b_scenarios_ship():
     assert QWEN == ["qwen2_0_5b_critic_fsdp_l0", "qwen2_0_5b_fsdp_l0", "qwen2_0_5b_fsdp_l1", "qwen2_0_5b_megatron_l1"]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name", QWEN)
 def test_argv_composes_and_resolves_in_verl_0_9_1(name, tmp_path):
     scenario = load_scenario(ROOT / "scenarios" / f"{name}.yaml")
@@ -80,6 +81,7 @@ def test_argv_composes_and_resolves_in_verl_0_9_1(name, tmp_path):
     assert cfg.critic.profiler.enable is bool(critic)
 
 
+@pytest.mark.integration
 def test_plus_typo_in_a_profiler_override_is_caught_and_named(tmp_path):
     typo = f"+{TOOL_CONFIG}.config_pth=/somewhere/config.json"
     scenario = load_scenario(qwen_variant(tmp_path, overrides=[typo]))  # hydra syntax is fine: it loads
@@ -105,6 +107,7 @@ def test_typo_instead_of_the_config_path_says_what_resolves_to_none(tmp_path):
     assert "actor_rollout_ref.actor.profiler.tool_config.precision_debugger.config_path resolves to None" in msg
 
 
+@pytest.mark.integration
 def test_an_extra_override_that_switches_a_role_off_is_named(tmp_path):
     scenario = load_scenario(qwen_variant(tmp_path, overrides=["actor_rollout_ref.ref.profiler.enable=False"]))
     with pytest.raises(
@@ -203,6 +206,7 @@ def test_a_scenario_without_a_reference_policy_is_refused_in_one_line(tmp_path):
     ]
 
 
+@pytest.mark.integration
 def test_critic_stages_without_a_critic_are_refused(tmp_path):
     path = qwen_variant(tmp_path, "qwen2_0_5b_critic_fsdp_l0", overrides=["critic.enable=False"])
     scenario = load_scenario(path)

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = """---
@@ -34,6 +35,7 @@ def fake_raw_gsm8k(root: Path) -> Path:
     return root
 
 
+@pytest.mark.integration
 def test_prepares_verl_rl_parquet_offline(tmp_path):
     raw, out = fake_raw_gsm8k(tmp_path / "raw"), tmp_path / "data" / "gsm8k"
     env = {**os.environ, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}

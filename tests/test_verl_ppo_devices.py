@@ -47,6 +47,7 @@ def test_skip_line_names_device_and_how_to_run(monkeypatch):
     assert devices.skip_reason(load_scenario(ROOT / "scenarios" / "tiny_fsdp_l1.yaml")) is None
 
 
+@pytest.mark.integration
 @no_npu
 def test_pytest_collects_and_skips_the_qwen_scenarios(tmp_path):
     proc = run("-m", "pytest", "scenarios/", "-k", "qwen2_0_5b", "-rs", f"--harness-results={tmp_path}")
@@ -63,6 +64,7 @@ def test_pytest_collects_and_skips_the_qwen_scenarios(tmp_path):
     assert "scenarios/qwen2_0_5b_critic_fsdp_l0.yaml::known_gap[compute_values+critic_update]" in items
 
 
+@pytest.mark.integration
 @no_npu
 def test_cli_run_skips_with_the_same_line(tmp_path):
     proc = run("-m", "harness", "run", "scenarios/qwen2_0_5b_fsdp_l0.yaml", "--results", str(tmp_path))
@@ -72,6 +74,7 @@ def test_cli_run_skips_with_the_same_line(tmp_path):
     assert not (tmp_path / "qwen2_0_5b_fsdp_l0").exists()
 
 
+@pytest.mark.integration
 def test_dry_run_prints_both_runs_and_writes_nothing(tmp_path):
     results = tmp_path / "results"
     proc = run("-m", "harness", "dry-run", "scenarios/qwen2_0_5b_megatron_l1.yaml", "--results", str(results))
@@ -86,6 +89,7 @@ def test_dry_run_prints_both_runs_and_writes_nothing(tmp_path):
     assert not results.exists()
 
 
+@pytest.mark.integration
 def test_job_container_dry_run_runs_locally_with_the_runners_inputs(tmp_path, monkeypatch):
     """The job-container mode (verl's runners: the harness inside verl's Ascend image, --executor local): the argv
     on the model and data paths the runners hold, the user, the environment the scenario passes, the offline
