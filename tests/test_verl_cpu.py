@@ -4,10 +4,13 @@ test_verl_cpu_processes.py."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import threading
 import time
+from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -57,7 +60,7 @@ def test_cpu_and_ascend_argv_differ_only_in_device_model_data_rollout_and_the_cp
     _, npu_ov, _ = build_overrides(npu, ScenarioDir(tmp_path / "n").run("on"), enabled=True)
     _, cpu_ov, _ = build_overrides(cpu, ScenarioDir(tmp_path / "n").run("on"), enabled=True)
     n, c = keys(npu_ov), keys(cpu_ov)
-    block = {k.lstrip("+") for k in cpu_overrides(cpu)}
+    block = {k.lstrip("+") for k in cpu_overrides(cpu, "ppo_trainer")}
     assert set(c) - block == set(n) - block
     differ = {k for k in n if k in c and n[k] != c[k] and k not in block}
     assert differ <= {
@@ -242,3 +245,65 @@ def test_the_launcher_removes_ray_dirs_of_killed_launchers_only(tmp_path):
         d.mkdir()
     _remove_stale(tmp_path)
     assert not dead.exists() and alive.exists() and other.exists()
+
+
+def test_rollout_seeds_tell_a_prompts_samples_apart_and_their_set_is_the_arrival_orders_none_of_business():
+    from harness.training.workloads.verl_cpu.rollout import HFGenerateServer
+
+    def seeds(requests: list[tuple[list[int], str]]) -> list[int]:
+        server = SimpleNamespace(seen=Counter(), global_steps=2, replica_rank=0)
+        return [HFGenerateServer.seed(server, prompt, rid) for prompt, rid in requests]  # type: ignore[arg-type]
+
+    a, b = [11, 12, 13], [21, 22]
+    arrived = seeds([(a, "uuid1"), (b, "uuid2"), (a, "uuid3"), (b, "uuid4")])
+    assert len(set(arrived)) == 4  # the two samples of each prompt differ
+    assert sorted(arrived) == sorted(seeds([(b, "x"), (a, "y"), (b, "z"), (a, "w")]))  # another arrival order
+    assert seeds([(a, "det-0"), (a, "det-0")]) == seeds([(a, "u"), (a, "v")])  # verl's v1 trainer: all det-0
+    legacy = seeds([(a, "det-1"), (a, "det-0")])  # verl's legacy trainer: the index in the batch decides
+    assert legacy[0] != legacy[1] and seeds([(a, "det-0"), (a, "det-1")]) == legacy[::-1]
+
+
+def test_the_ordered_replay_buffer_hands_the_same_batch_in_one_order_whatever_the_finishing_order(monkeypatch):
+    import torch
+    from transfer_queue import KVBatchMeta
+    from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+
+    from harness.training.workloads.verl_cpu import sampler
+
+    tokens = {"a_0_0": [5, 1], "a_1_0": [5, 0], "b_0_0": [2, 9], "b_1_0": [2, 9, 1]}
+
+    def sampled(finished: list[str]) -> list[str]:
+        def sample(self: object, global_steps: int, partition_id: str, batch_size: int) -> tuple[KVBatchMeta, dict]:
+            tags = [{"key": k} for k in finished]
+            return KVBatchMeta(keys=finished, tags=tags, partition_id=partition_id, extra_info={"x": 1}), {"m": 1}
+
+        def kv_batch_get(keys: list[str], partition_id: str, select_fields: list[str]) -> dict[str, torch.Tensor]:
+            assert select_fields == ["input_ids"] and partition_id == "train"
+            return {"input_ids": torch.nested.nested_tensor([torch.tensor(tokens[k]) for k in keys])}
+
+        monkeypatch.setattr(ReplayBuffer, "sample", sample)
+        monkeypatch.setattr(sampler.tq, "kv_batch_get", kv_batch_get)
+        batch, metrics = object.__new__(sampler.OrderedReplayBuffer).sample(2, "train", 2)
+        assert metrics == {"m": 1} and batch.extra_info == {"x": 1}
+        assert [t["key"] for t in batch.tags] == batch.keys  # tags follow their keys
+        return batch.keys
+
+    assert sampled(list(tokens)) == sampled(list(reversed(tokens))) == ["b_0_0", "b_1_0", "a_1_0", "a_0_0"]
+
+
+def test_repeatability_keys_are_passed_only_where_the_targets_config_has_them(tmp_path, monkeypatch):
+    from harness.training.workloads import verl_config
+    from harness.training.workloads.verl_ppo.cpu import ROLLOUT_DETERMINISM, SAMPLER, optional_overrides
+
+    assert set(optional_overrides("ppo_trainer", None)) == {ROLLOUT_DETERMINISM, f"{SAMPLER}.path", f"{SAMPLER}.name"}
+    assert Path(optional_overrides("ppo_trainer", None)[f"{SAMPLER}.path"]).is_file()
+    older = tmp_path / "config"  # a verl before #6572 and before the v1 trainer's custom sampler
+    shutil.copytree(VERL / "trainer" / "config", older)
+    rollout = older / "rollout" / "rollout.yaml"
+    rollout.write_text(re.sub(r"^full_determinism: .*\n", "", rollout.read_text(), flags=re.M))
+    trainer = older / "ppo_trainer.yaml"
+    doc = yaml.safe_load(trainer.read_text())
+    del doc["trainer"]["v1"]["sampler"]["custom_sampler"]
+    trainer.write_text(yaml.safe_dump(doc, sort_keys=False))
+    monkeypatch.setattr(verl_config, "verl_config_dir", lambda python=None: older)
+    assert optional_overrides("ppo_trainer", "/an/older/verl/bin/python") == {}

@@ -4,7 +4,8 @@
 On top of it, each on its own branch: ``bad`` (verl's precision_debugger integration no longer dumps
 actor_update: a silent regression the layout check must catch), ``neutral`` (a comment), ``drift``
 (``DistProfiler`` renamed: the harness's workload no longer finds what it drives) and ``numerics`` (GAE's
-advantages no longer whitened: every check passes, only the numbers of actor_update change). And the failures
+advantages no longer whitened: every check passes, only the numbers of actor_update change; ``numerics_grpo`` the
+same for GRPO, which verl's real trainer on CPU runs: advantages no longer scaled by the group's std). And the failures
 whose party the verdict must name, each as a pull request would make it: ``crash`` (the profiler's start keeps a
 record it never initialised: verl raises inside a profiled stage), ``newdep`` (the profiler imports a new
 requirement, declared in the build file, that a ``--no-deps`` target environment lacks) and ``kwarg``
@@ -71,6 +72,7 @@ class VerlRepo:
     neutral: str
     drift: str
     numerics: str
+    numerics_grpo: str
     crash: str
     newdep: str
     kwarg: str
@@ -139,6 +141,13 @@ def make_verl_repo(root: Path) -> VerlRepo:
         "GAE: advantages not whitened",
         {CORE_ALGOS: (r"^(\s+returns = advantages \+ values\n)\s+advantages = verl_F\.masked_whiten\(.*\n", r"\1")},
     )
+    numerics_grpo = _commit(
+        root,
+        "numerics_grpo",
+        "GRPO: advantages centred on the group's mean, not scaled by its std",
+        {CORE_ALGOS: (r"scores\[i\] = \(scores\[i\] - id2mean\[index\[i\]\]\) / \(id2std\[index\[i\]\] \+ epsilon\)",
+                      "scores[i] = scores[i] - id2mean[index[i]]")},
+    )  # fmt: skip
     crash = _commit(
         root,
         "crash",
@@ -191,4 +200,6 @@ def make_verl_repo(root: Path) -> VerlRepo:
         "engine workers: actor_update annotated as actor_updates",
         {ENGINE_WORKERS: (r'role="actor_update"', 'role="actor_updates"')},
     )
-    return VerlRepo(root, release, bad, neutral, drift, numerics, crash, newdep, kwarg, patch, wait, annotation)
+    return VerlRepo(
+        root, release, bad, neutral, drift, numerics, numerics_grpo, crash, newdep, kwarg, patch, wait, annotation
+    )

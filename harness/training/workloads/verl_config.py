@@ -82,6 +82,11 @@ def _select(cfg: DictConfig, key: str) -> Any:
     return OmegaConf.to_container(value) if isinstance(value, DictConfig | ListConfig) else value
 
 
+def defines(cfg: DictConfig, key: str) -> bool:
+    """Whether verl's config has ``key`` (set or not): an override of a key it lacks is refused by verl."""
+    return _select(cfg, key) is not _ABSENT
+
+
 def _is_profiler_key(key: str) -> bool:
     return key.startswith("global_profiler.") or ".profiler." in f".{key}"
 

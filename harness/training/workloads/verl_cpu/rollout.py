@@ -3,12 +3,14 @@
 One server per replica (a Ray actor holding the model on CPU) answers verl's token-in-token-out
 ``generate``; the in-worker adapter sends it the actor's weights at every sync (verl's ``naive``
 checkpoint engine path), so samples come from the policy being trained, as with vLLM. Sampling is seeded
-from the prompt and the global step, so the off and on runs see the same rollouts at each step.
+from the prompt, the global step and the sample's count, so every run of a scenario, off or on, rolls out the same
+samples at each step (``seed``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import zlib
 from collections import Counter
 from typing import Any
@@ -19,6 +21,9 @@ from verl.workers.rollout.base import BaseRollout
 from verl.workers.rollout.replica import RolloutReplica, TokenOutput
 
 from harness.training.workloads.verl_cpu.names import ROLLOUT as NAME
+
+# verl's request id under rollout.full_determinism (verl #6572): the sample's index in the step's batch
+DETERMINISTIC_ID = re.compile(r"^det-(\d+)$")
 
 
 def server_name(replica_rank: int, node_rank: int = 0) -> str:
@@ -40,7 +45,7 @@ class HFGenerateServer:
         self.pad = self.model.generation_config.pad_token_id
         self.replica_rank = replica_rank
         self.global_steps = 0
-        self.seen: Counter[tuple[int, int]] = Counter()
+        self.seen: Counter[tuple[int, int, int]] = Counter()
         self.lock = asyncio.Lock()  # one generate at a time: torch already uses the process's threads
 
     async def generate(
@@ -50,11 +55,7 @@ class HFGenerateServer:
         budget = self.config.prompt_length + self.config.response_length - len(prompt_ids)
         max_tokens = max(1, min(params.pop("max_tokens", self.config.response_length), budget))
         temperature = float(params.get("temperature", 1.0))
-        # samples of one prompt differ (a count per prompt and step, and the replica: verl spreads a prompt's
-        # samples over the servers), and are the same in the off and on runs
-        key = (zlib.crc32(repr(list(prompt_ids)).encode()), self.global_steps)
-        seed = key[0] + 7919 * self.global_steps + 104729 * self.replica_rank + self.seen[key]
-        self.seen[key] += 1
+        seed = self.seed(prompt_ids, request_id)
         async with self.lock:
             out = await asyncio.to_thread(self._generate, list(prompt_ids), max_tokens, temperature, params, seed)
         tokens, logprobs = out
@@ -64,6 +65,19 @@ class HFGenerateServer:
             stop_reason="completed",
             extra_fields={"global_steps": self.global_steps},
         )
+
+    def seed(self, prompt_ids: list[int], request_id: str) -> int:
+        """The sample's seed: samples of one prompt differ, and a run's samples are the same as another run's.
+        Samples of one prompt and step are counted in arrival order, which can differ run to run: the set of seeds
+        is the same, and the trainer's batch is put in one order by verl_cpu.sampler. verl's deterministic request
+        ids (``det-<index>``, verl's legacy trainer under ``full_determinism``) also tell the samples apart; the v1
+        trainer gives every request ``det-0``. The replica counts too: verl spreads a prompt's samples over the
+        servers, each counting from 0."""
+        prompt = zlib.crc32(repr(list(prompt_ids)).encode())
+        index = int(m[1]) if (m := DETERMINISTIC_ID.match(request_id)) else 0
+        key = (prompt, self.global_steps, index)
+        self.seen[key] += 1
+        return prompt + 7919 * self.global_steps + 104729 * self.replica_rank + 15485863 * index + self.seen[key] - 1
 
     @torch.no_grad()
     def _generate(

@@ -71,7 +71,7 @@ class VerlPpo:
             cfg = msprobe_config(scenario.precision_debugger, dump_path=str(run.dumps))
             run.msprobe_config.write_text(json.dumps(cfg, indent=2))
         dialect = dialect_of(python) if enabled else None  # how the target turns precision_debugger on
-        config_name, overrides, expected = build_overrides(scenario, run, enabled, dialect)
+        config_name, overrides, expected = build_overrides(scenario, run, enabled, dialect, python)
         check_overrides(
             config_name,
             overrides,
@@ -118,7 +118,7 @@ class VerlPpo:
             )
         lines.append(f"overrides of both runs checked offline against verl {installed_verl(python)}'s hydra config: ok")
         lines.append((dialect := dialect_of(python)).line())
-        config_name, overrides, _ = build_overrides(scenario, run, enabled=True, dialect=dialect)
+        config_name, overrides, _ = build_overrides(scenario, run, enabled=True, dialect=dialect, python=python)
         skipped = unreachable_stages(compose(config_name, overrides, python), STAGE_NEEDS, python)
         runs = [st for st in scenario.expected_stages if st not in skipped]
         others = [st for st in STAGES if st not in skipped and st not in runs]

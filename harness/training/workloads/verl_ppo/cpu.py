@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -11,9 +12,14 @@ from harness.scenario.blocks import ScenarioView
 from harness.training.workloads.verl_cpu import names
 from harness.training.workloads.verl_ppo.settings import RAY_CPUS_EXTRA, RAY_CPUS_PER_RANK
 
+ROLLOUT_DETERMINISM = "actor_rollout_ref.rollout.full_determinism"
+SAMPLER = "trainer.v1.sampler.custom_sampler"
 
-def cpu_overrides(scenario: ScenarioView) -> dict[str, Any]:
-    """What verl's trainer needs on CPU beyond the shared argv (each measured necessary; see docs/cpu-workloads.md)."""
+
+def cpu_overrides(scenario: ScenarioView, config_name: str, python: str | None = None) -> dict[str, Any]:
+    """What verl's trainer needs on CPU beyond the shared argv (each measured necessary; see docs/cpu-workloads.md).
+    ``python``: the target's interpreter (None: the harness's own verl), whose ``config_name`` config decides the
+    optional keys."""
     from harness.training.workloads.verl_cpu import reward
 
     ranks = scenario.world_size
@@ -35,7 +41,25 @@ def cpu_overrides(scenario: ScenarioView) -> dict[str, Any]:
         "++ray_kwargs.ray_init._node_ip_address": "127.0.0.1",  # Ray, and gloo after it, on localhost only
         "reward.custom_reward_function.path": Path(reward.__file__),
         "reward.custom_reward_function.name": "compute_score",
+        **optional_overrides(config_name, python),
     }
+
+
+@cache
+def optional_overrides(config_name: str, python: str | None) -> dict[str, Any]:
+    """What makes two runs of one CPU scenario repeatable, where the target's config has it (read from the target's
+    own config, not its version: an older verl rejects a key it does not know):
+
+    - ``rollout.full_determinism`` (verl #6572, June 2026): verl's rollout switch (deterministic request ids and
+      routing, a fixed PYTHONHASHSEED);
+    - ``trainer.v1.sampler.custom_sampler`` (verl's v1 trainer): the step's batch in one order (verl_cpu.sampler).
+    """
+    from harness.training.workloads.verl_config import compose, defines
+
+    config = compose(config_name, [], python)
+    ordered = Path(names.__file__).with_name("sampler.py")  # not imported here: it imports verl
+    wanted = {ROLLOUT_DETERMINISM: True, f"{SAMPLER}.path": ordered, f"{SAMPLER}.name": names.SAMPLER}
+    return {key: value for key, value in wanted.items() if defines(config, key)}
 
 
 def check_cpu_plugin_symbols(python: str | None) -> None:

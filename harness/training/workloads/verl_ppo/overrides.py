@@ -54,10 +54,15 @@ def role_profilers(stages: Iterable[str]) -> list[str]:
 
 
 def build_overrides(
-    scenario: ScenarioView, run: RunDir, enabled: bool, dialect: Dialect | None = None
+    scenario: ScenarioView,
+    run: RunDir,
+    enabled: bool,
+    dialect: Dialect | None = None,
+    python: str | None = None,
 ) -> tuple[str, list[str], dict[str, Any]]:
     """(config name, overrides, expected resolved values). ``expected`` is what verl must resolve to. ``dialect``:
-    the target's way to configure precision_debugger (harness.target.dialect; None: profiler-config, verl #5986 on)."""
+    the target's way to configure precision_debugger (harness.target.dialect; None: profiler-config, verl #5986 on).
+    ``python``: the target's interpreter (None: the harness's own verl)."""
     s: VerlPpoSettings = scenario.workload
     inputs = Inputs.of(s)
     per_node = s.devices_per_node(scenario.world_size)
@@ -104,7 +109,7 @@ def build_overrides(
     if scenario.device != "cuda":
         ov["trainer.device"] = scenario.device
     if scenario.device == "cpu":
-        ov.update(cpu_overrides(scenario))
+        ov.update(cpu_overrides(scenario, config_name, python))
     expected: dict[str, Any] = {
         "trainer.total_training_steps": scenario.steps,
         "trainer.logger": ["console", "file"],
