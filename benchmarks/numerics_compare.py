@@ -1,5 +1,5 @@
-"""The statistics compare of numerics: the harness's (``harness.gate.numerics.stats_compare``) against msprobe's own CLI,
-on the same input: seconds, MB/s of dump.json per core, peak RSS, and the CSV rows whose cells differ.
+"""The statistics compare of numerics: the harness's (``harness.gate.numerics.stats_compare``) against msprobe's own
+CLI, on the same input: seconds, MB/s of dump.json per core, peak RSS, and the CSV rows whose cells differ.
 
 Not a test: run by hand. Each compare runs in a fresh child process, so the peak RSS printed is that compare's own
 (msprobe's: its process and the workers it forks); MB/s per core is both dump.json files' bytes over the child's
