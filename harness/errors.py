@@ -35,10 +35,15 @@ class WorkloadError(HarnessError):
 
 
 class InfraError(HarnessError):
-    """The training could not run or did not finish: not a verdict on precision_debugger."""
+    """The training could not run or did not finish: not a verdict on precision_debugger. ``transient``: the
+    machine failed a training that may well run the next time (a lost port, a timeout, a signal)."""
 
     label = "INFRASTRUCTURE ERROR"
     note = " (not a check verdict)"
+
+    def __init__(self, *args: object, transient: bool = False) -> None:
+        super().__init__(*args)
+        self.transient = transient
 
 
 class HarnessBug(HarnessError):

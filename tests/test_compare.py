@@ -157,3 +157,76 @@ def test_inconclusive_scenarios_get_more_abba_pairs_up_to_the_cap(tmp_path, monk
     ran.clear()
     c, _ = bh.run_comparison([scenario], target, target, tmp_path, repeats=2, max_repeats=3, say=said.append)
     assert len(ran) == 6  # an explicit cap: the caller's, no time cap
+
+
+def test_a_run_the_machine_failed_is_trained_once_more_and_said_other_errors_are_not(tmp_path, monkeypatch):
+    """A lost port (EADDRINUSE on verl's TCPStore, a timeout, a signal) is the machine's and may pass the next time:
+    that run is trained once more; a second failure, or an error of another kind, is the scenario's error."""
+    from builders import write_scenario
+
+    import harness.pipeline.base_head as bh
+    from harness.errors import HarnessBug, InfraError
+    from harness.scenario.loader import load_scenario
+
+    scenario = load_scenario(write_scenario(tmp_path))
+    tries: list[str] = []
+    fail = {"base 1": []}  # each run's errors, raised one per try
+
+    def evaluate(scenario, where, *args, **kw):
+        run = f"{where.parent.name} {int(where.name[1:]) + 1}"
+        tries.append(run)
+        if fail.get(run):
+            raise fail[run].pop(0)
+
+    monkeypatch.setattr(bh, "evaluate", evaluate)
+    monkeypatch.setattr(bh, "observe_results", lambda path: obs())
+    monkeypatch.setattr(
+        bh, "ensure_env", lambda target: type("Env", (), {"label": lambda self: "env", "python": None})()
+    )
+    monkeypatch.setattr(bh, "write_comparison", lambda c, results: None)
+    monkeypatch.setattr(bh, "add_numerics", lambda *args: None)
+    target = type("T", (), {"describe": lambda self: "verl"})()
+    lost_port = "scenario tiny: on run: the machine failed the training: DistNetworkError: EADDRINUSE"
+
+    def compare(*errors: Exception) -> tuple[Judgement, list[str]]:
+        tries.clear()
+        fail["base 1"] = list(errors)
+        said: list[str] = []
+        c, _ = bh.run_comparison([scenario], target, target, tmp_path, repeats=1, max_repeats=1, say=said.append)
+        return c, said
+
+    c, said = compare(InfraError(lost_port, transient=True))
+    assert tries == ["base 1", "base 1", "head 1"] and c.scenarios[0].errors == [] and c.exit_code != 2
+    assert any("base run 1: INFRASTRUCTURE ERROR: " in s and s.endswith("; trained once more") for s in said), said
+    c, said = compare(InfraError(lost_port, transient=True), InfraError(lost_port, transient=True))
+    assert tries == ["base 1", "base 1", "head 1"] and c.exit_code == 2
+    for error in (InfraError("API drift"), HarnessBug("harness raised TypeError")):
+        c, said = compare(error)
+        assert tries == ["base 1", "head 1"] and c.exit_code == 2 and not any("once more" in s for s in said)
+
+
+def test_only_a_machine_failure_of_every_failed_run_is_transient(tmp_path):
+    from harness.artifacts.rundir import ScenarioDir
+    from harness.training.launch import ExecResult, RunRecord
+    from harness.training.runs import ScenarioRuns
+
+    def error(*reasons: str) -> Exception | None:
+        crashed = ExecResult(exit_code=1, wall_s=1.0)
+        records = {
+            mode: RunRecord(
+                mode=mode,
+                executor="local",
+                argv=[],
+                result=crashed,
+                error=reason,
+                crash={"party": "infrastructure", "reason": reason},
+            )
+            for mode, reason in zip(("off", "on"), reasons, strict=False)
+        }
+        return ScenarioRuns(ScenarioDir(tmp_path / "tiny"), "s", records, 0.0).error
+
+    assert error("the machine failed the training: DistNetworkError: EADDRINUSE").transient  # type: ignore[union-attr]
+    assert error("timed out after 600s (executor.timeout_s); killed").transient  # type: ignore[union-attr]
+    assert not error("killed for memory (OOM) with exit code 137").transient  # type: ignore[union-attr]
+    both = "both runs failed the same way, precision_debugger off and on: the machine failed the training: X"
+    assert not error(both, both).transient  # type: ignore[union-attr]

@@ -66,8 +66,15 @@ class ScenarioRuns:
         if not failed:
             return None
         party = (failed[0].crash or {}).get("party")
-        kind = {"harness": HarnessBug, "environment": EnvironmentProblem}.get(party or "", InfraError)
-        return kind(f"scenario {self.dir.root.name}: " + "\n".join(f"{r.mode} run: {r.error}" for r in failed))
+        text = f"scenario {self.dir.root.name}: " + "\n".join(f"{r.mode} run: {r.error}" for r in failed)
+        if party in ("harness", "environment"):
+            return (HarnessBug if party == "harness" else EnvironmentProblem)(text)
+        transient = all(str((r.crash or {}).get("reason", "")).startswith(TRANSIENT) for r in failed)
+        return InfraError(text, transient=transient)
+
+
+# the crash reasons (artifacts.crash.classify) of a machine that failed a training which may run the next time
+TRANSIENT = ("the machine failed the training", "timed out after", "training was killed by signal")
 
 
 def target_labels(target: Target) -> dict[str, str]:
