@@ -18,7 +18,7 @@ from pathlib import Path
 
 from harness.artifacts.figures import FAMILIES
 from harness.artifacts.rundir import ScenarioDir
-from harness.errors import HarnessError, InfraError
+from harness.errors import HarnessError
 from harness.gate.files import CompareDoc
 from harness.gate.judge import Judgement, ScenarioVerdict, compare_runs, interleaved
 from harness.gate.numerics.compare import compare_numerics
@@ -26,7 +26,7 @@ from harness.gate.observe import Observation, observe_results
 from harness.pipeline.evaluate import evaluate
 from harness.safeio import write_atomic
 from harness.scenario.model import Scenario
-from harness.target.environment import TargetEnv, ensure_env
+from harness.target.environment import ensure_env
 from harness.target.spec import Target
 from harness.training.monitor import Watch
 
@@ -105,9 +105,7 @@ def run_comparison(
             done = max(done, i + 1)
             where = run_dir(results, side, i)
             try:
-                _evaluate_once_more_on_infra(
-                    scenario, where, session, executor, envs[side], watch, say, f"{side} run {i + 1}"
-                )
+                evaluate(scenario, where, session, executor, reuse=False, env=envs[side], watch=watch)
             except HarnessError as exc:
                 scenario_errors.setdefault(scenario.name, []).append(f"{side} run {i + 1}: {exc.label}: {exc}")
                 continue
@@ -126,30 +124,6 @@ def run_comparison(
     comparison = Judgement("compare", base.describe(), head.describe(), compared, labels, list(skipped))
     write_comparison(comparison, results)
     return comparison, observed
-
-
-def _evaluate_once_more_on_infra(
-    scenario: Scenario,
-    where: Path,
-    session: str,
-    executor: str | None,
-    env: TargetEnv,
-    watch: Watch | None,
-    say: Callable[[str], None],
-    which: str,
-) -> None:
-    """One run of a side; one the machine failed (a transient InfraError: a lost port, a timeout, a signal; never a
-    crash of verl, msprobe or the harness, nor both runs failing alike) is trained once more, as bisect does, and
-    said: one flake among a comparison's runs would leave the whole scenario uncompared (measured: EADDRINUSE on
-    verl's TCPStore port in 1 of 6 real_fsdp_l0 runs, a 2-core machine running three jobs). A second failure is
-    the scenario's error."""
-    try:
-        evaluate(scenario, where, session, executor, reuse=False, env=env, watch=watch)
-    except InfraError as exc:
-        if not exc.transient:
-            raise
-        say(f"{scenario.name}: {which}: {exc.label}: {str(exc).splitlines()[0][:300]}; trained once more")
-        evaluate(scenario, where, session, executor, reuse=False, env=env, watch=watch)
 
 
 def add_numerics(
