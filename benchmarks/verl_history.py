@@ -5,7 +5,7 @@ Not a test (it needs verl's real history, which the tests may not): run by hand 
 ``python -m harness run SCENARIO --verl REPO@SHA`` in a child process; its exit code and the first failing line
 are the verdict, the dry run's ``precision_debugger dialect`` line says how the harness configured that verl.
 
-    .venv/bin/python benchmarks/verl_history.py --verl-repo /path/to/verl [--only tiny_fsdp_l1] [--real]
+    .venv/bin/python benchmarks/verl_history.py --verl-repo /path/to/verl [--only tiny_fsdp_l1] [--ref REF] [--real]
 """
 
 from __future__ import annotations
@@ -71,11 +71,14 @@ def main() -> int:
     parser.add_argument("--verl-repo", required=True, help="a clone of github.com/verl-project/verl (bare is fine)")
     parser.add_argument("--only", action="append", default=[], help="only this scenario (repeatable)")
     parser.add_argument("--real", action="store_true", help="also verl's own trainer (REAL) on each commit")
+    parser.add_argument("--ref", action="append", default=[], help="only this commit of HISTORY (repeatable)")
     args = parser.parse_args()
     print("| verl | commit | dialect | scenario | must | got | |\n|---|---|---|---|---|---|---|", flush=True)
     bad = 0
     with tempfile.TemporaryDirectory(prefix="verl-history-") as tmp:
         for ref, what, expected in HISTORY:
+            if args.ref and ref not in args.ref:
+                continue
             for scenario, code in {**expected, **(REAL[ref] if args.real else {})}.items():
                 if args.only and scenario not in args.only:
                     continue

@@ -1,22 +1,21 @@
 """A local verl git repository made from the installed verl, with commits that matter and one that does not.
 
-``release``: the installed package as it is (verl 0.9.1) plus a minimal build file (a wheel's files carry none).
-On top of it, each on its own branch: ``bad`` (verl's precision_debugger integration no longer dumps
-actor_update: a silent regression the layout check must catch), ``neutral`` (a comment), ``drift``
-(``DistProfiler`` renamed: the harness's workload no longer finds what it drives) and ``numerics`` (GAE's
-advantages no longer whitened: every check passes, only the numbers of actor_update change; ``numerics_grpo`` the
-same for GRPO, which verl's real trainer on CPU runs: advantages no longer scaled by the group's std). And the failures
-whose party the verdict must name, each as a pull request would make it: ``crash`` (the profiler's start keeps a
-record it never initialised: verl raises inside a profiled stage), ``newdep`` (the profiler imports a new
-requirement, declared in the build file, that a ``--no-deps`` target environment lacks) and ``kwarg``
-(``FileLogger``'s ``experiment_name`` renamed: verl's positional caller is unaffected, the harness's embedded
-workload, which passes it by name, raises) and
-``patch`` (``initialize_global_process_group_ray``'s ``backend`` renamed: verl's callers follow, the CPU patch of
-verl's real trainer raises). And a slowdown that computes nothing: ``wait`` (the profiler's start backs off 0.25 s
-before each stage's dump: three profiled stages of tiny_fsdp_l1 make its profiled step ~+30 % in wall time, measured
-2.56 s of it per rank on the loaded 2-core machine, and not a second of CPU time).
-And ``annotation`` (a typo in the engine workers' ``actor_update`` annotation: the stage is never collected; only
-verl's real trainer runs those workers, the embedded workload annotates its own).
+``release``: the installed package as it is (verl 0.9.1) plus a minimal build file (a wheel's files carry none). On
+top of it, each on its own branch: ``bad`` (verl's precision_debugger integration no longer dumps actor_update: a
+silent regression the layout check must catch), ``neutral`` (a comment), ``drift`` (``DistProfiler`` renamed: the
+harness's workload no longer finds what it drives) and ``numerics`` (GAE's advantages no longer whitened: every
+check passes, only the numbers of actor_update change; ``sampling``: verl's rollout samples at temperature 0.6 by
+default, which only verl's real trainer reads: other tokens, other numbers). And the failures whose party the
+verdict must name, each as a pull request would make it: ``crash`` (the profiler's start keeps a record it never
+initialised: verl raises inside a profiled stage), ``newdep`` (the profiler imports a new requirement, declared in
+the build file, that a ``--no-deps`` target environment lacks) and ``kwarg`` (``FileLogger``'s ``experiment_name``
+renamed: verl's positional caller is unaffected, the harness's embedded workload, which passes it by name, raises)
+and ``patch`` (``initialize_global_process_group_ray``'s ``backend`` renamed: verl's callers follow, the CPU patch
+of verl's real trainer raises). And a slowdown that computes nothing: ``wait`` (the profiler's start backs off 0.25
+s before each stage's dump: three profiled stages of tiny_fsdp_l1 make its profiled step ~+30 % in wall time,
+measured 2.56 s of it per rank on the loaded 2-core machine, and not a second of CPU time). And ``annotation`` (a
+typo in the engine workers' ``actor_update`` annotation: the stage is never collected; only verl's real trainer runs
+those workers, the embedded workload annotates its own).
 """
 
 from __future__ import annotations
@@ -60,6 +59,7 @@ CHECKPOINT = Path("verl/checkpoint_engine/base.py")
 RENAMED_BACKEND = r"timeout_second=None, backend=None\)|backend = backend or|backend=backend,(?=\n\s+rank=rank)"
 NEWDEP_REQUIREMENT = 'requires-python = ">=3.10"\ndependencies = ["verl-msprobe-stats>=1.0"]\n'
 CORE_ALGOS = Path("verl/trainer/ppo/core_algos.py")
+ROLLOUT_CONFIG = Path("verl/trainer/config/rollout/rollout.yaml")
 WAIT_S = 0.25
 ENGINE_WORKERS = Path("verl/workers/engine_workers.py")
 
@@ -72,7 +72,7 @@ class VerlRepo:
     neutral: str
     drift: str
     numerics: str
-    numerics_grpo: str
+    sampling: str
     crash: str
     newdep: str
     kwarg: str
@@ -141,13 +141,12 @@ def make_verl_repo(root: Path) -> VerlRepo:
         "GAE: advantages not whitened",
         {CORE_ALGOS: (r"^(\s+returns = advantages \+ values\n)\s+advantages = verl_F\.masked_whiten\(.*\n", r"\1")},
     )
-    numerics_grpo = _commit(
+    sampling = _commit(
         root,
-        "numerics_grpo",
-        "GRPO: advantages centred on the group's mean, not scaled by its std",
-        {CORE_ALGOS: (r"scores\[i\] = \(scores\[i\] - id2mean\[index\[i\]\]\) / \(id2std\[index\[i\]\] \+ epsilon\)",
-                      "scores[i] = scores[i] - id2mean[index[i]]")},
-    )  # fmt: skip
+        "sampling",
+        "rollout: sample at temperature 0.6 by default",
+        {ROLLOUT_CONFIG: (r"^temperature: 1\.0$", "temperature: 0.6")},
+    )
     crash = _commit(
         root,
         "crash",
@@ -201,5 +200,5 @@ def make_verl_repo(root: Path) -> VerlRepo:
         {ENGINE_WORKERS: (r'role="actor_update"', 'role="actor_updates"')},
     )
     return VerlRepo(
-        root, release, bad, neutral, drift, numerics, numerics_grpo, crash, newdep, kwarg, patch, wait, annotation
+        root, release, bad, neutral, drift, numerics, sampling, crash, newdep, kwarg, patch, wait, annotation
     )
