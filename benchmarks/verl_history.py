@@ -24,19 +24,20 @@ ROOT = Path(__file__).resolve().parents[1]
 HISTORY: list[tuple[str, str, dict[str, int]]] = [
     ("b4c826332", "#5186: the integration (tool-config dialect)", {"tiny_fsdp_l1": 0, "tiny_megatron_l1": 1}),
     ("f8b0dd26c", "#5986: profiler-config dialect", {"tiny_fsdp_l1": 0, "tiny_megatron_l1": 1}),
-    ("7a457c934", "#6086: verl's platform plugin point (the real CPU tier from here)", {"tiny_fsdp_l1": 0}),
+    ("7a457c934", "#6086: verl's platform plugin point", {"tiny_fsdp_l1": 0}),
     ("7898ab499~1", "before #7104: Megatron chunks not dumped", {"tiny_megatron_l1": 1}),
     ("7898ab499", "#7104: Megatron chunks resolved", {"tiny_fsdp_l1": 0, "tiny_megatron_l1": 0}),
     ("9097cc4d4", "#7408: profiler post hook", {"tiny_fsdp_l1": 0, "tiny_megatron_l1": 0}),
     ("main", "newest main fetched", {"tiny_fsdp_l1": 0, "tiny_megatron_l1": 0}),
 ]
 # with --real, verl's own trainer: real_fsdp_l0 on every commit (before #6086 verl has no platform plugin point, so
-# the CPU tier cannot run it: an error, exit 2); and real_critic_strict_fsdp_l1, whose declared verl bug (strict
+# the CPU tier cannot run it: an error, exit 2; at #6086 its trainer still imports flash_attn on CPU, which no CPU
+# environment has: an environment error, exit 2); and real_critic_strict_fsdp_l1, whose declared verl bug (strict
 # raises for the critic's train_batch role, annotated since #5909) must still crash as declared (xfail: exit 0)
 REAL: dict[str, dict[str, int]] = {
     "b4c826332": {"real_fsdp_l0": 2},
     "f8b0dd26c": {"real_fsdp_l0": 2},
-    "7a457c934": {"real_fsdp_l0": 0, "real_critic_strict_fsdp_l1": 0},
+    "7a457c934": {"real_fsdp_l0": 2, "real_critic_strict_fsdp_l1": 2},
     "7898ab499~1": {"real_fsdp_l0": 0},
     "7898ab499": {"real_fsdp_l0": 0, "real_critic_strict_fsdp_l1": 0},
     "9097cc4d4": {"real_fsdp_l0": 0},
