@@ -183,3 +183,39 @@ def test_results_json_of_another_schema_is_one_line_and_a_rewrite_keeps_its_own(
         f"BASELINE ERROR: {sdir}/results.json: results.json written by schema 7, this harness reads schemas 1 and 2: "
         "re-run the scenario with this harness (or --reuse its trainings), or read it with the harness that wrote it"
     ]
+
+
+def _crashed(results, xfail_reason: str):
+    """A scenario whose on run verl crashed, declared as a known bug (``xfail_reason``) or not (empty), after the
+    stages before the crash dumped (their structure is what the gate compares)."""
+    sdir = write_results(results, "strict_critic")
+    doc = json.loads((sdir / "results.json").read_text())
+    doc["runs"]["on"]["exit_code"] = 1
+    crash = "verl crashed the on run (precision_debugger on): ValueError: Unknown precision_debugger stage: train_batch"
+    not_checked = "the on run crashed: see the crash check"
+    doc["checks"] = {
+        "crash": {"passed": False, "problems": [crash], "notes": [], "figures": {"crash.on": "verl"},
+                  "xfail_reason": xfail_reason},
+        **{c: {"passed": True, "problems": [], "notes": [], "figures": {}, "not_checked": not_checked}
+           for c in ("layout", "contents", "overhead", "disk")},
+    }  # fmt: skip
+    (sdir / "results.json").write_text(json.dumps(doc))
+
+
+def test_a_crash_declared_as_a_known_bug_is_baselined_and_gated_an_undeclared_one_is_refused(tmp_path, capsys):
+    """The CPU nightly runs real_critic_strict_fsdp_l1, whose declared verl bug crashes it every night: the night's
+    baseline must hold it (it stopped every nightly at `baseline merge`, exit 2, before), and the next night's gate
+    passes it while it crashes as declared; a crash nobody declared is still no baseline."""
+    from harness.gate.observe import observe_dir
+
+    _crashed(tmp_path / "night1", "known verl bug: strict raises for the critic's role")
+    (o,) = observe_dir(tmp_path / "night1").values()
+    assert o.crashes == [] and o.errors == [] and o.known_crash.startswith("known verl bug: ")
+    assert main(["baseline", "merge", str(tmp_path / "night1"), "-o", str(tmp_path / "b.json")]) == 0
+    _crashed(tmp_path / "night2", "known verl bug: strict raises for the critic's role")
+    capsys.readouterr()
+    assert main(["gate", "--baseline", str(tmp_path / "b.json"), "--results", str(tmp_path / "night2")]) == 0
+    assert "ok strict_critic: " in capsys.readouterr().out
+    _crashed(tmp_path / "night3", "")
+    with pytest.raises(BaselineError, match=r"strict_critic in .*: verl crashed the on run"):
+        build([tmp_path / "night3"])

@@ -116,7 +116,7 @@ def run_comparison(
         sides = observed[scenario.name]
         sc = compare_runs(scenario.name, sides["base"], sides["head"], judge)
         sc.errors = scenario_errors.get(scenario.name, []) + sc.errors
-        if not sc.errors and not any(o.crashes for obs in sides.values() for o in obs):
+        if not sc.errors and not any(o.crashes or o.known_crash for obs in sides.values() for o in obs):
             say(f"{scenario.name}: numerics (statistics compare)")
             add_numerics(sc, scenario, sides, results, envs["head"].python)
         compared.append(sc)

@@ -75,7 +75,15 @@ def run_table(label: str, observations: dict[str, Observation], report: GateDoc 
         pd = obs.settings.get("precision_debugger", {})
         level = f"{pd.get('level', '?')} {pd.get('task', '')}".strip()
         dps = disk_per_step(obs)
-        unjudged = "❌ run failed" if obs.errors else "❌ crashed (crash check)" if obs.crashes else "no baseline"
+        unjudged = (
+            "❌ run failed"
+            if obs.errors
+            else "❌ crashed (crash check)"
+            if obs.crashes
+            else "xfail: crashed as declared (known bug)"
+            if obs.known_crash
+            else "no baseline"
+        )
         verdict = ICON[g.status] if g else unjudged
         lines.append(
             f"| {name} | {level} | {_interval(obs, fig.OVERHEAD_PROFILED)} | "
