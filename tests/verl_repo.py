@@ -4,8 +4,7 @@
 top of it, each on its own branch: ``bad`` (verl's precision_debugger integration no longer dumps actor_update: a
 silent regression the layout check must catch), ``neutral`` (a comment), ``drift`` (``DistProfiler`` renamed: the
 harness's workload no longer finds what it drives) and ``numerics`` (GAE's advantages no longer whitened: every
-check passes, only the numbers of actor_update change; ``sampling``: verl's rollout samples at temperature 0.6 by
-default, which only verl's real trainer reads: other tokens, other numbers). And the failures whose party the
+check passes, only the numbers of actor_update change). And the failures whose party the
 verdict must name, each as a pull request would make it: ``crash`` (the profiler's start keeps a record it never
 initialised: verl raises inside a profiled stage), ``newdep`` (the profiler imports a new requirement, declared in
 the build file, that a ``--no-deps`` target environment lacks) and ``kwarg`` (``FileLogger``'s ``experiment_name``
@@ -59,7 +58,6 @@ CHECKPOINT = Path("verl/checkpoint_engine/base.py")
 RENAMED_BACKEND = r"timeout_second=None, backend=None\)|backend = backend or|backend=backend,(?=\n\s+rank=rank)"
 NEWDEP_REQUIREMENT = 'requires-python = ">=3.10"\ndependencies = ["verl-msprobe-stats>=1.0"]\n'
 CORE_ALGOS = Path("verl/trainer/ppo/core_algos.py")
-ROLLOUT_CONFIG = Path("verl/trainer/config/rollout/rollout.yaml")
 WAIT_S = 0.25
 ENGINE_WORKERS = Path("verl/workers/engine_workers.py")
 
@@ -72,7 +70,6 @@ class VerlRepo:
     neutral: str
     drift: str
     numerics: str
-    sampling: str
     crash: str
     newdep: str
     kwarg: str
@@ -141,12 +138,6 @@ def make_verl_repo(root: Path) -> VerlRepo:
         "GAE: advantages not whitened",
         {CORE_ALGOS: (r"^(\s+returns = advantages \+ values\n)\s+advantages = verl_F\.masked_whiten\(.*\n", r"\1")},
     )
-    sampling = _commit(
-        root,
-        "sampling",
-        "rollout: sample at temperature 0.6 by default",
-        {ROLLOUT_CONFIG: (r"^temperature: 1\.0$", "temperature: 0.6")},
-    )
     crash = _commit(
         root,
         "crash",
@@ -199,6 +190,4 @@ def make_verl_repo(root: Path) -> VerlRepo:
         "engine workers: actor_update annotated as actor_updates",
         {ENGINE_WORKERS: (r'role="actor_update"', 'role="actor_updates"')},
     )
-    return VerlRepo(
-        root, release, bad, neutral, drift, numerics, sampling, crash, newdep, kwarg, patch, wait, annotation
-    )
+    return VerlRepo(root, release, bad, neutral, drift, numerics, crash, newdep, kwarg, patch, wait, annotation)
