@@ -149,6 +149,15 @@ def declared(requires: list[str], modules: list[str]) -> str:
     return f" (verl declares {'; '.join(named)})" if named else " (not among verl's declared requirements either)"
 
 
+# how classify's reasons open where the machine failed a training that may run the next time (a lost port, a
+# timeout, a signal): not OOM, not a missing traceback, not both runs failing alike (runs._both_failed rewords it)
+TRANSIENT = ("the machine failed the training", "timed out after", "training was killed by signal")
+
+
+def transient(reason: str) -> bool:
+    return reason.startswith(TRANSIENT)
+
+
 def classify(res: ExecResult, log: Path, timeout_s: float, requires: list[str] | None = None) -> Crash | None:
     """None for a clean exit; else the party and one line. ``requires``: verl's declared requirements, to say
     whether a missing module is one of them."""

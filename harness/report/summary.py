@@ -75,15 +75,11 @@ def run_table(label: str, observations: dict[str, Observation], report: GateDoc 
         pd = obs.settings.get("precision_debugger", {})
         level = f"{pd.get('level', '?')} {pd.get('task', '')}".strip()
         dps = disk_per_step(obs)
-        unjudged = (
-            "❌ run failed"
-            if obs.errors
-            else "❌ crashed (crash check)"
-            if obs.crashes
-            else "xfail: crashed as declared (known bug)"
-            if obs.known_crash
-            else "no baseline"
-        )
+        unjudged = next(
+            (word for bad, word in ((obs.errors, "❌ run failed"), (obs.crashes, "❌ crashed (crash check)"),
+                                    (obs.known_crash, "xfail: crashed as declared (known bug)")) if bad),
+            "no baseline",
+        )  # fmt: skip
         verdict = ICON[g.status] if g else unjudged
         lines.append(
             f"| {name} | {level} | {_interval(obs, fig.OVERHEAD_PROFILED)} | "

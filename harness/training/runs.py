@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from filelock import FileLock
 
-from harness.artifacts.crash import Crash, classify
+from harness.artifacts.crash import Crash, classify, transient
 from harness.artifacts.rundir import MODES, Mode, ScenarioDir
 from harness.errors import EnvironmentProblem, HarnessBug, HarnessError, InfraError
 from harness.safeio import MB, InputError, Versioned
@@ -70,12 +70,7 @@ class ScenarioRuns:
         text = f"scenario {self.dir.root.name}: " + "\n".join(f"{r.mode} run: {r.error}" for r in failed)
         if party in ("harness", "environment"):
             return (HarnessBug if party == "harness" else EnvironmentProblem)(text)
-        transient = all(str((r.crash or {}).get("reason", "")).startswith(TRANSIENT) for r in failed)
-        return InfraError(text, transient=transient)
-
-
-# the crash reasons (artifacts.crash.classify) of a machine that failed a training which may run the next time
-TRANSIENT = ("the machine failed the training", "timed out after", "training was killed by signal")
+        return InfraError(text, transient=all(transient(str((r.crash or {}).get("reason", ""))) for r in failed))
 
 
 def target_labels(target: Target) -> dict[str, str]:
