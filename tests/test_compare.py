@@ -40,10 +40,12 @@ def decide(metric: str, base: list[float], head: list[float], samples: tuple = (
 
 def test_decide_overhead_by_interval_disk_and_structure_exactly():
     quiet = [{"step2.rank0": 4.0, "step4.rank0": 4.1}, {"step2.rank0": 4.02, "step4.rank0": 4.08}]
+    quiet.append({"step2.rank0": 4.01, "step4.rank0": 4.09})
     slower = [{k: v * 1.3 for k, v in run.items()} for run in quiet]
-    assert decide("overhead.wall.profiled", [4.0, 4.0], [5.2, 5.2], (quiet, slower)).outcome == "regressed"
-    assert decide("overhead.wall.profiled", [4.0, 4.0], [4.0, 4.0], (quiet, quiet)).outcome == "ok"
-    assert decide("overhead.wall.profiled", [4.0, 4.0], [3.0, 3.0], (slower, quiet)).outcome == "improved"
+    assert decide("overhead.wall.profiled", [4.0] * 3, [5.2] * 3, (quiet, slower)).outcome == "regressed"
+    assert decide("overhead.wall.profiled", [4.0] * 2, [5.2] * 2, (quiet[:2], slower[:2])).outcome == "inconclusive"
+    assert decide("overhead.wall.profiled", [4.0, 4.0], [4.0, 4.0], (quiet[:2], quiet[:2])).outcome == "ok"  # at 2
+    assert decide("overhead.wall.profiled", [4.0] * 3, [3.0] * 3, (slower, quiet)).outcome == "improved"
     # results without samples: one value per repeat; one repeat a side measures no noise
     assert decide("overhead.wall.profiled", [4.0, 4.02, 3.98], [5.2, 5.22, 5.18]).outcome == "regressed"
     assert decide("overhead.wall.profiled", [4.0], [5.2]).outcome == "inconclusive"
@@ -52,8 +54,8 @@ def test_decide_overhead_by_interval_disk_and_structure_exactly():
     assert decide("structure.actor_update.rank0.entries", [8.0], [9.0]).outcome == "regressed"
     # the unprofiled ratio (across two processes) is sized to catch x1.56: +15 % is within its 25 % tolerance
     a_bit = [{k: v * 1.15 for k, v in run.items()} for run in quiet]
-    assert decide("overhead.wall.profiled", [4.0, 4.0], [4.6, 4.6], (quiet, a_bit)).outcome == "regressed"
-    d = decide("overhead.wall.unprofiled", [4.0, 4.0], [4.6, 4.6], (quiet, a_bit))
+    assert decide("overhead.wall.profiled", [4.0] * 3, [4.6] * 3, (quiet, a_bit)).outcome == "regressed"
+    d = decide("overhead.wall.unprofiled", [4.0] * 3, [4.6] * 3, (quiet, a_bit))
     assert (d.outcome, d.threshold) == ("ok", 1.25)
 
 
@@ -157,3 +159,46 @@ def test_inconclusive_scenarios_get_more_abba_pairs_up_to_the_cap(tmp_path, monk
     ran.clear()
     c, _ = bh.run_comparison([scenario], target, target, tmp_path, repeats=2, max_repeats=3, say=said.append)
     assert len(ran) == 6  # an explicit cap: the caller's, no time cap
+
+
+def test_a_tier_that_cannot_decide_overhead_runs_base_head_base_and_decides_the_rest(tmp_path, monkeypatch):
+    """``budgets.overhead.compare: false`` (verl's real trainer on CPU): base twice (the numerics' self-check), head
+    once, no pairs added however noisy the timings; overhead reported, said why, and the exact families decided:
+    a layout that breaks on head is still REGRESSED. ``--judge`` without overhead runs the same order."""
+    from builders import write_scenario
+
+    import harness.pipeline.base_head as bh
+    from harness.scenario.loader import load_scenario
+
+    budgets = {"overhead": {"max_profiled_ratio": 10, "max_unprofiled_ratio": 2, "compare": False}}
+    scenario = load_scenario(write_scenario(tmp_path, budgets=budgets))
+    ran: list[str] = []
+    wide = [3.0, 5.8, 4.4]  # base and head alike, noise ±40 %: with overhead decided, pairs would be added
+
+    def evaluate(scenario, where, *args, **kw):
+        ran.append(f"{where.parent.name} {int(where.name[1:]) + 1}")
+
+    def observe(path):
+        layout_fails = ran[-1].startswith("head") and broken["head"]
+        return obs(wide[len(ran) - 1], checks={"layout": not layout_fails})
+
+    broken = {"head": False}
+    monkeypatch.setattr(bh, "evaluate", evaluate)
+    monkeypatch.setattr(bh, "observe_results", observe)
+    monkeypatch.setattr(
+        bh, "ensure_env", lambda target: type("Env", (), {"label": lambda self: "env", "python": None})()
+    )
+    monkeypatch.setattr(bh, "write_comparison", lambda c, results: None)
+    monkeypatch.setattr(bh, "add_numerics", lambda *args: None)
+    target = type("T", (), {"describe": lambda self: "verl"})()
+    c, _ = bh.run_comparison([scenario], target, target, tmp_path, repeats=2, say=lambda m: None)
+    assert ran == ["base 1", "head 1", "base 2"] and c.order == ran and c.exit_code == 0, c.lines()
+    (sc,) = c.scenarios
+    assert bh.OVERHEAD_NOT_COMPARED in sc.notes
+    assert not any(f.judged for f in sc.figures if f.metric.startswith("overhead."))
+    ran.clear()
+    broken["head"] = True
+    c, _ = bh.run_comparison([scenario], target, target, tmp_path, repeats=2, say=lambda m: None)
+    assert ran == ["base 1", "head 1", "base 2"] and c.exit_code == 1, c.lines()
+    assert bh.structure_order(3) == [("base", 0), ("head", 0), ("base", 1), ("base", 2)]
+    assert bh.structure_order(1) == [("base", 0), ("head", 0)]

@@ -74,7 +74,7 @@ def test_a_neutral_commit_and_a_a_compare_clean(repo: VerlRepo, cache: Path, sma
     assert "| tiny_fsdp_l1 | ✅ ok |" in (res / "report" / "summary.md").read_text()
     assert (res / "report" / "tiny_fsdp_l1.png").stat().st_size > 10_000  # base and head side by side
     doc = json.loads((res / "compare.json").read_text())
-    assert doc["order"] == ["base 1", "head 1", "head 2", "base 2"]
+    assert doc["order"] == ["base 1", "head 1", "base 2"]  # no overhead decided: head once (structure_order)
     figures = {f["metric"]: f for f in doc["scenarios"][0]["figures"]}
     # equal-length environment paths: a neutral commit dumps the same bytes
     assert figures["disk.total_bytes"]["ratio"] == "head/base 1.00x (spread 1.00x-1.00x)"

@@ -56,6 +56,29 @@ def test_one_run_a_side_measures_no_run_noise_so_it_is_inconclusive():
     assert "noise unknown (one run a side)" in d.text()
 
 
+def test_two_runs_a_side_that_drew_alike_call_no_change():
+    """The false alarm an unchanged head (a comment) got, from its runs' own samples (benchmarks/pr_verdict.py,
+    tiny_fsdp_l1, overhead.wall.stage.actor_update per step and rank): now and then a step costs ~1.35x on both
+    ranks; base's runs drew 0 and 1 such steps, head's 2 and 2, and the two runs of each side read alike, so at 2
+    runs a side the interval was narrow by luck. Base against head calls no change before MIN_RUNS_CHANGE; a real
+    +30 % on 3 runs a side is still called."""
+
+    keys = [f"step{n}.rank{r}" for n in (2, 4, 6, 8) for r in (0, 1)]
+
+    def run(values: list[float]) -> dict[str, float]:
+        return dict(zip(keys, values, strict=True))
+
+    base = [run([3.46, 3.49, 3.19, 3.43, 3.88, 3.21, 3.18, 3.25]), run([4.33, 4.42, 3.22, 2.9, 2.88, 3.25, 3.48, 3.01])]
+    head = [run([4.83, 4.15, 4.34, 4.55, 3.16, 3.18, 3.25, 3.31])]
+    head.append(run([3.67, 3.61, 3.15, 3.27, 3.63, 4.43, 4.46, 4.19]))
+    est = stats.paired(base, head)
+    assert stats.against_tolerance(est, TOL).outcome == "regressed"  # the rule without a minimum of runs
+    d = stats.against_tolerance(est, TOL, stats.MIN_RUNS_CHANGE)
+    assert d.outcome == "inconclusive" and d.more == 1, d
+    slower = [run([v * 1.3 for v in r.values()]) for r in (*base, base[0])]
+    assert stats.against_tolerance(stats.paired([*base, base[1]], slower), TOL, 3).outcome == "regressed"
+
+
 @pytest.mark.parametrize(
     ("effect", "expected"),
     [(1.0, "ok"), (1.3, "regressed"), (1 / 1.3, "improved")],

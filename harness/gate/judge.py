@@ -158,7 +158,8 @@ def decide(metric: str, base: Side, head: Side, tolerance: float, policy: Policy
     base_s, head_s = base.samples.get(metric, []), head.samples.get(metric, [])
     if not (base_s and head_s and all(base_s) and all(head_s)):
         base_s, head_s = [{"run": v} for v in b], [{"run": v} for v in h]
-    return stats.against_tolerance(stats.paired(base_s, head_s), tolerance)
+    min_runs = stats.MIN_RUNS_CHANGE if policy.kind == "compare" else 1  # the gate: samples of one night each
+    return stats.against_tolerance(stats.paired(base_s, head_s), tolerance, min_runs)
 
 
 @dataclass

@@ -54,6 +54,25 @@ def repeats_option(text: str) -> int:
     return int(text)
 
 
+OVERHEAD_NOT_COMPARED = (
+    "overhead: reported, not decided here (budgets.overhead.compare: false: this tier's noise leaves base against "
+    "head undecided at any affordable number of runs; its maxima and the nightly's baseline gate judge it)"
+)
+
+
+def families(scenario: Scenario, judge: Collection[str]) -> set[str]:
+    """The figure families base against head decides for ``scenario``: ``judge`` (``--judge``), less overhead where
+    the scenario says its tier cannot decide it (``budgets.overhead.compare: false``)."""
+    return {f for f in judge if f != "overhead" or scenario.budgets.overhead.compare}
+
+
+def structure_order(repeats: int) -> list[tuple[str, int]]:
+    """The runs of a comparison that decides no overhead: base ``repeats`` times (the numerics' determinism
+    self-check compares base's second run with its first), head once (its structure, layout, disk and numerics are
+    exact in one run), ABBA otherwise; no pairs added (nothing exact is INCONCLUSIVE)."""
+    return [(side, i) for side, i in interleaved(repeats) if side == "base" or i == 0]
+
+
 def run_dir(results: Path, side: str, repeat: int) -> Path:
     return results / side / f"r{repeat}"
 
@@ -77,22 +96,26 @@ def run_comparison(
     goes on) at a time, up to this many per side (sequential sampling); default: ``DEFAULT_MAX_REPEATS`` within
     ``DEFAULT_BUDGET_S`` per scenario.
     ``skipped``: the scenarios not run here, with why (they count in the total a comparison compares)."""
-    envs = {side: ensure_env(target) for side, target in (("base", base), ("head", head))}  # once, before training:
-    for side, env in envs.items():  # a bad SPEC fails at once
-        say(f"{side}: {env.label()}")
+    envs = {}
+    for side, target in (("base", base), ("head", head)):  # once, before training: a bad SPEC fails at once
+        started = time.monotonic()
+        envs[side] = ensure_env(target)
+        say(f"{side}: {envs[side].label()} ({time.monotonic() - started:.1f} s)")
     cap = max(repeats, max_repeats or DEFAULT_MAX_REPEATS)
     budget = DEFAULT_BUDGET_S if max_repeats is None else None
-    order = interleaved(cap)
     session = uuid.uuid4().hex
     observed: dict[str, dict[str, list[Observation]]] = {}
     scenario_errors: dict[str, list[str]] = {}
-    done = repeats
+    decides: dict[str, set[str]] = {}
+    ran: list[tuple[str, int]] = []  # the longest run order of a scenario, for the reports' run labels
     for scenario in scenarios:
+        decides[scenario.name] = decided = families(scenario, judge)
+        order = interleaved(cap) if "overhead" in decided else structure_order(repeats)
         sides: dict[str, list[Observation]] = {side: [] for side in SIDES}
         started = time.monotonic()
         for n, (side, i) in enumerate(order):
             if n % 2 == 0 and i >= repeats:
-                if compare_runs(scenario.name, sides["base"], sides["head"], judge).status != "inconclusive":
+                if compare_runs(scenario.name, sides["base"], sides["head"], decided).status != "inconclusive":
                     break
                 spent, pair = time.monotonic() - started, (time.monotonic() - started) / i
                 if budget is not None and spent + pair > budget:
@@ -102,7 +125,7 @@ def run_comparison(
                     )
                     break
             say(f"{scenario.name}: {side} run {i + 1} of {repeats if i < repeats else f'at most {cap}'}")
-            done = max(done, i + 1)
+            ran = max(ran, order[: n + 1], key=len)
             where = run_dir(results, side, i)
             try:
                 evaluate(scenario, where, session, executor, reuse=False, env=envs[side], watch=watch)
@@ -114,13 +137,15 @@ def run_comparison(
     compared = []
     for scenario in scenarios:
         sides = observed[scenario.name]
-        sc = compare_runs(scenario.name, sides["base"], sides["head"], judge)
+        sc = compare_runs(scenario.name, sides["base"], sides["head"], decides[scenario.name])
+        if "overhead" not in decides[scenario.name] and not scenario.budgets.overhead.compare:
+            sc.notes.append(OVERHEAD_NOT_COMPARED)
         sc.errors = scenario_errors.get(scenario.name, []) + sc.errors
         if not sc.errors and not any(o.crashes or o.known_crash for obs in sides.values() for o in obs):
             say(f"{scenario.name}: numerics (statistics compare)")
             add_numerics(sc, scenario, sides, results, envs["head"].python)
         compared.append(sc)
-    labels = [f"{side} {i + 1}" for side, i in interleaved(done)]
+    labels = [f"{side} {i + 1}" for side, i in ran]
     comparison = Judgement("compare", base.describe(), head.describe(), compared, labels, list(skipped))
     write_comparison(comparison, results)
     return comparison, observed
