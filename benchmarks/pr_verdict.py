@@ -36,7 +36,7 @@ from verl_repo import make_verl_repo  # noqa: E402  # the test repository's comm
 CASES = ("neutral", "bad", "annotation", "bloat", "wait", "gc")
 RUN = re.compile(r"^(?P<scenario>\S+): (?P<side>base|head) run (?P<i>\d+) of ")
 NUMERICS = re.compile(r"^(?P<scenario>\S+): numerics \(statistics compare\)$")
-ENV = re.compile(r"^(?P<side>base|head): .* \((?P<s>[0-9.]+) s\)$")
+ENV = re.compile(r"^(?P<side>base|head): .*, (?P<s>[0-9.]+)s\)$")  # TargetEnv.label(): made or reused, in seconds
 VERDICT = re.compile(r"^compare: .* -> (?P<verdict>[A-Z ]+)$")
 
 

@@ -35,6 +35,17 @@ def test_tolerance_is_k_times_deviation_or_the_floor():
     assert tolerance_for([7.0, 7.0], Policy(k=1, floor=0.0)) == 0.0
 
 
+def test_a_stage_ratio_has_twice_the_steps_floor():
+    """A stage's ratio scatters twice as wide as the step's (baseline.STAGE_FLOOR): sized to catch x1.32, the step
+    x1.156, the unprofiled ratio x1.56; a family's larger floor still wins."""
+    from harness.gate.baseline import floor
+
+    assert floor("overhead.wall.profiled") == 0.075
+    assert floor("overhead.wall.stage.ref_compute_log_prob") == floor("overhead.wall.stage.actor_update") == 0.15
+    assert floor("overhead.wall.unprofiled") == 0.25
+    assert floor("overhead.wall.stage.actor_update", {"overhead": Policy(k=0, floor=0.2)}) == 0.2
+
+
 def test_families_gate_ratios_bytes_and_structure_but_not_raw_times():
     assert family("overhead.wall.profiled") == "overhead"
     assert family("overhead.wall.stage.actor_update") == "overhead"

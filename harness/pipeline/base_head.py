@@ -96,11 +96,9 @@ def run_comparison(
     goes on) at a time, up to this many per side (sequential sampling); default: ``DEFAULT_MAX_REPEATS`` within
     ``DEFAULT_BUDGET_S`` per scenario.
     ``skipped``: the scenarios not run here, with why (they count in the total a comparison compares)."""
-    envs = {}
-    for side, target in (("base", base), ("head", head)):  # once, before training: a bad SPEC fails at once
-        started = time.monotonic()
-        envs[side] = ensure_env(target)
-        say(f"{side}: {envs[side].label()} ({time.monotonic() - started:.1f} s)")
+    envs = {side: ensure_env(target) for side, target in (("base", base), ("head", head))}  # once, before training:
+    for side, env in envs.items():  # a bad SPEC fails at once
+        say(f"{side}: {env.label()}")
     cap = max(repeats, max_repeats or DEFAULT_MAX_REPEATS)
     budget = DEFAULT_BUDGET_S if max_repeats is None else None
     session = uuid.uuid4().hex
