@@ -28,7 +28,8 @@ def compare_json(tmp_path, *scenarios: ScenarioVerdict, skipped: tuple[str, ...]
 
 
 def test_a_regression_is_the_verdict_then_one_error_per_finding(tmp_path):
-    broken = ScenarioVerdict("real_fsdp_l0", COMPARE, findings=[LAYOUT], checks_judged=3)
+    numerics = "MISSING real_fsdp_l0: numerics step_2/actor_update dumped on base, missing on head: not compared"
+    broken = ScenarioVerdict("real_fsdp_l0", COMPARE, findings=[LAYOUT, numerics], checks_judged=3)
     broken.figures = [
         FigureVerdict("real_fsdp_l0", "disk.stage.actor_update_bytes", "missing", [1e6], []),
         FigureVerdict("real_fsdp_l0", "disk.total_bytes", "ok", [2e6], [1e6]),
@@ -40,6 +41,7 @@ def test_a_regression_is_the_verdict_then_one_error_per_finding(tmp_path):
         "::error title=precision_debugger gate::FAIL (exit 1: a regression of head: a verdict on the verl (or msprobe) "
         "under test)",
         f"::error title=REGRESSED real_fsdp_l0::{LAYOUT}",
+        f"::error title=MISSING real_fsdp_l0::{numerics}",  # each finding titled by its own verdict word
         "::error title=MISSING real_fsdp_l0::MISSING real_fsdp_l0: disk.stage.actor_update_bytes base 1.00 MB, "
         "not measured on head",
     ]

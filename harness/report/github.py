@@ -64,6 +64,12 @@ def load(path: Path) -> CompareDoc | GateDoc:
         raise HarnessError(f"{path}: {exc}") from None
 
 
+def _word(finding: str) -> str:
+    """A finding line's own verdict word (``MISSING tiny: numerics ...``), REGRESSED for a line that has none."""
+    word = finding.split(" ", 1)[0]
+    return word if word in ("REGRESSED", "MISSING") else "REGRESSED"
+
+
 def _findings(doc: CompareDoc | GateDoc) -> list[tuple[Level, str, str]]:
     """(level, title, message) per finding, in the order the console prints them."""
     out: list[tuple[Level, str, str]] = []
@@ -71,7 +77,7 @@ def _findings(doc: CompareDoc | GateDoc) -> list[tuple[Level, str, str]]:
         out += [("notice", "SKIPPED", why) for why in doc.skipped]
         for s in doc.scenarios:
             out += [("error", f"ERROR {s.scenario} (not a verdict on verl)", e) for e in s.errors]
-            out += [("error", f"REGRESSED {s.scenario}", f) for f in s.findings]
+            out += [("error", f"{_word(f)} {s.scenario}", f) for f in s.findings]
             out += [("error", f"{f.verdict.upper()} {s.scenario}", f.line) for f in s.figures
                     if f.verdict in ("regressed", "missing")]  # fmt: skip
             out += [("warning", f"INCONCLUSIVE {s.scenario}", u) for u in s.undecided]
