@@ -71,7 +71,9 @@ def test_a_neutral_commit_and_a_a_compare_clean(repo: VerlRepo, cache: Path, sma
                    f"--results={res}", "--judge=disk,structure")  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "compare: 1 ok -> PASS" in proc.stdout
-    assert "| tiny_fsdp_l1 | ✅ ok |" in (res / "report" / "summary.md").read_text()
+    summary_md = (res / "report" / "summary.md").read_text()
+    assert "| tiny_fsdp_l1 | ✅ ok |" in summary_md
+    assert "head/base [99.9% interval], samples, noise" in summary_md  # the interval a change is called on
     assert (res / "report" / "tiny_fsdp_l1.png").stat().st_size > 10_000  # base and head side by side
     doc = json.loads((res / "compare.json").read_text())
     assert doc["order"] == ["base 1", "head 1", "base 2"]  # no overhead decided: head once (structure_order)

@@ -11,6 +11,7 @@ matplotlib.use("Agg")  # CI has no display; must precede pyplot
 import matplotlib.pyplot as plt
 
 from harness.artifacts.figures import family, fmt
+from harness.checks.stats import CONFIDENCE_CHANGE
 from harness.gate.judge import Judgement, ScenarioVerdict
 from harness.gate.observe import Observation
 from harness.report.plots import stage_bytes, step_times
@@ -20,7 +21,8 @@ COLORS = {"base": "tab:blue", "head": "tab:red"}
 
 
 def _figure_rows(s: ScenarioVerdict) -> list[str]:
-    rows = ["| figure | base | head | head/base [95% interval], samples, noise | verdict |", "|---|---:|---:|---|---|"]
+    interval = f"{100 * CONFIDENCE_CHANGE:g}% interval"  # the interval a change is called on (harness.checks.stats)
+    rows = [f"| figure | base | head | head/base [{interval}], samples, noise | verdict |", "|---|---:|---:|---|---|"]
     for f in s.figures:
         if family(f.metric) == "structure" and f.verdict == "ok":
             continue  # hundreds of unchanged entry counts say nothing; a changed one is listed
