@@ -3,7 +3,8 @@
 Not a test: each case is the CPU gate's whole job (minutes). The pull requests are commits of the test repository
 (tests/verl_repo.py) on verl 0.9.1: ``neutral`` (an unchanged head: a comment), ``bad`` (a stage stops dumping),
 ``annotation`` (a typo in the engine workers' annotation), ``bloat`` (msprobe's level forced to mix), ``wait``
-(the profiler's start sleeps 0.25 s a stage) and ``gc`` (it collects garbage, ~0.23 s of CPU a stage). Each runs
+(the profiler's start sleeps 0.25 s a stage) and ``gc`` (it collects garbage before each stage: a few per cent in
+the embedded workload, whose start-up objects are frozen). Each runs
 the job as a workflow does, from this checkout (warm: .venv and the targets' environments as they are) or from a
 fresh clone with an empty harness cache (``--cold``: .ci/setup makes the venv, every target environment and
 asset is made again; pip's download cache is the machine's). Phases, from the job's own lines (timestamped as
