@@ -21,12 +21,14 @@ stage's tensors are freed": 0.23 s of CPU a collection in a process with torch, 
 loaded, measured here, as in verl's real trainer; the embedded workload freezes its start-up objects, so there it
 costs a few per cent: base against head said ok, head/base 1.04x, benchmarks/pr_verdict.py). And a slowdown that
 computes: ``profile`` (the profiler profiles each dumped stage's Python calls with cProfile "to find msprobe's hot
-spots", logged at debug level: in tiny_fsdp_l1 the profiled step ~+25-40 % of CPU time, profiled/unprofiled 4.77x
-against 3.84x unchanged in one run each on the idle 2-core machine).
+spots", logged at debug level: tiny_fsdp_l1's profiled step head/base 1.41x in base against head,
+benchmarks/pr_verdict.py) and ``profile_actor`` (the same in the actor's stages only, ~80 % of the dumped bytes:
+sized for ~+30 %).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import re
 import shutil
@@ -67,6 +69,7 @@ RENAMED_BACKEND = r"timeout_second=None, backend=None\)|backend = backend or|bac
 NEWDEP_REQUIREMENT = 'requires-python = ">=3.10"\ndependencies = ["verl-msprobe-stats>=1.0"]\n'
 CORE_ALGOS = Path("verl/trainer/ppo/core_algos.py")
 WAIT_S = 0.25
+PROFILER_ON_OFF = r"^(\s+)self\._debugger\.(start\(model\)|stop\(\))\n"  # the debugger's start and stop calls
 ENGINE_WORKERS = Path("verl/workers/engine_workers.py")
 
 
@@ -87,6 +90,7 @@ class VerlRepo:
     bloat: str
     gc: str
     profile: str
+    profile_actor: str
 
 
 def git(repo: Path, *args: str) -> str:
@@ -122,14 +126,20 @@ def _backends(m: re.Match[str]) -> str:
     )
 
 
-def _profiled(m: re.Match[str]) -> str:
-    """The profile commit: a Python profiler on from the debugger's start to its stop."""
+def _profiled(m: re.Match[str], prefix: str = "") -> str:
+    """The profile commits: a Python profiler on from the debugger's start to its stop, in the stages whose name
+    starts with ``prefix``."""
     pad = m[1]
-    if m[2] == "stop()":
-        log = 'logger.debug("slowest calls: %s", pstats.Stats(self._calls).sort_stats("cumulative"))'
+    log = 'logger.debug("slowest calls: %s", pstats.Stats(self._calls).sort_stats("cumulative"))'
+    if m[2] == "stop()" and not prefix:
         return f"{pad}import pstats\n\n{pad}self._calls.disable()\n{pad}{log}\n{m[0]}"
-    on = "self._calls = cProfile.Profile(builtins=False)"
-    return f"{m[0]}{pad}import cProfile\n\n{pad}{on}\n{pad}self._calls.enable()\n"
+    if m[2] == "stop()":
+        off = f"{pad}    self._calls.disable()\n{pad}    {log}\n{pad}    self._calls = None\n"
+        return f'{pad}import pstats\n\n{pad}if getattr(self, "_calls", None) is not None:\n{off}{m[0]}'
+    on = f"{pad}self._calls = cProfile.Profile(builtins=False)\n{pad}self._calls.enable()\n"
+    if prefix:
+        on = f'{pad}if stage.startswith("{prefix}"):\n' + "".join(f"    {line}\n" for line in on.splitlines())
+    return f"{m[0]}{pad}import cProfile\n\n{on}"
 
 
 def make_verl_repo(root: Path) -> VerlRepo:
@@ -228,8 +238,15 @@ def make_verl_repo(root: Path) -> VerlRepo:
         root,
         "profile",
         "precision_debugger: profile each dumped stage's calls (debug log)",
-        {PROFILE: (r"^(\s+)self\._debugger\.(start\(model\)|stop\(\))\n", _profiled)},
+        {PROFILE: (PROFILER_ON_OFF, _profiled)},
+    )
+    profile_actor = _commit(
+        root,
+        "profile_actor",
+        "precision_debugger: profile the actor's dumped stages' calls (debug log)",
+        {PROFILE: (PROFILER_ON_OFF, functools.partial(_profiled, prefix="actor_"))},
     )
     return VerlRepo(
-        root, release, bad, neutral, drift, numerics, crash, newdep, kwarg, patch, wait, annotation, bloat, gc, profile
-    )
+        root, release, bad, neutral, drift, numerics, crash, newdep, kwarg, patch, wait, annotation, bloat, gc, profile,
+        profile_actor,
+    )  # fmt: skip
