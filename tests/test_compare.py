@@ -168,6 +168,7 @@ def test_a_tier_that_cannot_decide_overhead_runs_base_head_base_and_decides_the_
     from builders import write_scenario
 
     import harness.pipeline.base_head as bh
+    from harness.report.compare import compare_markdown
     from harness.scenario.loader import load_scenario
 
     budgets = {"overhead": {"max_profiled_ratio": 10, "max_unprofiled_ratio": 2, "compare": False}}
@@ -195,7 +196,12 @@ def test_a_tier_that_cannot_decide_overhead_runs_base_head_base_and_decides_the_
     assert ran == ["base 1", "head 1", "base 2"] and c.order == ran and c.exit_code == 0, c.lines()
     (sc,) = c.scenarios
     assert bh.OVERHEAD_NOT_COMPARED in sc.notes
-    assert not any(f.judged for f in sc.figures if f.metric.startswith("overhead."))
+    overhead = [f for f in sc.figures if f.metric.startswith("overhead.")]
+    assert overhead and not any(f.judged for f in overhead)
+    # reported, never counted as within tolerance nor shown as "ok" (the step summary said ok of figures not decided)
+    assert sc.lines()[0].endswith(f"figures within tolerance ({len(overhead)} reported, not judged)"), sc.lines()
+    rows = [r for r in compare_markdown(c).splitlines() if r.startswith("| `overhead.")]
+    assert len(rows) == len(overhead) and all(r.endswith("| not judged |") for r in rows), rows
     ran.clear()
     broken["head"] = True
     c, _ = bh.run_comparison([scenario], target, target, tmp_path, repeats=2, say=lambda m: None)

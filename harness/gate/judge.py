@@ -176,6 +176,11 @@ class FigureVerdict:
     decision: stats.Decision | None = None  # the interval behind an overhead verdict
     detail: str = ""  # a structure name change, said in words
 
+    @property
+    def word(self) -> str:
+        """The verdict column's word: a figure of a family not decided here says so, never "ok"."""
+        return self.verdict if self.judged else "not judged"
+
     # -- the gate's words: now against a baseline
     @property
     def change(self) -> float | None:
@@ -285,6 +290,14 @@ class ScenarioVerdict:
     def of(self, *verdicts: Verdict) -> list[FigureVerdict]:
         return [f for f in self.figures if f.verdict in verdicts]
 
+    def within(self, noun: str = "figures") -> str:
+        """How many decided figures are within tolerance; those of families not decided here are counted apart,
+        not as within tolerance (a tier's overhead reported only is no pass)."""
+        judged = [f for f in self.figures if f.judged]
+        apart = len(self.figures) - len(judged)
+        text = f"{sum(f.verdict == 'ok' for f in judged)} of {len(judged)} {noun} within tolerance"
+        return text + (f" ({apart} reported, not judged)" if apart else "")
+
     def line(self, f: FigureVerdict) -> str:
         return f.gate_line() if self.policy.kind == "gate" else f.compare_line()
 
@@ -293,7 +306,7 @@ class ScenarioVerdict:
             return self._gate_lines()
         if self.errors:
             return [f"ERROR {self.scenario}: {e}" for e in self.errors]
-        out = [f"{self.status} {self.scenario}: {len(self.of('ok'))} of {len(self.figures)} figures within tolerance"]
+        out = [f"{self.status} {self.scenario}: {self.within()}"]
         out += self.findings + self.undecided  # checks and entry names first: they say which stage
         out += [f.compare_line() for f in self.figures if f.verdict != "ok"]
         out += [f"  note {self.scenario}: {n}" for n in self.notes]
@@ -303,8 +316,7 @@ class ScenarioVerdict:
         if self.crashes:
             out = [f"REGRESSED {self.scenario}: {c}" for c in self.crashes]
         elif self.status in JUDGED:
-            within = f"{len(self.of('ok'))} of {len(self.figures)} metrics within tolerance"
-            out = [f"{self.status} {self.scenario}: {within}"]
+            out = [f"{self.status} {self.scenario}: {self.within('metrics')}"]
         else:
             out = [f"{self.status.upper()} {self.scenario}: " + "; ".join(self.errors or self.notes)]
         out += self.findings
@@ -319,7 +331,7 @@ class ScenarioVerdict:
         return [
             f"  {f.metric:<40} base {fmt(f.metric, statistics.median(f.base)) if f.base else '-':>10}  "
             f"head {fmt(f.metric, statistics.median(f.head)) if f.head else '-':>10}  {f.ratio_text()}  "
-            f"{f.verdict if f.judged else 'not judged'}"
+            f"{f.word}"
             for f in rows
         ]
 
@@ -333,8 +345,7 @@ class ScenarioVerdict:
             res.problems += self.errors
         else:
             res.notes = [self.line(f) for f in self.of("improved", "new")] + self.notes
-        ok = len(self.of("ok"))
-        res.summary = f"{self.status}: {ok} of {len(self.figures)} metrics within tolerance"
+        res.summary = f"{self.status}: {self.within('metrics')}"
         res.figures = {
             "regression.status": self.status,
             "regression.compared": len(self.figures),

@@ -28,7 +28,7 @@ def _figure_rows(s: ScenarioVerdict) -> list[str]:
             continue  # hundreds of unchanged entry counts say nothing; a changed one is listed
         base = fmt(f.metric, statistics.median(f.base)) if f.base else "-"
         head = fmt(f.metric, statistics.median(f.head)) if f.head else "-"
-        rows.append(f"| `{f.metric}` | {base} | {head} | {f.ratio_text().removeprefix('head/base ')} | {f.verdict} |")
+        rows.append(f"| `{f.metric}` | {base} | {head} | {f.ratio_text().removeprefix('head/base ')} | {f.word} |")
     return rows
 
 
@@ -46,7 +46,10 @@ def compare_markdown(c: Judgement, png_dir: Path | None = None) -> str:
         "|---|---|---:|---|---|",
     ]
     for s in c.scenarios:
-        within = f"{sum(f.verdict == 'ok' for f in s.figures)}/{len(s.figures)}"
+        judged = [f for f in s.figures if f.judged]
+        within = f"{sum(f.verdict == 'ok' for f in judged)}/{len(judged)}"
+        if len(judged) < len(s.figures):
+            within += f" ({len(s.figures) - len(judged)} not judged)"
         numerics = s.numerics.summary() if s.numerics else "-"
         out.append(f"| {s.scenario} | {ICON[s.status]} | {within} | {len(s.findings) + len(s.errors)} | {numerics} |")
     for s in c.scenarios:
