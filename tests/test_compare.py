@@ -213,7 +213,8 @@ def test_a_tier_that_cannot_decide_overhead_runs_base_head_base_and_decides_the_
 def test_a_run_stopped_at_the_dump_cap_is_the_disk_checks_regression_not_an_error(tmp_path):
     """The monitor kills a run whose dumps outgrow the cap (a bloated head: verl's real trainer ended -6 on the
     SIGTERM): the disk check's failure, a verdict on verl (exit 1), not "on run exited with -6" (an error, exit 2),
-    which is what base against head said of the test repository's ``bloat`` commit on real_fsdp_l0."""
+    which is what base against head said of the test repository's ``bloat`` commit on real_fsdp_l0; and, the run
+    stopped before its steps' timings, not "no overhead figures" (an error) either, which it said next."""
     import json
 
     from gate_builders import write_results
@@ -226,12 +227,16 @@ def test_a_run_stopped_at_the_dump_cap_is_the_disk_checks_regression_not_an_erro
     line = "stopped the on run at 2.94 MB (cap 2.60 MB = 2 x budgets.disk.max_total) after 66.0 s"
     doc["runs"]["on"] |= {"exit_code": -6, "stopped": True}
     doc["checks"]["disk"] |= {"passed": False, "problems": [line]}
+    untimed = "steps [2, 3, 4] have no timing_s/step in both runs' metrics"  # what the overhead check said
+    doc["checks"]["overhead"] |= {"passed": False, "problems": [untimed], "figures": {}}
     path.write_text(json.dumps(doc))
     head = observe_results(path)
     assert head.errors == [] and head.checks["disk"] is False
     s = compare_scenario("tiny_case", [base, base], [head])
     assert s.status == "regressed" and Judgement("compare", "a", "b", [s]).exit_code == 1, s.lines()
     assert any("disk check passes on base, fails on head: " + line in f for f in s.findings), s.findings
+    s = compare_scenario("tiny_case", [base, base], [head], families=("disk", "structure"))  # verl's real trainer
+    assert s.status == "regressed" and not any(x.startswith("MISSING") for x in s.lines()), s.lines()  # not judged
     doc["runs"]["on"]["stopped"] = False  # killed by anyone else: the runner's, an error
     path.write_text(json.dumps(doc))
     assert observe_results(path).errors == ["on run exited with -6"]

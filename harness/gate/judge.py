@@ -455,11 +455,11 @@ def judge(name: str, base: Side, head: Side, policy: Policy) -> ScenarioVerdict:
     for m in sorted(set(base_fig) | set(head_fig)):
         b, h = base_fig.get(m, []), head_fig.get(m, [])
         tol: float | None
-        if not h or not b:
+        if family(m) not in policy.families:  # reported as measured, a side without it included
+            out.figures.append(FigureVerdict(name, m, "ok", b, h, 0.0, judged=False))
+        elif not h or not b:
             tol = (policy.tolerance(name, m) if b else None) if policy.kind == "gate" else 0.0
             out.figures.append(FigureVerdict(name, m, "missing" if b else "new", b, h, tol))
-        elif family(m) not in policy.families:
-            out.figures.append(FigureVerdict(name, m, "ok", b, h, 0.0, judged=False))
         else:
             d = decide(m, base, head, tol := policy.tolerance(name, m), policy)
             if policy.kind == "compare":  # the tolerance as decided (an improvement: against its mirror)
