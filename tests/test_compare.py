@@ -237,6 +237,9 @@ def test_a_run_stopped_at_the_dump_cap_is_the_disk_checks_regression_not_an_erro
     assert any("disk check passes on base, fails on head: " + line in f for f in s.findings), s.findings
     s = compare_scenario("tiny_case", [base, base], [head], families=("disk", "structure"))  # verl's real trainer
     assert s.status == "regressed" and not any(x.startswith("MISSING") for x in s.lines()), s.lines()  # not judged
+    from harness.gate.files import CompareDoc
+
+    CompareDoc.of_judgement(Judgement("compare", "a", "b", [s])).write(tmp_path / "compare.json")  # every figure's line
     doc["runs"]["on"]["stopped"] = False  # killed by anyone else: the runner's, an error
     path.write_text(json.dumps(doc))
     assert observe_results(path).errors == ["on run exited with -6"]

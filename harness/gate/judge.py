@@ -238,10 +238,10 @@ class FigureVerdict:
         return text + (f" (spread {ratio(min(spread))}-{ratio(max(spread))})" if len(spread) > 1 else "")
 
     def compare_line(self) -> str:
-        head = f"{self.verdict.upper()} {self.scenario}: {self.metric}"
-        if self.verdict == "missing":
+        head = f"{self.word.upper()} {self.scenario}: {self.metric}"
+        if self.verdict == "missing" or not self.head:  # not judged: a side may lack it
             return f"{head} base {fmt(self.metric, statistics.median(self.base))}, not measured on head"
-        if self.verdict == "new":
+        if self.verdict == "new" or not self.base:
             return f"{head} head {fmt(self.metric, statistics.median(self.head))}, not measured on base"
         tol = "tolerance exact" if not self.tolerance else f"tolerance {100 * self.tolerance:.3g}%"
         rests = self.decision.undecided() if self.decision else ""
