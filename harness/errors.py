@@ -3,6 +3,8 @@ never a traceback. The kinds are the ones a user must tell apart, each with the 
 
 from __future__ import annotations
 
+import traceback
+
 
 class HarnessError(Exception):
     """The root. ``label`` heads the one-line report (CLI, pytest, dry run)."""
@@ -77,3 +79,13 @@ class BaselineError(HarnessError):
 def one_line(exc: HarnessError) -> str:
     """How every entry point shows a HarnessError."""
     return f"{exc.label}{exc.note}: {exc}"
+
+
+def unexpected(exc: Exception) -> str:
+    """How every entry point shows an exception nobody raised on purpose: a bug of the harness (or of a library
+    under it), never a verdict on verl, so exit 2 and not the interpreter's 1 (which reads as a regression). The
+    innermost frame is named, so the line alone locates the bug."""
+    frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+    where = f" at {frame.filename}:{frame.lineno} ({frame.name})" if frame else ""
+    text = " ".join(str(exc).split()) or "(no message)"
+    return f"{HarnessBug.label}{HarnessBug.note}: {type(exc).__name__}: {text}{where}"

@@ -12,6 +12,7 @@ import math
 import os
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -525,6 +526,24 @@ def test_compare_names_a_bad_variable_in_one_line(tmp_path, capsys, monkeypatch)
     monkeypatch.setenv("HARNESS_MAX_DUMP", "lots")  # a ValueError traceback before
     assert main(["compare", str(write_scenario(tmp_path)), "--base", "0.9.1", "--head", "0.9.1"]) == 2
     assert _err(capsys, tmp_path) == "ERROR: HARNESS_MAX_DUMP: not a size: 'lots' (e.g. 500MB, 2GiB, 1048576)"
+
+
+def test_a_harness_bug_in_compare_is_an_error_not_a_verdict_on_verl(tmp_path, capsys, monkeypatch):
+    """The crash compare.json once met on a bloated head (a figure measured on one side: ``median`` of nothing)
+    left the interpreter's exit 1, which a CI reads as a regression of verl; it is the harness's: exit 2, one line
+    naming the frame, the traceback kept in the results dir."""
+
+    def judged_nothing(*_args, **_kwargs):
+        return statistics.median([])
+
+    monkeypatch.setattr("harness.cli.run_comparison", judged_nothing)
+    results = tmp_path / "res"
+    argv = ["compare", str(write_scenario(tmp_path)), "--base", "0.9.1", "--head", "0.9.1", "--results", str(results)]
+    assert main(argv) == 2
+    line = _err(capsys, tmp_path)
+    assert line.startswith("HARNESS ERROR (not a verdict on verl): StatisticsError: no median for empty data at "), line
+    assert line.endswith("(median); traceback in T/res/harness-error.txt"), line
+    assert "judged_nothing" in (results / "harness-error.txt").read_text()
 
 
 def test_an_executor_override_is_checked_as_the_scenario_would_run(tmp_path, capsys):

@@ -13,6 +13,7 @@ import json
 import os
 import sys
 import time
+import traceback
 import uuid
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from harness.artifacts.figures import FAMILIES
 from harness.cli.bisect import add_bisect_command
 from harness.cli.gate import add_gate_commands
 from harness.cli.numerics import add_numerics_command
-from harness.errors import HarnessError, ScenarioError, one_line
+from harness.errors import HarnessError, ScenarioError, one_line, unexpected
 from harness.pipeline import options as shared
 from harness.pipeline.base_head import run_comparison, write_reports
 from harness.pipeline.evaluate import evaluate
@@ -376,3 +377,21 @@ def main(argv: list[str] | None = None) -> int:
         line, code = describe(exc)
         print(line, file=sys.stderr)
         return code
+    except Exception as exc:  # a harness bug: one line, exit 2 (never 1: a verdict on verl), the traceback kept
+        print(unexpected(exc) + _keep_traceback(args), file=sys.stderr)
+        return outcomes.EXIT_ERROR
+
+
+def _keep_traceback(args: argparse.Namespace) -> str:
+    """The whole traceback of a harness bug, for its report: in the command's results dir when it has one (where
+    everything a run writes stays), else nowhere (the line names the innermost frame)."""
+    results = getattr(args, "results", None)
+    if not results:
+        return ""
+    path = Path(results) / "harness-error.txt"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, traceback.format_exc())
+    except (OSError, HarnessError):
+        return ""
+    return f"; traceback in {path}"

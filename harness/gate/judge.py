@@ -290,12 +290,15 @@ class ScenarioVerdict:
     def of(self, *verdicts: Verdict) -> list[FigureVerdict]:
         return [f for f in self.figures if f.verdict in verdicts]
 
-    def within(self, noun: str = "figures") -> str:
-        """How many decided figures are within tolerance; those of families not decided here are counted apart,
+    def counts(self) -> tuple[int, int, int]:
+        """(within tolerance, decided, reported only): figures of families not decided here are counted apart,
         not as within tolerance (a tier's overhead reported only is no pass)."""
         judged = [f for f in self.figures if f.judged]
-        apart = len(self.figures) - len(judged)
-        text = f"{sum(f.verdict == 'ok' for f in judged)} of {len(judged)} {noun} within tolerance"
+        return sum(f.verdict == "ok" for f in judged), len(judged), len(self.figures) - len(judged)
+
+    def within(self, noun: str = "figures") -> str:
+        ok, judged, apart = self.counts()
+        text = f"{ok} of {judged} {noun} within tolerance"
         return text + (f" ({apart} reported, not judged)" if apart else "")
 
     def line(self, f: FigureVerdict) -> str:

@@ -46,10 +46,8 @@ def compare_markdown(c: Judgement, png_dir: Path | None = None) -> str:
         "|---|---|---:|---|---|",
     ]
     for s in c.scenarios:
-        judged = [f for f in s.figures if f.judged]
-        within = f"{sum(f.verdict == 'ok' for f in judged)}/{len(judged)}"
-        if len(judged) < len(s.figures):
-            within += f" ({len(s.figures) - len(judged)} not judged)"
+        ok, judged, apart = s.counts()
+        within = f"{ok}/{judged}" + (f" ({apart} not judged)" if apart else "")
         numerics = s.numerics.summary() if s.numerics else "-"
         out.append(f"| {s.scenario} | {ICON[s.status]} | {within} | {len(s.findings) + len(s.errors)} | {numerics} |")
     for s in c.scenarios:
