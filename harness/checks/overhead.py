@@ -73,6 +73,9 @@ def _clock(times: dict[int, float]) -> dict[tuple[int, int], float]:
 
 def check_overhead(ctx: CheckContext) -> CheckResult:
     s, budget = ctx.scenario, ctx.scenario.budgets.overhead
+    if stopped := [m for m, r in ctx.records.items() if r.stopped]:  # its later steps never ran: nothing to time
+        return CheckResult("overhead", not_checked=f"the {' and '.join(stopped)} run stopped at the dump cap: see "
+                           "the disk check")  # fmt: skip
     res = CheckResult("overhead")
     try:
         off, on = ctx.metrics_off, ctx.metrics_on
