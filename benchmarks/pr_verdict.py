@@ -3,9 +3,9 @@
 Not a test: each case is the CPU gate's whole job (minutes). The pull requests are commits of the test repository
 (tests/verl_repo.py) on verl 0.9.1: ``neutral`` (an unchanged head: a comment), ``bad`` (a stage stops dumping),
 ``annotation`` (a typo in the engine workers' annotation), ``bloat`` (msprobe's level forced to mix), ``wait`` (the
-profiler's start sleeps 0.25 s a stage), ``gc`` (it collects garbage before each stage: a few per cent in the
-embedded workload, whose start-up objects are frozen) and ``profile`` (cProfile on in each dumped stage: CPU time;
-``profile_actor`` in the actor's stages only).
+profiler's start sleeps 0.25 s a stage; ``wait_short`` 0.11 s, ~+30 %), ``gc`` (it collects garbage before each
+stage: a few per cent in the embedded workload, whose start-up objects are frozen) and ``profile`` (cProfile on in
+each dumped stage: CPU time; ``profile_actor`` in the actor's stages only).
 Each runs the job as a workflow does, from this checkout (warm: .venv and the targets' environments as they are) or
 from a fresh clone with an empty harness cache (``--cold``: .ci/setup makes the venv from this machine's package
 mirror, as .ci/run does, since the lock's indexes are unreachable here; every target environment and asset is made
@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 from verl_repo import make_verl_repo  # noqa: E402  # the test repository's commits are the pull requests
 
-CASES = ("neutral", "bad", "annotation", "bloat", "wait", "gc", "profile", "profile_actor")
+CASES = ("neutral", "bad", "annotation", "bloat", "wait", "wait_short", "gc", "profile", "profile_actor")
 RUN = re.compile(r"^(?P<scenario>\S+): (?P<side>base|head) run (?P<i>\d+) of ")
 NUMERICS = re.compile(r"^(?P<scenario>\S+): numerics \(statistics compare\)$")
 ENV = re.compile(r"^(?P<side>base|head): .*, (?P<s>[0-9.]+)s\)$")  # TargetEnv.label(): made or reused, in seconds

@@ -23,7 +23,8 @@ costs a few per cent: base against head said ok, head/base 1.04x, benchmarks/pr_
 computes: ``profile`` (the profiler profiles each dumped stage's Python calls with cProfile "to find msprobe's hot
 spots", logged at debug level: tiny_fsdp_l1's profiled step head/base 1.41x in base against head,
 benchmarks/pr_verdict.py) and ``profile_actor`` (the same in the actor's stages only, ~80 % of the dumped bytes:
-sized for ~+30 %).
+sized for ~+30 %). And ``wait_short``: ``wait``'s back-off at 0.11 s, sized for ~+30 % of tiny_fsdp_l1's profiled step
+in wall time (``wait`` read head/base 1.73x there: 3 x 0.25 s on a ~1.1 s step).
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ RENAMED_BACKEND = r"timeout_second=None, backend=None\)|backend = backend or|bac
 NEWDEP_REQUIREMENT = 'requires-python = ">=3.10"\ndependencies = ["verl-msprobe-stats>=1.0"]\n'
 CORE_ALGOS = Path("verl/trainer/ppo/core_algos.py")
 WAIT_S = 0.25
+WAIT_SHORT_S = 0.11  # 3 stages of tiny_fsdp_l1: ~0.33 s on a ~1.1 s profiled step (``wait``'s +2.24 x 0.335 s)
 PROFILER_ON_OFF = r"^(\s+)self\._debugger\.(start\(model\)|stop\(\))\n"  # the debugger's start and stop calls
 ENGINE_WORKERS = Path("verl/workers/engine_workers.py")
 
@@ -91,6 +93,7 @@ class VerlRepo:
     gc: str
     profile: str
     profile_actor: str
+    wait_short: str
 
 
 def git(repo: Path, *args: str) -> str:
@@ -246,7 +249,14 @@ def make_verl_repo(root: Path) -> VerlRepo:
         "precision_debugger: profile the actor's dumped stages' calls (debug log)",
         {PROFILE: (PROFILER_ON_OFF, functools.partial(_profiled, prefix="actor_"))},
     )
+    wait_short = _commit(
+        root,
+        "wait_short",
+        "precision_debugger: a short back-off before each stage's dump",
+        {PROFILE: (r"^(\s+)self\._debugger\.start\(model\)\n",
+                   rf"\1import time\n\n\1time.sleep({WAIT_SHORT_S})  # let the previous stage's dump settle\n\g<0>")},
+    )  # fmt: skip
     return VerlRepo(
         root, release, bad, neutral, drift, numerics, crash, newdep, kwarg, patch, wait, annotation, bloat, gc, profile,
-        profile_actor,
+        profile_actor, wait_short,
     )  # fmt: skip
