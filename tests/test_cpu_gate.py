@@ -8,6 +8,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from builders import write_scenario
+from conftest import SMALL_TARGET
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,3 +35,36 @@ def test_a_verl_that_cannot_be_fetched_is_one_infrastructure_annotation_and_exit
     assert f"TARGET ERROR: git clone --quiet --mirror {missing} " in line and line.endswith("not a verdict on verl")
     assert (tmp_path / "results" / "annotations.txt").read_text() == line + "\n"
     assert "❌ **ERROR**: the harness exited 2" in summary.read_text()
+
+
+@pytest.mark.integration
+@pytest.mark.trains
+def test_the_second_night_is_gated_against_the_first_and_reported(tmp_path, repo, cache):
+    """The series as a nightly keeps it: the first night starts it, the second is gated against the first's
+    baseline and its report shows the gate. The second night exited 2 before ("this night's own runs: exit 2"): the
+    script passed the report ``--baseline``, an option it does not have."""
+    scenario = write_scenario(tmp_path, name="night_l1", **SMALL_TARGET)
+    env = {**os.environ, "HARNESS_CACHE_DIR": str(cache)}
+    nights = []
+    for night in ("first", "second"):
+        results = tmp_path / night
+        previous = {"PREVIOUS": str(tmp_path / "first" / "baseline" / "baseline.json")} if night == "second" else {}
+        proc = subprocess.run(
+            ["bash", ".ci/cpu-gate", "nightly", f"{repo.path}@{repo.release}", "", str(scenario)],
+            cwd=ROOT,
+            env=env | previous | {"RESULTS": str(results), "GITHUB_STEP_SUMMARY": str(results / "summary.md")},
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=900,
+        )
+        nights.append(proc)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    first, second = nights
+    assert "this night starts it (nothing gated)" in first.stdout
+    assert "cpu-gate: runs exit 0, gate exit 0; next baseline " in second.stdout, second.stdout[-2000:]
+    assert "unrecognized arguments" not in second.stderr
+    summary = (tmp_path / "second" / "summary.md").read_text()
+    heading = "## precision_debugger CPU nightly: verl main, msprobe pinned; the night's own runs: exit 0"
+    assert summary.startswith(heading), summary[:500]
+    assert (tmp_path / "second" / "gate.json").is_file() and (tmp_path / "second" / "report" / "summary.md").is_file()
