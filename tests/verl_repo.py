@@ -71,6 +71,7 @@ NEWDEP_REQUIREMENT = 'requires-python = ">=3.10"\ndependencies = ["verl-msprobe-
 CORE_ALGOS = Path("verl/trainer/ppo/core_algos.py")
 WAIT_S = 0.25
 WAIT_SHORT_S = 0.11  # 3 stages of tiny_fsdp_l1: ~0.33 s on a ~1.1 s profiled step (``wait``'s +2.24 x 0.335 s)
+PROFILER_START = r"^(\s+)self\._debugger\.start\(model\)\n"  # the debugger's start call
 PROFILER_ON_OFF = r"^(\s+)self\._debugger\.(start\(model\)|stop\(\))\n"  # the debugger's start and stop calls
 ENGINE_WORKERS = Path("verl/workers/engine_workers.py")
 
@@ -208,7 +209,7 @@ def make_verl_repo(root: Path) -> VerlRepo:
     text = (root / PROFILE).read_text()
     text = text.replace("\nimport os\n", "\nimport os\nimport time\n", 1)
     text = re.sub(
-        r"^(\s+)self\._debugger\.start\(model\)\n",
+        PROFILER_START,
         rf"\1time.sleep({WAIT_S})  # let the previous stage's dump files settle\n\g<0>",
         text,
         count=1,
@@ -235,7 +236,7 @@ def make_verl_repo(root: Path) -> VerlRepo:
         root,
         "gc",
         "precision_debugger: free the previous stage's tensors before each dump",
-        {PROFILE: (r"^(\s+)self\._debugger\.start\(model\)\n", r"\1import gc\n\n\1gc.collect()\n\g<0>")},
+        {PROFILE: (PROFILER_START, r"\1import gc\n\n\1gc.collect()\n\g<0>")},
     )  # fmt: skip
     profile = _commit(
         root,
@@ -253,7 +254,7 @@ def make_verl_repo(root: Path) -> VerlRepo:
         root,
         "wait_short",
         "precision_debugger: a short back-off before each stage's dump",
-        {PROFILE: (r"^(\s+)self\._debugger\.start\(model\)\n",
+        {PROFILE: (PROFILER_START,
                    rf"\1import time\n\n\1time.sleep({WAIT_SHORT_S})  # let the previous stage's dump settle\n\g<0>")},
     )  # fmt: skip
     return VerlRepo(
