@@ -173,3 +173,24 @@ def test_verl_real_trainer_repeats_itself_so_its_numerics_are_judged(repo: VerlR
     assert "note real_fsdp_l0: numerics: 3 of 3 step/stage dumps match base (" in proc.stdout
     numerics = json.loads((res / "compare.json").read_text())["scenarios"][0]["numerics"]
     assert numerics["judged"] is True
+
+
+@pytest.mark.heavy
+def test_a_commit_that_changes_verl_real_trainers_numbers_is_named(repo: VerlRepo, cache: Path, tmp_path: Path):
+    """The FSDP engine's parameters in fp32 (tests/verl_repo.py ``fp32``) on verl's real trainer, with the defaults:
+    base's own runs repeat (the self-check clean), so head's numerics are judged: REGRESSED, exit 1, the first
+    diverging API the embedding, where the weights' dtype first shows. ~9 min (base 2 runs, head 1)."""
+    res = tmp_path / "cmp_fp32"
+    root = Path(__file__).resolve().parents[1]
+    argv = [sys.executable, "-m", "harness", "compare", str(root / "scenarios" / "real_fsdp_l0.yaml"),
+            f"--base={repo.path}@v0.9.1", f"--head={repo.path}@fp32", f"--results={res}"]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")} | {"HARNESS_CACHE_DIR": str(cache)}
+    proc = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, check=False, timeout=3000)
+    print(proc.stdout)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "note real_fsdp_l0: numerics: determinism self-check clean (" in proc.stdout
+    named = [ln for ln in proc.stdout.splitlines() if ln.startswith("REGRESSED real_fsdp_l0: numerics step_")]
+    assert named, proc.stdout[-3000:]
+    assert all("first diverging API Module.model." in ln for ln in named), named
+    assert "first diverging API Module.model.embed_tokens." in named[0], named
+    assert "compare: 1 regressed -> FAIL" in proc.stdout

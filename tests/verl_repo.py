@@ -24,7 +24,10 @@ computes: ``profile`` (the profiler profiles each dumped stage's Python calls wi
 spots", logged at debug level: tiny_fsdp_l1's profiled step head/base 1.41x in base against head,
 benchmarks/pr_verdict.py) and ``profile_actor`` (the same in the actor's stages only, ~80 % of the dumped bytes:
 sized for ~+30 %). And ``wait_short``: ``wait``'s back-off at 0.11 s, sized for ~+30 % of tiny_fsdp_l1's profiled step
-in wall time (``wait`` read head/base 1.73x there: 3 x 0.25 s on a ~1.1 s step).
+in wall time (``wait`` read head/base 1.73x there: 3 x 0.25 s on a ~1.1 s step). And ``fp32``: the FSDP engine keeps
+its parameters in fp32 when no mixed precision is configured ("bf16 log-probs drift from the rollout's"): verl's real
+trainer runs FSDP2 with none configured, so every module's outputs change dtype and value in real_fsdp_l0's dumps
+(``numerics``, GAE, cannot show there: that scenario runs GRPO).
 """
 
 from __future__ import annotations
@@ -74,6 +77,7 @@ WAIT_SHORT_S = 0.11  # 3 stages of tiny_fsdp_l1: ~0.33 s on a ~1.1 s profiled st
 PROFILER_START = r"^(\s+)self\._debugger\.start\(model\)\n"  # the debugger's start call
 PROFILER_ON_OFF = r"^(\s+)self\._debugger\.(start\(model\)|stop\(\))\n"  # the debugger's start and stop calls
 ENGINE_WORKERS = Path("verl/workers/engine_workers.py")
+ENGINE_FSDP = Path("verl/workers/engine/fsdp/transformer_impl.py")
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,7 @@ class VerlRepo:
     profile: str
     profile_actor: str
     wait_short: str
+    fp32: str
 
 
 def git(repo: Path, *args: str) -> str:
@@ -257,7 +262,14 @@ def make_verl_repo(root: Path) -> VerlRepo:
         {PROFILE: (PROFILER_START,
                    rf"\1import time\n\n\1time.sleep({WAIT_SHORT_S})  # let the previous stage's dump settle\n\g<0>")},
     )  # fmt: skip
+    fp32 = _commit(
+        root,
+        "fp32",
+        "fsdp engine: parameters in fp32 when no mixed precision is configured",
+        {ENGINE_FSDP: (r"^(\s+)param_dtype = torch\.bfloat16\n(?=\s+reduce_dtype = torch\.float32\n)",
+                       r"\1param_dtype = torch.float32  # bf16 log-probs drift from the rollout's\n")},
+    )  # fmt: skip
     return VerlRepo(
         root, release, bad, neutral, drift, numerics, crash, newdep, kwarg, patch, wait, annotation, bloat, gc, profile,
-        profile_actor, wait_short,
+        profile_actor, wait_short, fp32,
     )  # fmt: skip
