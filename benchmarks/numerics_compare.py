@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from itertools import zip_longest
 from pathlib import Path
 
@@ -31,7 +32,7 @@ from pydantic import ByteSize, TypeAdapter
 
 NORM = re.compile(r'^(\s*"Norm": )([-0-9.eE+]+)(,?)$')
 MOVE_EVERY = 7  # head: one Norm in this many moved by MOVE_BY (inputs and outputs alike: every verdict occurs)
-MOVE_BY = (1.05, 1.3, 1.8)
+MOVE_BY = (1.05, 1.3, 1.8)  # an output moved by these alone: pass, warning (> 10 %), error (> 50 %)
 
 
 def _pair(root: Path, size: int) -> tuple[Path, Path]:
@@ -51,7 +52,9 @@ def _pair(root: Path, size: int) -> tuple[Path, Path]:
             if (m := NORM.match(line.rstrip("\n"))) is not None:
                 n += 1
                 if n % MOVE_EVERY == 0:
-                    moved = float(m.group(2)) * MOVE_BY[(n // MOVE_EVERY) % len(MOVE_BY)]
+                    # the factor changes every third move: indexed by the move's own count (n // MOVE_EVERY), it
+                    # would follow the moved leaf (entries of 3 leaves, 7 = 1 mod 3), an output always by 1.05
+                    moved = float(m.group(2)) * MOVE_BY[(n // (MOVE_EVERY * len(MOVE_BY))) % len(MOVE_BY)]
                     line = f"{m.group(1)}{moved!r}{m.group(3)}\n"
             dst.write(line)
     return trees[0], trees[1]
@@ -114,6 +117,15 @@ def _differ(ours: Path, theirs: Path) -> tuple[int, int]:
     return differ, total
 
 
+def _results(ours: Path) -> str:
+    """How many of the harness's CSV rows are pass, warning and error (the generated pairs hold each)."""
+    counts: Counter[str] = Counter()
+    for path in ours.rglob("compare_result_*.csv"):
+        with path.open(newline="") as f:
+            counts.update(row["Result"] for row in csv.DictReader(f))
+    return ", ".join(f"{counts[r]} {r}" for r in ("pass", "warning", "error"))
+
+
 def _line(engine: str, r: dict, mb: float) -> str:
     own = f"  (compare alone {r['own']:.2f}s CPU, {mb / r['own']:.1f} MB/s per core)" if r["own"] else ""
     return (f"  {engine:<8} {r['seconds']:7.1f}s wall {r['cpu']:7.1f}s CPU  {mb / r['cpu']:6.1f} MB/s per core  "
@@ -127,6 +139,7 @@ def _compare(title: str, base: Path, head: Path, out: Path, msprobe: bool) -> No
     print(f"== {title}: {mb:.1f} MB of dump.json (both sides)", flush=True)
     ours = _run("harness", head, base, out / "harness")
     print(_line("harness", ours, mb), flush=True)
+    print(f"  results: {_results(out / 'harness')}", flush=True)
     if msprobe:
         theirs = _run("msprobe", head, base, out / "msprobe")
         print(_line("msprobe", theirs, mb), flush=True)

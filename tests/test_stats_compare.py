@@ -91,6 +91,40 @@ def pair() -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
     return base, head
 
 
+def random_pair(n: int = 400) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Entries of one to three inputs and one or two outputs, each norm moved or not at random by a relative error
+    drawn near the checkers' thresholds (0.1, 0.5, output 10x the inputs) or far from them, some statistics
+    zero, -0.0 or equal, a few backward calls, a few leaves of another requires_grad, scalar arguments moved:
+    the rows that pass as the entry-at-once reading writes them, the rest by the checkers, all as msprobe writes
+    them."""
+    r = random.Random(31)
+    near = (0.0, 0.0, 0.009, 0.011, 0.05, 0.099, 0.101, 0.11, 0.3, 0.499, 0.501, 0.8, 2.0)
+
+    def leaf() -> dict[str, Any]:
+        stats = [r.choice((0.0, -0.0, 3.0)) if r.random() < 0.03 else r.uniform(0.5, 9) for _ in range(3)]
+        return t(r.uniform(1, 50), *stats)
+
+    def moved(x: dict[str, Any]) -> dict[str, Any]:
+        y = dict(x, Norm=x["Norm"] * (1 + r.choice((-1, 1)) * r.choice(near)))
+        if r.random() < 0.1:
+            y["Mean"] = r.choice((y["Mean"] * 1.5, 0.0, -0.0))
+        if r.random() < 0.02:
+            y["requires_grad"] = not y["requires_grad"]
+        return y
+
+    base: dict[str, Any] = {}
+    head: dict[str, Any] = {}
+    for i in range(n):
+        ins, outs = [leaf() for _ in range(r.randint(1, 3))], [leaf() for _ in range(r.randint(1, 2))]
+        name = f"Functional.{r.choice(('linear', 'gelu', 'softmax'))}.{i}.{'backward' if i % 9 == 0 else 'forward'}"
+        alpha = {"alpha": {"type": "float", "value": 0.5}} if i % 7 == 0 else {}  # a scalar argument, moved or not
+        base[name] = api(ins, outs, kwargs=alpha)
+        moved_alpha = {"alpha": {"type": "float", "value": r.choice((0.5, 0.75))}} if alpha else {}
+        head[name] = api([moved(x) for x in ins], [moved(x) for x in outs], kwargs=moved_alpha)
+        head[name] = head[name] if r.random() < 0.8 else base[name]
+    return base, head
+
+
 def md5_pair() -> tuple[dict[str, Any], dict[str, Any]]:
     def m(h: str, **over: Any) -> dict[str, Any]:
         return t(md5=h, **over)
@@ -124,10 +158,11 @@ def trees(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     mbase, mhead = md5_pair()
     rank1_base = {k: v for k, v in base.items() if "linear" in k}  # two ranks, rank 1 a different subset
     rank1_head = {k: v for k, v in head.items() if "linear" in k} | {"Functional.linear.1.forward": norms(2.0, 9.0)}
-    b = write_tree(root / "base", {"actor_update": [base, rank1_base], "md5": [mbase]})
-    h = write_tree(root / "head", {"actor_update": [head, rank1_head], "md5": [mhead]})
+    rbase, rhead = random_pair()
+    b = write_tree(root / "base", {"actor_update": [base, rank1_base], "md5": [mbase], "random": [rbase]})
+    h = write_tree(root / "head", {"actor_update": [head, rank1_head], "md5": [mhead], "random": [rhead]})
     out = root / "msprobe"
-    for stage in ("actor_update", "md5"):
+    for stage in ("actor_update", "md5", "random"):
         argv = ["-tp", str(h / "step_2" / stage / "step0"), "-gp", str(b / "step_2" / stage / "step0")]
         assert msprobe_cli._msprobe([*argv, "-o", str(out / stage)]) is None
     return b, h, out
@@ -138,7 +173,9 @@ def rows(path: Path) -> list[list[str]]:
         return list(csv.reader(f))
 
 
-@pytest.mark.parametrize(("stage", "rank"), [("actor_update", "rank0"), ("actor_update", "rank1"), ("md5", "rank0")])
+@pytest.mark.parametrize(
+    ("stage", "rank"), [("actor_update", "rank0"), ("actor_update", "rank1"), ("md5", "rank0"), ("random", "rank0")]
+)
 def test_every_row_and_column_as_msprobe_writes_them(trees: tuple[Path, Path, Path], tmp_path: Path, stage, rank):
     base, head, oracle = trees
     (expected,) = (oracle / stage).glob(f"compare_result_{rank}_*.csv")
@@ -156,8 +193,10 @@ def test_every_row_and_column_as_msprobe_writes_them(trees: tuple[Path, Path, Pa
     assert diffs == []
     results = [g[got[0].index("Result")] for g in got[1:]]
     assert seen == [r for r in results if r != "pass"]  # on_row: the rows that do not pass, in order
-    if (stage, rank) == ("actor_update", "rank0") or stage == "md5":  # the pair reaches every verdict
+    if (stage, rank) == ("actor_update", "rank0") or stage in ("md5", "random"):  # the pair reaches every verdict
         assert {"pass", "warning", "error"} <= set(results), results
+    if stage == "random":  # each reading of a pass on many rows: equal entries, moved ones, near the thresholds
+        assert results.count("pass") > 600 and results.count("warning") > 20 and results.count("error") > 30, results
 
 
 def test_a_stage_is_counted_rank_by_rank_as_from_msprobes_csvs(trees: tuple[Path, Path, Path], tmp_path: Path):

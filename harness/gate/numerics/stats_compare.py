@@ -36,10 +36,11 @@ import functools
 import io
 import json
 import math
+import operator
 import re
 import zlib
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -83,6 +84,9 @@ _LEVEL = {"pass": 0, "warning": 1, "error": 2}
 NPU_NAME, BENCH_NAME, NPU_DTYPE, BENCH_DTYPE, NPU_SHAPE, BENCH_SHAPE, NPU_REQ, BENCH_REQ = range(8)
 NORM_REL, NPU_MAX, NPU_MIN, BENCH_MAX, BENCH_MIN = 15, 16, 17, 20, 21
 NPU_MD5, BENCH_MD5 = 8, 9
+_STATS_OF = operator.itemgetter("Max", "Min", "Mean", "Norm")  # a tensor's statistics, by one call
+_FLOAT_ONLY = {float}
+_ZEROS = "0,0,0,0,0,0,0,0"  # the diffs and relative errors of two equal statistics
 _REORDER = {"parameters": 1, "output": 2, "parameters_grad": 3}  # inputs first, then these
 
 
@@ -95,7 +99,7 @@ class Item:
     dtype: str
     shape: str
     req_grad: str
-    stats: list[Any]
+    stats: Sequence[Any]  # max, min, mean, norm
     md5: str
 
 
@@ -148,10 +152,14 @@ class Entry:
                     return None
                 if type(d.get("type")) is not str or "class_type" in d:
                     return None
-                req = d.get("requires_grad")
-                stats = [d.get("Max"), d.get("Min"), d.get("Mean"), d.get("Norm")]
-                items.append(Item(f"{name}{suffix}{i}", state, dtype, str(d.get("shape")),
-                                  N_A if req is None else str(req), stats, str(d.get("md5"))))  # fmt: skip
+                try:
+                    stats = _STATS_OF(d)
+                except KeyError:  # a statistic missing: None, as the general reading gives it
+                    stats = [d.get("Max"), d.get("Min"), d.get("Mean"), d.get("Norm")]
+                req, shape, md5 = d.get("requires_grad"), d.get("shape"), d.get("md5")
+                req = "True" if req is True else "False" if req is False else N_A if req is None else str(req)
+                md5 = "None" if md5 is None else str(md5)
+                items.append(Item(f"{name}{suffix}{i}", state, dtype, str(shape), req, stats, md5))
         return items
 
 
@@ -368,7 +376,7 @@ def _diff(npu: Any, bench: Any) -> tuple[str, str]:
     return text, text
 
 
-def _summary(stats: list[Any]) -> list[Any]:
+def _summary(stats: Sequence[Any]) -> Sequence[Any]:
     """``CreateTable.set_summary``: NaN as msprobe shows it ('Nan'), a missing statistic as 'None'."""
     for v in stats:
         if type(v) is not float or v != v:  # else all plain floats, as they mostly are: unchanged
@@ -594,20 +602,75 @@ def _stats_cells(values: list[Any]) -> list[str]:
     return [f"{a},{b},{c},{d}" for a, b, c, d in zip(t[0::4], t[1::4], t[2::4], t[3::4], strict=True)]
 
 
-def _same_lines(items: list[Item], stack: str | None) -> list[str] | None:
-    """The CSV lines of an entry equal on both sides (every diff 0, every row pass), straight from its leaves:
-    most of a compare of two runs of one code, where the rows' objects and checkers would cost most. None where a
-    statistic is zero: equal values, not always equal texts (-0.0 == 0.0; msprobe diffs them: -0.0, inf)."""
-    stats = [v for item in items for v in _summary(item.stats)]
-    if 0 in stats:
+def _group_cells(groups: list[Sequence[float]]) -> list[str]:
+    """:func:`_stats_cells` of finite floats four to a group, by one orjson call on the groups: its text split
+    between them, where no number needs repr (:func:`_float_texts`)."""
+    text = orjson.dumps(groups).decode()
+    if "e" in text or "0.0000" in text:
+        return _stats_cells([v for g in groups for v in g])
+    return text[2:-2].split("],[")
+
+
+def _passing_lines(
+    items: list[Item], theirs: list[Item] | None, skip: tuple[int, int], stack: str | None
+) -> list[str] | None:
+    """The CSV lines of an entry whose every row passes, straight from its leaves: most of a compare of two runs of
+    one code, where the rows' objects and checkers would cost most. ``theirs``: the bench's leaves in the same
+    order (None: the entry equal on both sides), named past ``skip`` characters (the two entries' names) as the
+    target's are. None where that cannot be shown this way: two leaves of one name (a gradient's list: each
+    matched with the bench's last), a leaf of another name, dtype, shape or requires_grad, a statistic not a
+    finite non-zero float (zeros: equal values, not always equal texts: -0.0 == 0.0, msprobe diffs them), a
+    "class" dtype (the scalar-parameters checker), or norms moved enough for the relative-error checkers (what
+    is left can only pass: the other checkers need a NaN/Inf or one of the differences tested here)."""
+    others = items if theirs is None else theirs
+    if len({it.name for it in items}) != len(items) or len(others) != len(items):
         return None
+    if theirs is not None:
+        for it, bt in zip(items, theirs, strict=True):
+            if (it.dtype != bt.dtype or it.shape != bt.shape or it.req_grad != bt.req_grad
+                    or it.name[skip[0] :] != bt.name[skip[1] :]):  # fmt: skip
+                return None
+    for side in (items,) if theirs is None else (items, theirs):
+        values = [v for it in side for v in it.stats]
+        if set(map(type, values)) != _FLOAT_ONLY or not all(values) or (x := sum(values)) - x != 0:
+            return None  # not all finite non-zero floats (a sum of finite floats that overflows: read row by row)
+    text = "".join(f"{it.name}{it.dtype}{it.req_grad}" for it in items)
+    if "class" in text:
+        return None
+    if theirs is None:
+        diffs = [_ZEROS] * len(items)
+    else:
+        diffs, into, out = [], 0.0, 0.0  # out, into: the largest norm relative error of the outputs, the inputs
+        for it, bt in zip(items, theirs, strict=True):
+            if it.stats == bt.stats:
+                diffs.append(_ZEROS)
+                continue
+            pairs = list(zip(it.stats, bt.stats, strict=True))
+            texts = ["0" if a == b else repr(a - b) for a, b in pairs]
+            diffs.append(",".join(texts + ["0" if a == b else f"{abs((a - b) / b * 100)}%" for a, b in pairs]))
+            a, b = pairs[3]
+            rel = abs((a - b) / b * 100) / 100 if a != b else 0.0
+            if ".output." in it.name:
+                out = max(out, rel)
+            else:
+                into = max(into, rel)
+        if (into < 0.1 and out > 0.5) or (into == 0 and out > 0.1) or (into != 0 and out / into > 10):
+            return None  # RelativeErrChecker, RelativeWarnChecker: those outputs' rows may not pass
+    if theirs is None:  # one side's cells, twice
+        cells = [c for c in _group_cells([it.stats for it in items]) for c in (c, c)]
+    else:
+        cells = _group_cells([g for it, bt in zip(items, theirs, strict=True) for g in (it.stats, bt.stats)])
+    if theirs is not None:
+        text += "".join(bt.name for bt in theirs)
+    plain = _QUOTE(text) is None  # no cell quoted, as is usual
     lines = []
-    for it, st in zip(items, _stats_cells(stats), strict=True):
-        (n, d, r), s = _cells(it.name, it.dtype, it.req_grad), _kept_cell(it.shape)
-        end = "\n" if stack is None else f",{stack}\n"
-        lines.append(f"{n},{n},{d},{d},{s},{s},{r},{r},0,0,0,0,0,0,0,0,{st},{st},True,pass,[]{end}")
-        if stack is not None:
-            stack = N_A
+    end = "\n" if stack is None else f",{stack}\n"
+    for i, (it, bt) in enumerate(zip(items, others, strict=True)):
+        n, d, r = (it.name, it.dtype, it.req_grad) if plain else (_cell(it.name), _cell(it.dtype), _cell(it.req_grad))
+        bn = bt.name if plain else _cell(bt.name)
+        s = _kept_cell(it.shape)
+        lines.append(f"{n},{bn},{d},{d},{s},{s},{r},{r},{diffs[i]},{cells[2 * i]},{cells[2 * i + 1]},True,pass,[]{end}")
+        end = end if stack is None else f",{N_A}\n"
     return lines
 
 
@@ -638,7 +701,7 @@ def compare_files(npu_path: Path, bench_path: Path, csv_path: Path | None, on_ro
     with tmp.open("w", newline="") if tmp else contextlib.nullcontext() as out:
         if out is not None:
             csv.writer(out, lineterminator="\n").writerow(header)
-        n = _rows(npu_path, bench_path, keys, md5, stack, out.writelines if out else None, on_row)
+        n = _rows(npu_path, bench_path, keys, md5, stack, out.write if out else None, on_row)
     if tmp is not None and csv_path is not None:
         if n and keys:
             tmp.replace(csv_path)
@@ -653,13 +716,18 @@ def _rows(
     keys: set[str],
     md5: bool,
     stack: dict[str, Any] | None,
-    write: Callable[[list[str]], None] | None,
+    write: Callable[[str], Any] | None,
     on_row: Callable[[Row], None],
 ) -> int:
     pending: dict[str, Entry] = {}
     bench = Side(bench_path).entries()
     n = 0
+    done: list[str] = []  # lines not yet written
     for entry in Side(npu_path).entries():
+        if len(done) > 4096:  # written many lines at once: a write per line costs more
+            if write is not None:
+                write("".join(done))
+            done.clear()
         match = None
         if entry.key in keys:
             while entry.key not in pending and (b := next(bench, None)) is not None:
@@ -668,11 +736,14 @@ def _rows(
         items = entry.items(md5)
         info = None if stack is None else _fmt(stack.get(entry.name, N_A))
         n += len(items)
-        equal = match is not None and not md5 and match.name == entry.name and match.data == entry.data
-        if equal and (same := _same_lines(items, info)) is not None:  # equal on both sides: all pass
-            if write is not None:
-                write(same)
-            continue
+        if match is not None and not md5:
+            if match.name == entry.name and match.data == entry.data:  # equal on both sides: all pass
+                same = _passing_lines(items, None, (0, 0), info)
+            else:
+                same = _passing_lines(items, match.items(md5), (len(entry.name), len(match.name)), info)
+            if same is not None:
+                done += same
+                continue
         theirs = {it.name.replace(match.name, "", 1): it for it in match.items(md5)} if match is not None else {}
         rows = []
         for item in items:
@@ -689,6 +760,7 @@ def _rows(
             lines.append(_line(r, info, *stats[2 * i : 2 * i + 2]) if stats else _line(r, info, "", ""))
             if info is not None:
                 info = N_A
-        if write is not None:
-            write(lines)
+        done += lines
+    if write is not None:
+        write("".join(done))
     return n
