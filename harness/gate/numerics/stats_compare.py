@@ -84,7 +84,7 @@ _LEVEL = {"pass": 0, "warning": 1, "error": 2}
 NPU_NAME, BENCH_NAME, NPU_DTYPE, BENCH_DTYPE, NPU_SHAPE, BENCH_SHAPE, NPU_REQ, BENCH_REQ = range(8)
 NORM_REL, NPU_MAX, NPU_MIN, BENCH_MAX, BENCH_MIN = 15, 16, 17, 20, 21
 NPU_MD5, BENCH_MD5 = 8, 9
-_STATS_OF = operator.itemgetter("Max", "Min", "Mean", "Norm")  # a tensor's statistics, by one call
+_TENSOR = operator.itemgetter("type", "dtype", "shape", "Max", "Min", "Mean", "Norm", "requires_grad")
 _FLOAT_ONLY = {float}
 _ZEROS = "0,0,0,0,0,0,0,0"  # the diffs and relative errors of two equal statistics
 _REORDER = {"parameters": 1, "output": 2, "parameters_grad": 3}  # inputs first, then these
@@ -148,18 +148,18 @@ class Entry:
                     return None
                 continue
             for i, d in enumerate(value):
-                if type(d) is not dict or type(dtype := d.get("dtype")) is not str or not dtype:
+                if type(d) is not dict or "class_type" in d:
                     return None
-                if type(d.get("type")) is not str or "class_type" in d:
+                try:  # a tensor's fields, as msprobe writes them in statistics mode: by one call
+                    kind, dtype, shape, mx, mn, mean, norm, req = _TENSOR(d)
+                except KeyError:  # one missing: None, as the general reading gives it
+                    kind, dtype, shape, req = d.get("type"), d.get("dtype"), d.get("shape"), d.get("requires_grad")
+                    mx, mn, mean, norm = d.get("Max"), d.get("Min"), d.get("Mean"), d.get("Norm")
+                if type(dtype) is not str or not dtype or type(kind) is not str:
                     return None
-                try:
-                    stats = _STATS_OF(d)
-                except KeyError:  # a statistic missing: None, as the general reading gives it
-                    stats = [d.get("Max"), d.get("Min"), d.get("Mean"), d.get("Norm")]
-                req, shape, md5 = d.get("requires_grad"), d.get("shape"), d.get("md5")
                 req = "True" if req is True else "False" if req is False else N_A if req is None else str(req)
-                md5 = "None" if md5 is None else str(md5)
-                items.append(Item(f"{name}{suffix}{i}", state, dtype, str(shape), req, stats, md5))
+                md5 = "None" if (md5 := d.get("md5")) is None else str(md5)
+                items.append(Item(f"{name}{suffix}{i}", state, dtype, str(shape), req, (mx, mn, mean, norm), md5))
         return items
 
 
