@@ -62,6 +62,10 @@ def pair() -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
     head["Functional.gelu.4.forward"] = api([t()], [t(mn=-INF, mx=INF)])
     base["Functional.gelu.5.forward"] = api([t(mn=0.0)], [t(mx=0.0, mn=0.0)])  # equal values, not equal texts
     head["Functional.gelu.5.forward"] = api([t(mn=0.0)], [t(mx=-0.0, mn=0.0)])
+    base["Functional.gelu.6.forward"] = api([t(mx=3)], [t(mean=0.0)])  # entries equal as values, not as texts
+    head["Functional.gelu.6.forward"] = api([t(mx=3.0)], [t(mean=0.0)])
+    base["Functional.gelu.7.forward"] = api([t(mx=3)], [t(mean=0.0)])
+    head["Functional.gelu.7.forward"] = api([t(mx=3)], [t(mean=-0.0)])
     # dtype in the float group (error), out of it (unmatched), shape, requires_grad, a scalar argument
     base["Tensor.add.0.forward"] = api([t(), t(), t(), {"type": "int", "value": 3}], [t(), t()],
                                        kwargs={"alpha": {"type": "float", "value": 1.0}})  # fmt: skip

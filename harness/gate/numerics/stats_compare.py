@@ -579,13 +579,25 @@ def _fmt(v: Any) -> str:
     return "" if v is None else _cell(str(v))
 
 
+def _fmt_each(values: list[Any]) -> list[str]:
+    """:func:`_fmt` of each value, once per object: a leaf that is not a tensor (a list argument, a number) has
+    one value for its four statistics, and a long list's text is most of its row."""
+    texts: dict[int, str] = {}
+    return [texts[id(v)] if id(v) in texts else texts.setdefault(id(v), _fmt(v)) for v in values]
+
+
 def _float_texts(values: list[Any]) -> list[str]:
     """Each value's cell; finite floats, as statistics mostly are, by one orjson call: a float's repr costs as much
     as the rest of its row. orjson writes the same shortest digits as repr but its own exponent (``e-9``, not
     ``e-09``) and no exponent from 1e-5 to 1e-4: such a number is rendered by repr (tests/test_stats_compare.py
     checks the rule on random bit patterns and on each side of the thresholds)."""
-    if set(map(type, values)) != {float} or (x := sum(values)) - x != 0:  # else all finite floats
-        return [_fmt(v) for v in values]
+    if set(map(type, values)) != _FLOAT_ONLY or (x := sum(values)) - x != 0:  # else all finite floats
+        finite = [type(v) is float and v - v == 0 for v in values]
+        if not any(finite) or all(finite):  # all(): a sum that overflowed
+            return _fmt_each(values)
+        texts = _float_texts([v if f else 1.0 for v, f in zip(values, finite, strict=True)])
+        others = iter(_fmt_each([v for v, f in zip(values, finite, strict=True) if not f]))
+        return [t if f else next(others) for t, f in zip(texts, finite, strict=True)]
     text = orjson.dumps(values).decode()
     tokens = text[1:-1].split(",")
     if "e" in text or "0.0000" in text:
@@ -616,30 +628,33 @@ def _passing_lines(
 ) -> list[str] | None:
     """The CSV lines of an entry whose every row passes, straight from its leaves: most of a compare of two runs of
     one code, where the rows' objects and checkers would cost most. ``theirs``: the bench's leaves in the same
-    order (None: the entry equal on both sides), named past ``skip`` characters (the two entries' names) as the
-    target's are. None where that cannot be shown this way: two leaves of one name (a gradient's list: each
-    matched with the bench's last), a leaf of another name, dtype, shape or requires_grad, a statistic not a
-    finite non-zero float (zeros: equal values, not always equal texts: -0.0 == 0.0, msprobe diffs them), a
-    "class" dtype (the scalar-parameters checker), or norms moved enough for the relative-error checkers (what
-    is left can only pass: the other checkers need a NaN/Inf or one of the differences tested here)."""
-    others = items if theirs is None else theirs
-    if len({it.name for it in items}) != len(items) or len(others) != len(items):
+    order, named past ``skip`` characters (the two entries' names) as the target's are; None: the entry's text
+    the same on both sides (:func:`_same_text`), where every diff is 0 and no checker can flag a row. None where
+    that cannot be shown this way: two leaves of one name (a gradient's list: each matched with the bench's
+    last); for a moved entry, a leaf of another name, dtype, shape or requires_grad, a statistic not a finite
+    non-zero float (zeros: equal values, not always equal texts: -0.0 == 0.0, msprobe diffs them), a "class"
+    dtype (the scalar-parameters checker), or norms moved enough for the relative-error checkers (what is left
+    can only pass: the other checkers need a NaN/Inf or one of the differences tested here)."""
+    if len({it.name for it in items}) != len(items):
         return None
-    if theirs is not None:
+    text = "".join(f"{it.name}{it.dtype}{it.req_grad}" for it in items)
+    if theirs is None:
+        diffs = [_ZEROS] * len(items)
+        cells = [c for c in _stats_cells([v for it in items for v in _summary(it.stats)]) for c in (c, c)]
+        others = items
+    else:
+        if len(theirs) != len(items):
+            return None
         for it, bt in zip(items, theirs, strict=True):
             if (it.dtype != bt.dtype or it.shape != bt.shape or it.req_grad != bt.req_grad
                     or it.name[skip[0] :] != bt.name[skip[1] :]):  # fmt: skip
                 return None
-    for side in (items,) if theirs is None else (items, theirs):
-        values = [v for it in side for v in it.stats]
-        if set(map(type, values)) != _FLOAT_ONLY or not all(values) or (x := sum(values)) - x != 0:
-            return None  # not all finite non-zero floats (a sum of finite floats that overflows: read row by row)
-    text = "".join(f"{it.name}{it.dtype}{it.req_grad}" for it in items)
-    if "class" in text:
-        return None
-    if theirs is None:
-        diffs = [_ZEROS] * len(items)
-    else:
+        for side in (items, theirs):
+            values = [v for it in side for v in it.stats]
+            if set(map(type, values)) != _FLOAT_ONLY or not all(values) or (x := sum(values)) - x != 0:
+                return None  # not all finite non-zero floats (a sum of finite floats that overflows: row by row)
+        if "class" in text:
+            return None
         diffs, into, out = [], 0.0, 0.0  # out, into: the largest norm relative error of the outputs, the inputs
         for it, bt in zip(items, theirs, strict=True):
             if it.stats == bt.stats:
@@ -656,12 +671,9 @@ def _passing_lines(
                 into = max(into, rel)
         if (into < 0.1 and out > 0.5) or (into == 0 and out > 0.1) or (into != 0 and out / into > 10):
             return None  # RelativeErrChecker, RelativeWarnChecker: those outputs' rows may not pass
-    if theirs is None:  # one side's cells, twice
-        cells = [c for c in _group_cells([it.stats for it in items]) for c in (c, c)]
-    else:
         cells = _group_cells([g for it, bt in zip(items, theirs, strict=True) for g in (it.stats, bt.stats)])
-    if theirs is not None:
         text += "".join(bt.name for bt in theirs)
+        others = theirs
     plain = _QUOTE(text) is None  # no cell quoted, as is usual
     lines = []
     end = "\n" if stack is None else f",{stack}\n"
@@ -672,6 +684,17 @@ def _passing_lines(
         lines.append(f"{n},{bn},{d},{d},{s},{s},{r},{r},{diffs[i]},{cells[2 * i]},{cells[2 * i + 1]},True,pass,[]{end}")
         end = end if stack is None else f",{N_A}\n"
     return lines
+
+
+def _same_text(a: Any, b: Any) -> bool:
+    """Whether two entries' values are the same text: equal (NaN never is) and serialised alike (1 == 1.0 ==
+    True and -0.0 == 0.0 are equal values, not equal texts: msprobe's diff of them is not 0)."""
+    if a != b:
+        return False
+    try:
+        return orjson.dumps(a) == orjson.dumps(b)
+    except orjson.JSONEncodeError:  # an integer beyond 64 bits (parsed by the stdlib): not shown alike here
+        return False
 
 
 def _line(r: Row, stack: str | None, mine: str, theirs: str) -> str:
@@ -723,6 +746,8 @@ def _rows(
     bench = Side(bench_path).entries()
     n = 0
     done: list[str] = []  # lines not yet written
+    stack_texts: dict[int, str] = {}  # by the id of a stack in ``stack``, its cell
+    info = None
     for entry in Side(npu_path).entries():
         if len(done) > 4096:  # written many lines at once: a write per line costs more
             if write is not None:
@@ -734,10 +759,13 @@ def _rows(
                 pending[b.key] = b
             match = pending.pop(entry.key, None)
         items = entry.items(md5)
-        info = None if stack is None else _fmt(stack.get(entry.name, N_A))
+        if stack is not None:  # one call stack is many entries' (msprobe's stack.json lists their names under it)
+            where = stack.get(entry.name, N_A)
+            if (info := stack_texts.get(id(where))) is None:
+                info = stack_texts[id(where)] = _fmt(where)
         n += len(items)
         if match is not None and not md5:
-            if match.name == entry.name and match.data == entry.data:  # equal on both sides: all pass
+            if match.name == entry.name and _same_text(match.data, entry.data):  # the same on both sides: all pass
                 same = _passing_lines(items, None, (0, 0), info)
             else:
                 same = _passing_lines(items, match.items(md5), (len(entry.name), len(match.name)), info)
