@@ -24,8 +24,8 @@ tests:
   unmatched warning.
 
 Memory: the entries of the bench not yet reached by the target, plus the bench's entry names (the name index,
-about 100 bytes per entry), plus one run of parsed entries: bounded where both dumps list their APIs in the same
-order, as two runs of one code do.
+about 100 bytes per entry, built only where the two dumps' orders part), plus one run of parsed entries: bounded
+where both dumps list their APIs in the same order, as two runs of one code do.
 """
 
 from __future__ import annotations
@@ -380,8 +380,10 @@ def _summary(stats: Sequence[Any]) -> Sequence[Any]:
     """``CreateTable.set_summary``: NaN as msprobe shows it ('Nan'), a missing statistic as 'None'."""
     for v in stats:
         if type(v) is not float or v != v:  # else all plain floats, as they mostly are: unchanged
-            return [NAN if (isinstance(v, float) and math.isnan(v)) or str(v).lower() == "nan" else
-                    ("None" if v is None else v) for v in stats]  # fmt: skip
+            # msprobe tests str(v).lower() == "nan", which of a JSON value only a NaN or a string can be (a long
+            # list's text is costly)
+            return [NAN if (isinstance(v, float) and math.isnan(v)) or (isinstance(v, str) and v.lower() == "nan")
+                    else ("None" if v is None else v) for v in stats]  # fmt: skip
     return stats
 
 
@@ -576,6 +578,8 @@ def _fmt(v: Any) -> str:
         return _cell(v)
     if type(v) is float:
         return repr(v) if v - v == 0 or v != v else _text(v)
+    if type(v) is int or type(v) is bool:  # no text of theirs is quoted
+        return str(v)
     return "" if v is None else _cell(str(v))
 
 
@@ -719,31 +723,57 @@ def compare_files(npu_path: Path, bench_path: Path, csv_path: Path | None, on_ro
     md5 = is_md5(npu_path)
     stack = _load_stack(npu_path.parent / "stack.json")
     header = (MD5_HEADER if md5 else SUMMARY_HEADER) + ([STACK] if stack is not None else [])
-    keys = entry_keys(bench_path)
+    bench = _Bench(bench_path)
     tmp = csv_path.with_name(csv_path.name + ".part") if csv_path else None
     with tmp.open("w", newline="") if tmp else contextlib.nullcontext() as out:
         if out is not None:
             csv.writer(out, lineterminator="\n").writerow(header)
-        n = _rows(npu_path, bench_path, keys, md5, stack, out.write if out else None, on_row)
+        n = _rows(npu_path, bench, md5, stack, out.write if out else None, on_row)
     if tmp is not None and csv_path is not None:
-        if n and keys:
+        if n and bench.read_any:
             tmp.replace(csv_path)
         else:
             tmp.unlink()
     return n
 
 
+class _Bench:
+    """The bench's entries, read as the target's ask for them. Where both list their APIs in one order, as two runs
+    of one code do, each asked for is the next: the name index (:func:`entry_keys`, a scan of the whole file) is
+    built at the first that is not, to tell an entry the bench lacks (none read for it) from one further on."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.entries = Side(path).entries()
+        self.pending: dict[str, Entry] = {}  # read, not yet asked for
+        self.keys: set[str] | None = None
+        self.read_any = False
+
+    def match(self, key: str) -> Entry | None:
+        if (found := self.pending.pop(key, None)) is not None:
+            return found
+        if self.keys is None:
+            if (b := next(self.entries, None)) is None:
+                return None
+            self.read_any = True
+            if b.key == key:
+                return b
+            self.pending[b.key] = b
+            self.keys = entry_keys(self.path)
+        if key in self.keys:
+            while key not in self.pending and (b := next(self.entries, None)) is not None:
+                self.pending[b.key] = b
+        return self.pending.pop(key, None)
+
+
 def _rows(
     npu_path: Path,
-    bench_path: Path,
-    keys: set[str],
+    bench: _Bench,
     md5: bool,
     stack: dict[str, Any] | None,
     write: Callable[[str], Any] | None,
     on_row: Callable[[Row], None],
 ) -> int:
-    pending: dict[str, Entry] = {}
-    bench = Side(bench_path).entries()
     n = 0
     done: list[str] = []  # lines not yet written
     stack_texts: dict[int, str] = {}  # by the id of a stack in ``stack``, its cell
@@ -753,11 +783,7 @@ def _rows(
             if write is not None:
                 write("".join(done))
             done.clear()
-        match = None
-        if entry.key in keys:
-            while entry.key not in pending and (b := next(bench, None)) is not None:
-                pending[b.key] = b
-            match = pending.pop(entry.key, None)
+        match = bench.match(entry.key)
         items = entry.items(md5)
         if stack is not None:  # one call stack is many entries' (msprobe's stack.json lists their names under it)
             where = stack.get(entry.name, N_A)
