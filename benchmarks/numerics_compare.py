@@ -3,7 +3,9 @@ CLI, on the same input: seconds, MB/s of dump.json per core, peak RSS, and the C
 
 Not a test: run by hand. Each compare runs in a fresh child process, so the peak RSS printed is that compare's own
 (msprobe's: its process and the workers it forks); MB/s per core is both dump.json files' bytes over the child's
-CPU seconds. msprobe's -da (first divergence) is not timed here: it runs only on a stage that diverges.
+CPU seconds. The harness's compare runs ``--repeat`` times (median and fastest printed: on the shared 2-core machine
+one run's CPU time moves by a third), msprobe's once. msprobe's -da (first divergence) is not timed here: it runs
+only on a stage that diverges.
 
     # generated msprobe-format pairs (benchmarks/dump_readers.py's bodies; head: every 7th Norm moved)
     .venv/bin/python benchmarks/numerics_compare.py --sizes 16MB,256MB --msprobe-max 16MB
@@ -132,13 +134,22 @@ def _line(engine: str, r: dict, mb: float) -> str:
             f"peak RSS {r['peak'] / 2**20:6.0f} MiB  {r['rows']} rows{own}")  # fmt: skip
 
 
-def _compare(title: str, base: Path, head: Path, out: Path, msprobe: bool) -> None:
+def _runs(tp: Path, gp: Path, out: Path, repeat: int, mb: float) -> None:
+    """The harness's compare ``repeat`` times, each in a fresh child: its median and fastest run (one run's CPU
+    time moves by a third on a shared runner)."""
+    runs = sorted((_run("harness", tp, gp, out) for _ in range(repeat)), key=lambda r: r["own"])
+    median, fastest = runs[len(runs) // 2], runs[0]
+    print(_line("harness", median, mb) + f"  median of {repeat}", flush=True)
+    if repeat > 1:
+        print(_line("harness", fastest, mb) + "  fastest", flush=True)
+
+
+def _compare(title: str, base: Path, head: Path, out: Path, msprobe: bool, repeat: int) -> None:
     mb = sum(p.stat().st_size for d in (base, head) for p in d.rglob("dump.json")) / 1e6
     if not mb:
         raise SystemExit(f"no dump.json under {base} or {head}")
     print(f"== {title}: {mb:.1f} MB of dump.json (both sides)", flush=True)
-    ours = _run("harness", head, base, out / "harness")
-    print(_line("harness", ours, mb), flush=True)
+    _runs(head, base, out / "harness", repeat, mb)
     print(f"  results: {_results(out / 'harness')}", flush=True)
     if msprobe:
         theirs = _run("msprobe", head, base, out / "msprobe")
@@ -153,6 +164,7 @@ def main() -> int:
     ap.add_argument("--sizes", default="", help="generated dump.json sizes per side, comma-separated (16MB,256MB)")
     ap.add_argument("--msprobe-max", default="16MB", help="run msprobe too up to this size per side (its RSS grows "
                     "~40x the dump: 731 MB on 16.9 MB)")  # fmt: skip
+    ap.add_argument("--repeat", type=int, default=5, help="the harness's compare this many times (default 5)")
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -164,11 +176,13 @@ def main() -> int:
     try:
         if args.trees:
             base, head = args.trees
-            _compare(f"{head} against {base}", base, head, out / "trees", msprobe=True)
+            _compare(f"{head} against {base}", base, head, out / "trees", msprobe=True, repeat=args.repeat)
         for text in filter(None, args.sizes.split(",")):
             size = TypeAdapter(ByteSize).validate_python(text)
             base, head = _pair(out / text, size)
-            _compare(f"generated {text} a side", base, head, out / text / "out", msprobe=size <= limit)
+            _compare(
+                f"generated {text} a side", base, head, out / text / "out", msprobe=size <= limit, repeat=args.repeat
+            )
             shutil.rmtree(out / text)
     finally:
         shutil.rmtree(out, ignore_errors=True)

@@ -627,6 +627,11 @@ def _group_cells(groups: list[Sequence[float]]) -> list[str]:
     return text[2:-2].split("],[")
 
 
+def _named(it: Item, plain: bool) -> tuple[str, str, str]:
+    """A row side's name, dtype and requires_grad cells (``plain``: known to need no quoting)."""
+    return (it.name, it.dtype, it.req_grad) if plain else (_cell(it.name), _cell(it.dtype), _cell(it.req_grad))
+
+
 def _passing_lines(
     items: list[Item], theirs: list[Item] | None, skip: tuple[int, int], stack: str | None
 ) -> list[str] | None:
@@ -642,10 +647,17 @@ def _passing_lines(
     if len({it.name for it in items}) != len(items):
         return None
     text = "".join(f"{it.name}{it.dtype}{it.req_grad}" for it in items)
-    if theirs is None:
-        diffs = [_ZEROS] * len(items)
-        cells = [c for c in _stats_cells([v for it in items for v in _summary(it.stats)]) for c in (c, c)]
-        others = items
+    if theirs is None:  # every diff 0, both sides' cells the same
+        cells = _stats_cells([v for it in items for v in _summary(it.stats)])
+        plain = _QUOTE(text) is None  # no cell quoted, as is usual
+        lines = []
+        end = "\n" if stack is None else f",{stack}\n"
+        for it, c in zip(items, cells, strict=True):
+            n, d, r = _named(it, plain)
+            s = _kept_cell(it.shape)
+            lines.append(f"{n},{n},{d},{d},{s},{s},{r},{r},{_ZEROS},{c},{c},True,pass,[]{end}")
+            end = end if stack is None else f",{N_A}\n"
+        return lines
     else:
         if len(theirs) != len(items):
             return None
@@ -677,12 +689,11 @@ def _passing_lines(
             return None  # RelativeErrChecker, RelativeWarnChecker: those outputs' rows may not pass
         cells = _group_cells([g for it, bt in zip(items, theirs, strict=True) for g in (it.stats, bt.stats)])
         text += "".join(bt.name for bt in theirs)
-        others = theirs
-    plain = _QUOTE(text) is None  # no cell quoted, as is usual
+    plain = _QUOTE(text) is None
     lines = []
     end = "\n" if stack is None else f",{stack}\n"
-    for i, (it, bt) in enumerate(zip(items, others, strict=True)):
-        n, d, r = (it.name, it.dtype, it.req_grad) if plain else (_cell(it.name), _cell(it.dtype), _cell(it.req_grad))
+    for i, (it, bt) in enumerate(zip(items, theirs, strict=True)):
+        n, d, r = _named(it, plain)
         bn = bt.name if plain else _cell(bt.name)
         s = _kept_cell(it.shape)
         lines.append(f"{n},{bn},{d},{d},{s},{s},{r},{r},{diffs[i]},{cells[2 * i]},{cells[2 * i + 1]},True,pass,[]{end}")
