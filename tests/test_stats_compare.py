@@ -5,6 +5,7 @@ row (every column) the same."""
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import random
@@ -66,6 +67,8 @@ def pair() -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
     head["Functional.gelu.6.forward"] = api([t(mx=3.0)], [t(mean=0.0)])
     base["Functional.gelu.7.forward"] = api([t(mx=3)], [t(mean=0.0)])
     head["Functional.gelu.7.forward"] = api([t(mx=3)], [t(mean=-0.0)])
+    base["Functional.gelu.8.forward"] = api([t()], [t(mx=None, mn=INF)])  # written alike by orjson (null)
+    head["Functional.gelu.8.forward"] = api([t()], [t(mx=NAN, mn=None)])
     # dtype in the float group (error), out of it (unmatched), shape, requires_grad, a scalar argument
     base["Tensor.add.0.forward"] = api([t(), t(), t(), {"type": "int", "value": 3}], [t(), t()],
                                        kwargs={"alpha": {"type": "float", "value": 1.0}})  # fmt: skip
@@ -150,7 +153,9 @@ def write_tree(root: Path, stages: dict[str, list[dict[str, Any]]]) -> Path:
             d.mkdir(parents=True)
             doc = {"task": "statistics", "level": "mix", "framework": "pytorch", "dump_data_dir": None, "data": data}
             (d / "dump.json").write_text(json.dumps(doc, indent=1))
-            (d / "stack.json").write_text(json.dumps({"0": [[next(iter(data))], ["File a.py, line 1, in f"]]}))
+            first, *rest = data  # two call stacks: the first entry's, and one the rest share (each entry's first row)
+            stacks = {"0": [[first], ["File a.py, line 1, in f"]], "1": [rest, ["File b.py, line 2, in g", "c.py"]]}
+            (d / "stack.json").write_text(json.dumps(stacks))
             (d / "construct.json").write_text("{}")
     return root
 
@@ -236,3 +241,19 @@ def test_statistics_cells_by_orjson_are_what_repr_writes():
     assert [t for v in finite for t in _float_texts([v])] == [repr(v) for v in finite]
     assert _float_texts(finite[:12]) == [repr(v) for v in finite[:12]]
     assert _float_texts([1.5, NAN, INF, -INF, 2, "N/A", True]) == ["1.5", "nan", " inf", " -inf", "2", "N/A", "True"]
+    # one call on a mixed run (the statistics of many entries at once), each cell as csv.writer writes its value
+    others = [3, -7, True, False, None, "None", "a,b", 'q"x', "line\nbreak", [1, 2], [5], {"k": 1}, NAN, INF]
+    mixed = [v for f in finite[:3000] for v in (f, r.choice(others))]
+
+    def cell(v: Any) -> str:
+        if isinstance(v, float) and math.isinf(v):
+            return " inf" if v > 0 else " -inf"  # msprobe's rendering of an inf for Excel
+        buf = io.StringIO()
+        csv.writer(buf, lineterminator="\n").writerow([v, 0])  # one field alone: an empty one is written '""'
+        return buf.getvalue()[: -len(",0\n")]
+
+    assert _float_texts(mixed) == [cell(v) for v in mixed]
+    assert _float_texts([v for v in mixed if not isinstance(v, list | dict)]) == [
+        cell(v) for v in mixed if not isinstance(v, list | dict)
+    ]
+    assert _float_texts([*mixed[:9], 2**70]) == [cell(v) for v in [*mixed[:9], 2**70]]  # beyond orjson's integers

@@ -494,7 +494,11 @@ def _load_stack(path: Path | None) -> dict[str, Any] | None:
     layout ``{"0": [[api, ...], stack], ...}`` flattened to api -> stack as ``load_stack_json`` does."""
     if path is None or not path.is_file():
         return None
-    doc = json.loads(path.read_text())
+    text = path.read_bytes()
+    try:
+        doc = orjson.loads(text)
+    except orjson.JSONDecodeError:  # NaN, Infinity or an integer beyond 64 bits: the stdlib reads them
+        doc = json.loads(text)
     if not isinstance(doc, dict) or not doc.get("0"):
         return doc if isinstance(doc, dict) else {}
     out: dict[str, Any] = {}
@@ -539,23 +543,25 @@ def is_md5(path: Path) -> bool:
     return False
 
 
-def _probe_quoting() -> str:
-    """The characters for which csv.writer (QUOTE_MINIMAL, lineterminator newline) quotes a field: Python 3.11
-    quotes ',', '"' and the newline, later versions a carriage return too."""
-    chars = ""
-    for c in ',"\r\n':
-        buf = io.StringIO()
-        csv.writer(buf, lineterminator="\n").writerow([f"a{c}"])
-        chars += c if buf.getvalue().startswith('"') else ""
-    return chars
+def _quotes_cr() -> bool:
+    """Whether csv.writer (QUOTE_MINIMAL, lineterminator newline) quotes a field for a carriage return: Python 3.11
+    quotes ',', '"' and the newline only, later versions a carriage return too."""
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerow(["a\r"])
+    return buf.getvalue().startswith('"')
 
 
-_QUOTE = re.compile(f"[{re.escape(_probe_quoting())}]").search
+_CR = _quotes_cr()
+
+
+def _quoted(s: str) -> bool:
+    """Whether csv.writer quotes ``s`` (a test per character: a regex search costs 20x more on a stack's cell)."""
+    return "," in s or '"' in s or "\n" in s or (_CR and "\r" in s)
 
 
 def _cell(s: str) -> str:
     """One text field as csv.writer writes it."""
-    return s if _QUOTE(s) is None else '"' + s.replace('"', '""') + '"'
+    return '"' + s.replace('"', '""') + '"' if _quoted(s) else s
 
 
 @functools.lru_cache(maxsize=4096)
@@ -564,9 +570,23 @@ def _kept_cell(s: str) -> str:
     return _cell(s)
 
 
+@functools.lru_cache(maxsize=512)
+def _frames_cell(frames: tuple[Any, ...]) -> str:
+    return _fmt(list(frames))
+
+
+def _stack_cell(stack: Any) -> str:
+    """The cell of one call stack (a list of frames' texts, a few KB: its str() costs more than the rows it goes
+    with); the ranks and steps of a stage share their stacks, so a stack's cell is kept by its frames."""
+    if type(stack) is list:
+        with contextlib.suppress(TypeError):  # a frame that is not hashable
+            return _frames_cell(tuple(stack))
+    return _fmt(stack)
+
+
 def _cells(name: str, dtype: str, req: str) -> tuple[str, str, str]:
     """A row side's name, dtype and requires_grad cells: one search for the three, as they mostly need none."""
-    if _QUOTE(name + dtype + req) is None:
+    if not _quoted(name + dtype + req):
         return name, dtype, req
     return _cell(name), _cell(dtype), _cell(req)
 
@@ -590,25 +610,33 @@ def _fmt_each(values: list[Any]) -> list[str]:
     return [texts[id(v)] if id(v) in texts else texts.setdefault(id(v), _fmt(v)) for v in values]
 
 
-def _float_texts(values: list[Any]) -> list[str]:
-    """Each value's cell; finite floats, as statistics mostly are, by one orjson call: a float's repr costs as much
-    as the rest of its row. orjson writes the same shortest digits as repr but its own exponent (``e-9``, not
-    ``e-09``) and no exponent from 1e-5 to 1e-4: such a number is rendered by repr (tests/test_stats_compare.py
-    checks the rule on random bit patterns and on each side of the thresholds)."""
-    if set(map(type, values)) != _FLOAT_ONLY or (x := sum(values)) - x != 0:  # else all finite floats
-        finite = [type(v) is float and v - v == 0 for v in values]
-        if not any(finite) or all(finite):  # all(): a sum that overflowed
-            return _fmt_each(values)
-        texts = _float_texts([v if f else 1.0 for v, f in zip(values, finite, strict=True)])
-        others = iter(_fmt_each([v for v, f in zip(values, finite, strict=True) if not f]))
-        return [t if f else next(others) for t, f in zip(texts, finite, strict=True)]
-    text = orjson.dumps(values).decode()
-    tokens = text[1:-1].split(",")
-    if "e" in text or "0.0000" in text:
+_SIMPLE = {float, int, bool, type(None)}  # what orjson writes without a comma inside
+
+
+def _float_texts(values: list[Any], other: Callable[[Any], str] = _fmt) -> list[str]:
+    """Each value's cell (:func:`_fmt`; ``other``: the cell of a value that is not a finite number), by one orjson
+    call: a float's repr costs as much as the rest of its row. orjson writes the same shortest digits as repr but
+    its own exponent (``e-9``, not ``e-09``) and no exponent from 1e-5 to 1e-4: such a number is rendered by repr,
+    as is each value orjson writes otherwise (a string, a bool, null for None, NaN and the infs; a list or dict:
+    its text holds commas, so those go as null to keep the text's tokens one per value). tests/test_stats_compare.py
+    checks the rule on random bit patterns and on each side of the thresholds."""
+    if not values:
+        return []
+    try:
+        text = orjson.dumps(values).decode()[1:-1]
+    except orjson.JSONEncodeError:  # an integer beyond 64 bits (parsed by the stdlib)
+        return _fmt_each(values)
+    tokens = text.split(",")
+    if len(tokens) != len(values):  # a value with a comma in its text: each such value written by ``other``
+        text = orjson.dumps([v if type(v) in _SIMPLE else None for v in values]).decode()[1:-1]
+        tokens = text.split(",")
+    if '"' in text or "[" in text or "e" in text or "n" in text or "0.0000" in text:  # else numbers, as repr
         return [
-            repr(v) if "e" in t or t.startswith(("0.0000", "-0.0000")) else t
+            t if (kind := type(v)) is int or (kind is float and "e" not in t and t != "null"
+                                              and not t.startswith(("0.0000", "-0.0000")))
+            else repr(v) if kind is float and v - v == 0 else other(v)
             for t, v in zip(tokens, values, strict=True)
-        ]
+        ]  # fmt: skip
     return tokens
 
 
@@ -649,7 +677,7 @@ def _passing_lines(
     text = "".join(f"{it.name}{it.dtype}{it.req_grad}" for it in items)
     if theirs is None:  # every diff 0, both sides' cells the same
         cells = _stats_cells([v for it in items for v in _summary(it.stats)])
-        plain = _QUOTE(text) is None  # no cell quoted, as is usual
+        plain = not _quoted(text)  # no cell quoted, as is usual
         lines = []
         end = "\n" if stack is None else f",{stack}\n"
         for it, c in zip(items, cells, strict=True):
@@ -689,7 +717,7 @@ def _passing_lines(
             return None  # RelativeErrChecker, RelativeWarnChecker: those outputs' rows may not pass
         cells = _group_cells([g for it, bt in zip(items, theirs, strict=True) for g in (it.stats, bt.stats)])
         text += "".join(bt.name for bt in theirs)
-    plain = _QUOTE(text) is None
+    plain = not _quoted(text)
     lines = []
     end = "\n" if stack is None else f",{stack}\n"
     for i, (it, bt) in enumerate(zip(items, theirs, strict=True)):
@@ -701,13 +729,53 @@ def _passing_lines(
     return lines
 
 
+class _SameRows:
+    """The lines of entries the same on both sides (:func:`_same_text`), rendered a run of entries at a time: every
+    diff is 0, both sides' cells are the same and no checker can flag a row, so each line follows from its leaf
+    alone, and one orjson call writes the statistics of the whole run."""
+
+    def __init__(self) -> None:
+        self.heads: list[tuple[str, str, str, str, str]] = []  # name, dtype, shape, requires_grad, line end
+        self.values: list[Any] = []  # four statistics per head
+
+    def add(self, items: list[Item], stack: str | None) -> bool:
+        """The entry's rows held for the next :meth:`lines`; False (none held) where two leaves have one name (a
+        gradient's list: each matched with the bench's last)."""
+        if len({it.name for it in items}) != len(items):
+            return False
+        plain = not _quoted("".join(f"{it.name}{it.dtype}{it.req_grad}" for it in items))  # none quoted, as usual
+        end = "\n" if stack is None else f",{stack}\n"
+        for it in items:
+            n, d, r = _named(it, plain)
+            self.heads.append((n, d, _kept_cell(it.shape), r, end))
+            self.values += it.stats
+            end = end if stack is None else f",{N_A}\n"
+        return True
+
+    def lines(self) -> list[str]:
+        """The held rows' lines; none held after."""
+        if not self.heads:
+            return []
+        t = _float_texts(self.values, _summary_cell)
+        cells = [f"{a},{b},{c},{d}" for a, b, c, d in zip(t[0::4], t[1::4], t[2::4], t[3::4], strict=True)]
+        out = [f"{n},{n},{d},{d},{s},{s},{r},{r},{_ZEROS},{c},{c},True,pass,[]{e}"
+               for (n, d, s, r, e), c in zip(self.heads, cells, strict=True)]  # fmt: skip
+        self.heads, self.values = [], []
+        return out
+
+
+def _summary_cell(v: Any) -> str:
+    """The cell of one statistic that is not a finite number, as :func:`_summary` shows it."""
+    return _fmt(_summary([v])[0])
+
+
 def _same_text(a: Any, b: Any) -> bool:
-    """Whether two entries' values are the same text: equal (NaN never is) and serialised alike (1 == 1.0 ==
-    True and -0.0 == 0.0 are equal values, not equal texts: msprobe's diff of them is not 0)."""
-    if a != b:
-        return False
+    """Whether two entries' values are the same text: serialised alike (1 == 1.0 == True and -0.0 == 0.0 are equal
+    values, not equal texts: msprobe's diff of them is not 0), and equal where orjson writes a null (None, and
+    NaN and the infs, which it writes alike; NaN is never equal)."""
     try:
-        return orjson.dumps(a) == orjson.dumps(b)
+        text = orjson.dumps(a)
+        return text == orjson.dumps(b) and (b"null" not in text or a == b)
     except orjson.JSONEncodeError:  # an integer beyond 64 bits (parsed by the stdlib): not shown alike here
         return False
 
@@ -789,26 +857,36 @@ def _rows(
     done: list[str] = []  # lines not yet written
     stack_texts: dict[int, str] = {}  # by the id of a stack in ``stack``, its cell
     info = None
+    same = _SameRows()
     for entry in Side(npu_path).entries():
-        if len(done) > 4096:  # written many lines at once: a write per line costs more
+        if len(done) + len(same.heads) > 4096:  # written many lines at once: a write per line costs more
+            done += same.lines()
             if write is not None:
                 write("".join(done))
             done.clear()
         match = bench.match(entry.key)
-        items = entry.items(md5)
         if stack is not None:  # one call stack is many entries' (msprobe's stack.json lists their names under it)
             where = stack.get(entry.name, N_A)
             if (info := stack_texts.get(id(where))) is None:
-                info = stack_texts[id(where)] = _fmt(where)
-        n += len(items)
-        if match is not None and not md5:
-            if match.name == entry.name and _same_text(match.data, entry.data):  # the same on both sides: all pass
-                same = _passing_lines(items, None, (0, 0), info)
-            else:
-                same = _passing_lines(items, match.items(md5), (len(entry.name), len(match.name)), info)
-            if same is not None:
-                done += same
+                info = stack_texts[id(where)] = _stack_cell(where)
+        if match is not None and not md5 and match.name == entry.name and _same_text(match.data, entry.data):
+            items = entry.items(md5)
+            n += len(items)
+            if same.add(items, info):
                 continue
+            done += same.lines()
+            if (lines := _passing_lines(items, None, (0, 0), info)) is not None:
+                done += lines
+                continue
+        else:
+            items = entry.items(md5)
+            n += len(items)
+            done += same.lines()
+            if match is not None and not md5:
+                lines = _passing_lines(items, match.items(md5), (len(entry.name), len(match.name)), info)
+                if lines is not None:
+                    done += lines
+                    continue
         theirs = {it.name.replace(match.name, "", 1): it for it in match.items(md5)} if match is not None else {}
         rows = []
         for item in items:
@@ -826,6 +904,7 @@ def _rows(
             if info is not None:
                 info = N_A
         done += lines
+    done += same.lines()
     if write is not None:
         write("".join(done))
     return n
