@@ -29,6 +29,17 @@ def compare(cwd: Path, cache: Path, *args: str) -> subprocess.CompletedProcess[s
     return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, check=False, timeout=1200)
 
 
+def compare_shipped(scenario: str, cache: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m harness compare`` on a shipped scenario, in the checkout, with the caller's HARNESS_ settings
+    dropped (its defaults are what is tested); its output printed, for pytest's log of a run of minutes."""
+    root = Path(__file__).resolve().parents[1]
+    argv = [sys.executable, "-m", "harness", "compare", str(root / "scenarios" / scenario), *args]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")} | {"HARNESS_CACHE_DIR": str(cache)}
+    proc = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, check=False, timeout=3000)
+    print(proc.stdout)
+    return proc
+
+
 def test_a_commit_that_stops_dumping_a_stage_is_flagged_by_pytest_under_docker(
     repo: VerlRepo, cache: Path, small: Path
 ):
@@ -136,12 +147,9 @@ def test_a_commit_that_waits_in_the_profilers_start_regresses_overhead_with_the_
     options (pairs added while INCONCLUSIVE, harness.pipeline.base_head) says REGRESSED on a gated overhead figure,
     exit 1. The shipped scenario, not the small variant: minutes (2-6 runs a side, each an off and an on training)."""
     res = tmp_path / "cmp_wait"
-    root = Path(__file__).resolve().parents[1]
-    argv = [sys.executable, "-m", "harness", "compare", str(root / "scenarios" / "tiny_fsdp_l1.yaml"),
-            f"--base={repo.path}@v0.9.1", f"--head={repo.path}@wait", f"--results={res}"]  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")} | {"HARNESS_CACHE_DIR": str(cache)}
-    proc = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, check=False, timeout=3000)
-    print(proc.stdout)
+    proc = compare_shipped(
+        "tiny_fsdp_l1.yaml", cache, f"--base={repo.path}@v0.9.1", f"--head={repo.path}@wait", f"--results={res}"
+    )
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
     lines = proc.stdout.splitlines()
     assert any(ln.startswith("REGRESSED tiny_fsdp_l1: overhead.wall.") for ln in lines), proc.stdout[-3000:]
@@ -161,13 +169,16 @@ def test_verl_real_trainer_repeats_itself_so_its_numerics_are_judged(repo: VerlR
     gradient's size) and the rollout's default temperature lowered to 0.6 (other tokens: every layer's inputs move
     with its outputs)."""
     res = tmp_path / "cmp_real"
-    root = Path(__file__).resolve().parents[1]
-    argv = [sys.executable, "-m", "harness", "compare", str(root / "scenarios" / "real_fsdp_l0.yaml"),
-            f"--base={repo.path}@v0.9.1", f"--head={repo.path}@neutral", f"--results={res}",
-            "--repeats=2", "--max-repeats=2", "--judge=disk,structure"]  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")} | {"HARNESS_CACHE_DIR": str(cache)}
-    proc = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, check=False, timeout=3000)
-    print(proc.stdout)
+    proc = compare_shipped(
+        "real_fsdp_l0.yaml",
+        cache,
+        f"--base={repo.path}@v0.9.1",
+        f"--head={repo.path}@neutral",
+        f"--results={res}",
+        "--repeats=2",
+        "--max-repeats=2",
+        "--judge=disk,structure",
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "note real_fsdp_l0: numerics: determinism self-check clean (" in proc.stdout
     assert "note real_fsdp_l0: numerics: 3 of 3 step/stage dumps match base (" in proc.stdout
@@ -181,12 +192,9 @@ def test_a_commit_that_changes_verl_real_trainers_numbers_is_named(repo: VerlRep
     base's own runs repeat (the self-check clean), so head's numerics are judged: REGRESSED, exit 1, the first
     diverging API the embedding, where the weights' dtype first shows. ~9 min (base 2 runs, head 1)."""
     res = tmp_path / "cmp_fp32"
-    root = Path(__file__).resolve().parents[1]
-    argv = [sys.executable, "-m", "harness", "compare", str(root / "scenarios" / "real_fsdp_l0.yaml"),
-            f"--base={repo.path}@v0.9.1", f"--head={repo.path}@fp32", f"--results={res}"]  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")} | {"HARNESS_CACHE_DIR": str(cache)}
-    proc = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, check=False, timeout=3000)
-    print(proc.stdout)
+    proc = compare_shipped(
+        "real_fsdp_l0.yaml", cache, f"--base={repo.path}@v0.9.1", f"--head={repo.path}@fp32", f"--results={res}"
+    )
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "note real_fsdp_l0: numerics: determinism self-check clean (" in proc.stdout
     named = [ln for ln in proc.stdout.splitlines() if ln.startswith("REGRESSED real_fsdp_l0: numerics step_")]

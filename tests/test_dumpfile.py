@@ -73,6 +73,32 @@ def test_msprobe_written_nan_and_infinity_literals(tmp_path):
     assert math.isnan(stats["Max"]) and stats["Min"] == -math.inf and stats["Mean"] == math.inf
 
 
+@pytest.mark.parametrize("chunk", [7, 300, 1 << 20])
+def test_entries_texts_are_theirs_as_msprobe_wrote_them(tmp_path, monkeypatch, chunk):
+    """batches_with_texts: where a run of entries is cut in msprobe's layout, each entry's text (an entry equal on
+    both sides of a compare is told by it); another layout has none, and its entries are read all the same."""
+    monkeypatch.setattr(dumpfile, "CHUNK", chunk)
+    monkeypatch.setattr(dumpfile, "BATCH", chunk)
+    doc = _doc(6)
+    path = tmp_path / "dump.json"
+    save_json(str(path), doc, indent=1)
+    runs = list(DumpFile(path).batches_with_texts())
+    assert _same([kv for batch, _ in runs for kv in batch.items()], list(_streamed(path)[1]))
+    assert [name for batch, texts in runs if texts for name in batch] == list(doc["data"])  # every one told here
+    for batch, texts in runs:
+        for name, text in zip(batch, texts or [], strict=True):
+            assert _same(json.loads('{"' + text + "}"), {name: batch[name]})
+    twice = '{\n "data": {\n  "a": {\n   "x": 1\n  },\n  "a": {\n   "x": 2\n  }\n }\n}'  # a name twice
+    # and another member between them, after an indent of its own: as many texts as members, but not theirs
+    uneven = twice.replace('},\n  "a"', '},\n   "b": 3,\n  "a"')
+    for text in (twice, uneven):
+        path.write_text(text)
+        for batch, texts in DumpFile(path).batches_with_texts():
+            assert texts is None or [json.loads('{"' + t + "}") for t in texts] == [{k: v} for k, v in batch.items()]
+    path.write_text(json.dumps(doc))  # no indent: not msprobe's layout
+    assert {texts for _, texts in DumpFile(path).batches_with_texts()} == {None}
+
+
 def test_the_collector_is_paused_only_while_a_dump_is_read(tmp_path):
     path = tmp_path / "dump.json"
     path.write_text(json.dumps(_doc(3), indent=1))

@@ -31,6 +31,7 @@ MAX_VALUE = 64 << 20  # one entry or header value; more than this is a broken fi
 LONGEST_TOKEN = 1 << 20  # names, dtypes, md5s: no string in a dump comes near this
 _ENTRY_START = '\n  "'  # data's first member, as json.dump(indent=1) lays it out
 _ENTRY_END = "\n  }"  # where such a member that is an object ends
+_ENTRY_SEP = "," + _ENTRY_START  # between two members of data
 BATCH = 1 << 14  # characters of entries per orjson call: amortises the call, and a NaN in it wastes little
 _SPACE = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()  # accepts NaN, Infinity and -Infinity
@@ -89,6 +90,15 @@ class DumpFile:
         with open_regular(self.path) as f, _collector_paused():
             yield from _document(_Window(f), self)
 
+    def batches_with_texts(self) -> Iterator[tuple[dict[str, Any], list[str] | None]]:
+        """:meth:`batches`, each with its entries' texts in order (``name": {...}``: from after the name's opening
+        quote), where msprobe's layout cuts them; None otherwise. Two entries of one text are the same, told without
+        comparing their values (the numerics compare's test of an entry equal on both sides)."""
+        with open_regular(self.path) as f, _collector_paused():
+            w = _Window(f, keep=True)
+            for batch in _document(w, self):
+                yield batch, w.texts
+
 
 @contextmanager
 def _collector_paused() -> Iterator[None]:
@@ -109,8 +119,10 @@ def _collector_paused() -> Iterator[None]:
 class _Window:
     """The unread text of a file: ``buf[pos:]``, refilled as the parse moves on."""
 
-    def __init__(self, f: BinaryIO) -> None:
+    def __init__(self, f: BinaryIO, keep: bool = False) -> None:
         self.f = f
+        self.keep = keep  # the last members' texts kept in ``texts`` (DumpFile.batches_with_texts)
+        self.texts: list[str] | None = None
         self.decode = codecs.getincrementaldecoder("utf-8")().decode
         self.buf, self.pos, self.base, self.eof = "", 0, 0, False
 
@@ -180,8 +192,14 @@ class _Window:
             end = self.buf.find(_ENTRY_END, self.pos)
         if end >= 0 and (cut := _leading_members(self.buf[self.pos : end + len(_ENTRY_END)])) is not None:
             items, length = cut
+            if self.keep:  # the texts after each entry's opening quote, split where the next opens (a line of
+                # data's indent: deeper inside an entry, and JSON strings hold no newline)
+                texts = self.buf[self.pos + 1 : self.pos + length].split(_ENTRY_SEP)
+                aligned = len(texts) == len(items) and all(map(str.startswith, texts, map('{}": '.format, items)))
+                self.texts = texts if aligned else None  # a name twice is one member
             self.pos += length
             return items
+        self.texts = None
         return {self.key(): self.value()}
 
 
@@ -238,6 +256,6 @@ def _data(w: _Window, cut: bool) -> Iterator[dict[str, Any]]:
         return
     while True:
         w.peek()
-        yield w.members() if cut else {w.key(): w.value()}
+        yield w.members() if cut else {w.key(): w.value()}  # w.texts: None unless cut (never set otherwise)
         if w.take(",}") == "}":
             return

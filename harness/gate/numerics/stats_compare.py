@@ -42,6 +42,7 @@ import zlib
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +111,7 @@ class Entry:
     name: str
     key: str
     data: Any
+    text: str | None = None  # as written, where msprobe's layout shows it (DumpFile.batches_with_texts)
 
     def items(self, crc: bool) -> list[Item]:
         """Its rows' sides, parsed when asked (the name index needs less); ``crc``: md5 mode's CRC-32s too."""
@@ -275,9 +277,10 @@ class Side:
         self.backward: dict[str, int] = defaultdict(int)
 
     def entries(self) -> Iterator[Entry]:
-        for batch in self.dump.batches():
-            for name, data in batch.items():
+        for batch, texts in self.dump.batches_with_texts():
+            for (name, data), text in zip(batch.items(), texts or repeat(None), strict=texts is not None):
                 if (entry := self.entry(name, data)) is not None:
+                    entry.text = text
                     yield entry
 
     def entry(self, name: str, data: Any) -> Entry | None:
@@ -769,6 +772,15 @@ def _summary_cell(v: Any) -> str:
     return _fmt(_summary([v])[0])
 
 
+def _same(entry: Entry, match: Entry) -> bool:
+    """Whether an entry is the same text on both sides: its text as written where both dumps are in msprobe's
+    layout (its name included; NaN and the infs as written: msprobe's rows of two alike are the same rows of zero
+    diffs), else its name and :func:`_same_text`."""
+    if entry.text is not None and match.text is not None:
+        return entry.text == match.text
+    return match.name == entry.name and _same_text(match.data, entry.data)
+
+
 def _same_text(a: Any, b: Any) -> bool:
     """Whether two entries' values are the same text: serialised alike (1 == 1.0 == True and -0.0 == 0.0 are equal
     values, not equal texts: msprobe's diff of them is not 0), and equal where orjson writes a null (None, and
@@ -859,7 +871,8 @@ def _rows(
     info = None
     same = _SameRows()
     for entry in Side(npu_path).entries():
-        if len(done) + len(same.heads) > 4096:  # written many lines at once: a write per line costs more
+        if len(done) + len(same.heads) > 512:  # a write per line costs more; a join of thousands (MBs with a stack
+            # column) takes fresh memory each time: 5x the page faults on real_fsdp_l1's trees
             done += same.lines()
             if write is not None:
                 write("".join(done))
@@ -869,7 +882,7 @@ def _rows(
             where = stack.get(entry.name, N_A)
             if (info := stack_texts.get(id(where))) is None:
                 info = stack_texts[id(where)] = _stack_cell(where)
-        if match is not None and not md5 and match.name == entry.name and _same_text(match.data, entry.data):
+        if match is not None and not md5 and _same(entry, match):
             items = entry.items(md5)
             n += len(items)
             if same.add(items, info):
