@@ -135,9 +135,14 @@ def _line(engine: str, r: dict, mb: float) -> str:
 
 
 def _runs(tp: Path, gp: Path, out: Path, repeat: int, mb: float) -> None:
-    """The harness's compare ``repeat`` times, each in a fresh child: its median and fastest run (one run's CPU
-    time moves by a third on a shared runner)."""
-    runs = sorted((_run("harness", tp, gp, out) for _ in range(repeat)), key=lambda r: r["own"])
+    """The harness's compare ``repeat`` times, each in a fresh child and into an empty dir, as the harness's results
+    dir is (not over the last run's CSVs): its median and fastest run (one run's CPU time moves by a third on a
+    shared runner)."""
+    runs = []
+    for _ in range(repeat):
+        shutil.rmtree(out, ignore_errors=True)
+        runs.append(_run("harness", tp, gp, out))
+    runs.sort(key=lambda r: r["own"])
     median, fastest = runs[len(runs) // 2], runs[0]
     print(_line("harness", median, mb) + f"  median of {repeat}", flush=True)
     if repeat > 1:

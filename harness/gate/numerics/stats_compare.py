@@ -735,35 +735,41 @@ def _passing_lines(
 class _SameRows:
     """The lines of entries the same on both sides (:func:`_same_text`), rendered a run of entries at a time: every
     diff is 0, both sides' cells are the same and no checker can flag a row, so each line follows from its leaf
-    alone, and one orjson call writes the statistics of the whole run."""
+    alone, and one orjson call writes the statistics of the whole run. A line's end (its stack cell, a few KB on
+    an entry's first row) is kept apart from the rest, so that it is copied once, by the join that writes it."""
 
-    def __init__(self) -> None:
-        self.heads: list[tuple[str, str, str, str, str]] = []  # name, dtype, shape, requires_grad, line end
+    def __init__(self, rest: str) -> None:
+        self.rest = rest  # the end of a row after an entry's first
+        self.heads: list[tuple[str, str, str, str]] = []  # name, dtype, shape, requires_grad
+        self.ends: list[str] = []
         self.values: list[Any] = []  # four statistics per head
 
-    def add(self, items: list[Item], stack: str | None) -> bool:
-        """The entry's rows held for the next :meth:`lines`; False (none held) where two leaves have one name (a
-        gradient's list: each matched with the bench's last)."""
+    def add(self, items: list[Item], end: str) -> bool:
+        """The entry's rows held for the next :meth:`lines` (``end``: its first row's); False (none held) where
+        two leaves have one name (a gradient's list: each matched with the bench's last)."""
         if len({it.name for it in items}) != len(items):
             return False
         plain = not _quoted("".join(f"{it.name}{it.dtype}{it.req_grad}" for it in items))  # none quoted, as usual
-        end = "\n" if stack is None else f",{stack}\n"
         for it in items:
             n, d, r = _named(it, plain)
-            self.heads.append((n, d, _kept_cell(it.shape), r, end))
+            self.heads.append((n, d, _kept_cell(it.shape), r))
             self.values += it.stats
-            end = end if stack is None else f",{N_A}\n"
+        if items:
+            self.ends.append(end)
+            self.ends += [self.rest] * (len(items) - 1)
         return True
 
     def lines(self) -> list[str]:
-        """The held rows' lines; none held after."""
+        """The held rows' lines, each in two parts (the end apart); none held after."""
         if not self.heads:
             return []
         t = _float_texts(self.values, _summary_cell)
         cells = [f"{a},{b},{c},{d}" for a, b, c, d in zip(t[0::4], t[1::4], t[2::4], t[3::4], strict=True)]
-        out = [f"{n},{n},{d},{d},{s},{s},{r},{r},{_ZEROS},{c},{c},True,pass,[]{e}"
-               for (n, d, s, r, e), c in zip(self.heads, cells, strict=True)]  # fmt: skip
-        self.heads, self.values = [], []
+        out = [""] * (2 * len(cells))
+        out[0::2] = [f"{n},{n},{d},{d},{s},{s},{r},{r},{_ZEROS},{c},{c},True,pass,[]"
+                     for (n, d, s, r), c in zip(self.heads, cells, strict=True)]  # fmt: skip
+        out[1::2] = self.ends
+        self.heads, self.ends, self.values = [], [], []
         return out
 
 
@@ -867,9 +873,9 @@ def _rows(
 ) -> int:
     n = 0
     done: list[str] = []  # lines not yet written
-    stack_texts: dict[int, str] = {}  # by the id of a stack in ``stack``, its cell
-    info = None
-    same = _SameRows()
+    stack_texts: dict[int, tuple[str, str]] = {}  # by the id of a stack in ``stack``, its cell and a line's end
+    info, end = None, "\n"
+    same = _SameRows("\n" if stack is None else f",{N_A}\n")
     for entry in Side(npu_path).entries():
         if len(done) + len(same.heads) > 512:  # a write per line costs more; a join of thousands (MBs with a stack
             # column) takes fresh memory each time: 5x the page faults on real_fsdp_l1's trees
@@ -880,12 +886,14 @@ def _rows(
         match = bench.match(entry.key)
         if stack is not None:  # one call stack is many entries' (msprobe's stack.json lists their names under it)
             where = stack.get(entry.name, N_A)
-            if (info := stack_texts.get(id(where))) is None:
-                info = stack_texts[id(where)] = _stack_cell(where)
+            if (known := stack_texts.get(id(where))) is None:
+                cell = _stack_cell(where)
+                known = stack_texts[id(where)] = cell, f",{cell}\n"
+            info, end = known
         if match is not None and not md5 and _same(entry, match):
             items = entry.items(md5)
             n += len(items)
-            if same.add(items, info):
+            if same.add(items, end):
                 continue
             done += same.lines()
             if (lines := _passing_lines(items, None, (0, 0), info)) is not None:
