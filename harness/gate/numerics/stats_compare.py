@@ -24,8 +24,13 @@ tests:
   unmatched warning.
 
 Memory: the entries of the bench not yet reached by the target, plus the bench's entry names (the name index,
-about 100 bytes per entry, built only where the two dumps' orders part), plus one run of parsed entries: bounded
-where both dumps list their APIs in the same order, as two runs of one code do.
+about 100 bytes per entry, built only where the two dumps' orders part), plus one run of parsed entries and up to
+512 lines not yet written: bounded where both dumps list their APIs in the same order, as two runs of one code do.
+Kept across files: up to 512 call stacks' cells (~5 KB each on real_fsdp_l1: its ranks and steps share them).
+
+Speed (benchmarks/numerics_compare.py): most rows of two runs of one code are entries the same text on both sides,
+told by their text as written and rendered a run at a time; the cost is then parsing, a row's leaf read and its
+line, per row in Python.
 """
 
 from __future__ import annotations
