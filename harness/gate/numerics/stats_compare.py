@@ -668,63 +668,46 @@ def _named(it: Item, plain: bool) -> tuple[str, str, str]:
     return (it.name, it.dtype, it.req_grad) if plain else (_cell(it.name), _cell(it.dtype), _cell(it.req_grad))
 
 
-def _passing_lines(
-    items: list[Item], theirs: list[Item] | None, skip: tuple[int, int], stack: str | None
-) -> list[str] | None:
-    """The CSV lines of an entry whose every row passes, straight from its leaves: most of a compare of two runs of
-    one code, where the rows' objects and checkers would cost most. ``theirs``: the bench's leaves in the same
-    order, named past ``skip`` characters (the two entries' names) as the target's are; None: the entry's text
-    the same on both sides (:func:`_same_text`), where every diff is 0 and no checker can flag a row. None where
-    that cannot be shown this way: two leaves of one name (a gradient's list: each matched with the bench's
-    last); for a moved entry, a leaf of another name, dtype, shape or requires_grad, a statistic not a finite
-    non-zero float (zeros: equal values, not always equal texts: -0.0 == 0.0, msprobe diffs them), a "class"
-    dtype (the scalar-parameters checker), or norms moved enough for the relative-error checkers (what is left
-    can only pass: the other checkers need a NaN/Inf or one of the differences tested here)."""
-    if len({it.name for it in items}) != len(items):
+def _passing_lines(items: list[Item], theirs: list[Item], skip: tuple[int, int], stack: str | None) -> list[str] | None:
+    """The CSV lines of an entry moved on head whose every row passes, straight from its leaves: where the rows'
+    objects and checkers would cost most. ``theirs``: the bench's leaves in the same order, named past ``skip``
+    characters (the two entries' names) as the target's are. None where that cannot be shown this way: two leaves
+    of one name (a gradient's list: each matched with the bench's last), a leaf of another name, dtype, shape or
+    requires_grad, a statistic not a finite non-zero float (zeros: equal values, not always equal texts: -0.0 ==
+    0.0, msprobe diffs them), a "class" dtype (the scalar-parameters checker), or norms moved enough for the
+    relative-error checkers (what is left can only pass: the other checkers need a NaN/Inf or one of the
+    differences tested here)."""
+    if len({it.name for it in items}) != len(items) or len(theirs) != len(items):
         return None
+    for it, bt in zip(items, theirs, strict=True):
+        if (it.dtype != bt.dtype or it.shape != bt.shape or it.req_grad != bt.req_grad
+                or it.name[skip[0] :] != bt.name[skip[1] :]):  # fmt: skip
+            return None
+    for side in (items, theirs):
+        values = [v for it in side for v in it.stats]
+        if set(map(type, values)) != _FLOAT_ONLY or not all(values) or (x := sum(values)) - x != 0:
+            return None  # not all finite non-zero floats (a sum of finite floats that overflows: row by row)
     text = "".join(f"{it.name}{it.dtype}{it.req_grad}" for it in items)
-    if theirs is None:  # every diff 0, both sides' cells the same
-        cells = _stats_cells([v for it in items for v in _summary(it.stats)])
-        plain = not _quoted(text)  # no cell quoted, as is usual
-        lines = []
-        end = "\n" if stack is None else f",{stack}\n"
-        for it, c in zip(items, cells, strict=True):
-            n, d, r = _named(it, plain)
-            s = _kept_cell(it.shape)
-            lines.append(f"{n},{n},{d},{d},{s},{s},{r},{r},{_ZEROS},{c},{c},True,pass,[]{end}")
-            end = end if stack is None else f",{N_A}\n"
-        return lines
-    else:
-        if len(theirs) != len(items):
-            return None
-        for it, bt in zip(items, theirs, strict=True):
-            if (it.dtype != bt.dtype or it.shape != bt.shape or it.req_grad != bt.req_grad
-                    or it.name[skip[0] :] != bt.name[skip[1] :]):  # fmt: skip
-                return None
-        for side in (items, theirs):
-            values = [v for it in side for v in it.stats]
-            if set(map(type, values)) != _FLOAT_ONLY or not all(values) or (x := sum(values)) - x != 0:
-                return None  # not all finite non-zero floats (a sum of finite floats that overflows: row by row)
-        if "class" in text:
-            return None
-        diffs, into, out = [], 0.0, 0.0  # out, into: the largest norm relative error of the outputs, the inputs
-        for it, bt in zip(items, theirs, strict=True):
-            if it.stats == bt.stats:
-                diffs.append(_ZEROS)
-                continue
-            pairs = list(zip(it.stats, bt.stats, strict=True))
-            texts = ["0" if a == b else repr(a - b) for a, b in pairs]
-            diffs.append(",".join(texts + ["0" if a == b else f"{abs((a - b) / b * 100)}%" for a, b in pairs]))
-            a, b = pairs[3]
-            rel = abs((a - b) / b * 100) / 100 if a != b else 0.0
-            if ".output." in it.name:
-                out = max(out, rel)
-            else:
-                into = max(into, rel)
-        if (into < 0.1 and out > 0.5) or (into == 0 and out > 0.1) or (into != 0 and out / into > 10):
-            return None  # RelativeErrChecker, RelativeWarnChecker: those outputs' rows may not pass
-        cells = _group_cells([g for it, bt in zip(items, theirs, strict=True) for g in (it.stats, bt.stats)])
-        text += "".join(bt.name for bt in theirs)
+    if "class" in text:
+        return None
+    diffs, into, out = [], 0.0, 0.0  # out, into: the largest norm relative error of the outputs, the inputs
+    for it, bt in zip(items, theirs, strict=True):
+        if it.stats == bt.stats:
+            diffs.append(_ZEROS)
+            continue
+        pairs = list(zip(it.stats, bt.stats, strict=True))
+        texts = ["0" if a == b else repr(a - b) for a, b in pairs]
+        diffs.append(",".join(texts + ["0" if a == b else f"{abs((a - b) / b * 100)}%" for a, b in pairs]))
+        a, b = pairs[3]
+        rel = abs((a - b) / b * 100) / 100 if a != b else 0.0
+        if ".output." in it.name:
+            out = max(out, rel)
+        else:
+            into = max(into, rel)
+    if (into < 0.1 and out > 0.5) or (into == 0 and out > 0.1) or (into != 0 and out / into > 10):
+        return None  # RelativeErrChecker, RelativeWarnChecker: those outputs' rows may not pass
+    cells = _group_cells([g for it, bt in zip(items, theirs, strict=True) for g in (it.stats, bt.stats)])
+    text += "".join(bt.name for bt in theirs)
     plain = not _quoted(text)
     lines = []
     end = "\n" if stack is None else f",{stack}\n"
@@ -738,7 +721,7 @@ def _passing_lines(
 
 
 class _SameRows:
-    """The lines of entries the same on both sides (:func:`_same_text`), rendered a run of entries at a time: every
+    """The lines of entries the same on both sides (:func:`_same`), rendered a run of entries at a time: every
     diff is 0, both sides' cells are the same and no checker can flag a row, so each line follows from its leaf
     alone, and one orjson call writes the statistics of the whole run. A line's end (its stack cell, a few KB on
     an entry's first row) is kept apart from the rest, so that it is copied once, by the join that writes it."""
@@ -895,24 +878,16 @@ def _rows(
                 cell = _stack_cell(where)
                 known = stack_texts[id(where)] = cell, f",{cell}\n"
             info, end = known
-        if match is not None and not md5 and _same(entry, match):
-            items = entry.items(md5)
-            n += len(items)
-            if same.add(items, end):
-                continue
-            done += same.lines()
-            if (lines := _passing_lines(items, None, (0, 0), info)) is not None:
+        items = entry.items(md5)
+        n += len(items)
+        if match is not None and not md5 and _same(entry, match) and same.add(items, end):
+            continue  # the same on both sides: all pass
+        done += same.lines()
+        if match is not None and not md5:
+            lines = _passing_lines(items, match.items(md5), (len(entry.name), len(match.name)), info)
+            if lines is not None:
                 done += lines
                 continue
-        else:
-            items = entry.items(md5)
-            n += len(items)
-            done += same.lines()
-            if match is not None and not md5:
-                lines = _passing_lines(items, match.items(md5), (len(entry.name), len(match.name)), info)
-                if lines is not None:
-                    done += lines
-                    continue
         theirs = {it.name.replace(match.name, "", 1): it for it in match.items(md5)} if match is not None else {}
         rows = []
         for item in items:
