@@ -11,6 +11,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +98,41 @@ def test_entries_texts_are_theirs_as_msprobe_wrote_them(tmp_path, monkeypatch, c
             assert texts is None or [json.loads('{"' + t + "}") for t in texts] == [{k: v} for k, v in batch.items()]
     path.write_text(json.dumps(doc))  # no indent: not msprobe's layout
     assert {texts for _, texts in DumpFile(path).batches_with_texts()} == {None}
+
+
+@pytest.mark.parametrize("chunk", [7, 300, 1 << 20])
+def test_entries_read_lazily_are_the_entries_parsed(tmp_path, monkeypatch, chunk):
+    """batches_with_texts(lazy=True), as the compare reads its bench: where the texts are given, the names as
+    parsed and each value, read from its text, the value parsed; a run with a name escaped or a name twice is
+    parsed (no texts), as is another layout; a text that is not one member is refused when read."""
+    monkeypatch.setattr(dumpfile, "CHUNK", chunk)
+    monkeypatch.setattr(dumpfile, "BATCH", chunk)
+    doc = _doc(6)
+    escaped = dump_doc("mix", "actor_update", 3)
+    escaped["data"]['Tensor.a\\"b".0.forward'] = {"output": [tensor(1, 0, 0.5, 1)]}
+    twice = '{\n "data": {\n  "a": {\n   "x": 1\n  },\n  "a": {\n   "x": 2\n  }\n }\n}'  # one member where one run
+    path = tmp_path / "dump.json"
+    layouts = {"msprobe": json.dumps(doc, indent=1), "non-ASCII": json.dumps(doc, indent=1, ensure_ascii=False),
+               "no indent": json.dumps(doc), "escaped": json.dumps(escaped, indent=1), "twice": twice}  # fmt: skip
+    for layout, text in layouts.items():
+        path.write_text(text)
+        lazy = list(DumpFile(path).batches_with_texts(lazy=True))
+        read = [
+            (k, dumpfile.entry_value(t) if texts else v)
+            for batch, texts in lazy
+            for (k, v), t in zip(batch.items(), texts or repeat(None), strict=False)
+        ]
+        assert _same(read, list(_streamed(path)[1]))
+        told = [k for batch, texts in lazy if texts for k in batch]
+        assert all(v is None for batch, texts in lazy if texts for v in batch.values())
+        assert 'Tensor.a\\"b".0.forward' not in told
+        if layout in ("msprobe", "non-ASCII") or (layout == "twice" and chunk < 100):  # twice: runs of one
+            assert told == [k for k, _ in read]
+        elif layout != "escaped" or chunk > 1000:  # escaped: the runs of the other entries are told
+            assert told == []
+    for broken in ('a": {\n   "x": 1\n  },\n   "b": 3', 'a": {\n   "x": [1\n  }', 'a": 1, "b": 2'):
+        with pytest.raises(ValueError, match="not one JSON member"):
+            dumpfile.entry_value(broken)
 
 
 def test_the_collector_is_paused_only_while_a_dump_is_read(tmp_path):

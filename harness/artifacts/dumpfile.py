@@ -90,12 +90,15 @@ class DumpFile:
         with open_regular(self.path) as f, _collector_paused():
             yield from _document(_Window(f), self)
 
-    def batches_with_texts(self) -> Iterator[tuple[dict[str, Any], list[str] | None]]:
+    def batches_with_texts(self, lazy: bool = False) -> Iterator[tuple[dict[str, Any], list[str] | None]]:
         """:meth:`batches`, each with its entries' texts in order (``name": {...}``: from after the name's opening
         quote), where msprobe's layout cuts them; None otherwise. Two entries of one text are the same, told without
-        comparing their values (the numerics compare's test of an entry equal on both sides)."""
+        comparing their values (the numerics compare's test of an entry equal on both sides). ``lazy``: where the
+        texts are given, the batch's values are not parsed (None: :func:`entry_value` reads one when asked), its
+        names read from the texts; an entry so read is not checked to be JSON until then (the bench of a compare:
+        most of its entries are the same text as the target's, which is parsed)."""
         with open_regular(self.path) as f, _collector_paused():
-            w = _Window(f, keep=True)
+            w = _Window(f, keep=True, lazy=lazy)
             for batch in _document(w, self):
                 yield batch, w.texts
 
@@ -119,9 +122,10 @@ def _collector_paused() -> Iterator[None]:
 class _Window:
     """The unread text of a file: ``buf[pos:]``, refilled as the parse moves on."""
 
-    def __init__(self, f: BinaryIO, keep: bool = False) -> None:
+    def __init__(self, f: BinaryIO, keep: bool = False, lazy: bool = False) -> None:
         self.f = f
         self.keep = keep  # the last members' texts kept in ``texts`` (DumpFile.batches_with_texts)
+        self.lazy = lazy  # and, where they are, the members not parsed
         self.texts: list[str] | None = None
         self.decode = codecs.getincrementaldecoder("utf-8")().decode
         self.buf, self.pos, self.base, self.eof = "", 0, 0, False
@@ -190,17 +194,46 @@ class _Window:
             end = self.buf.find(_ENTRY_END, self.pos)
         while end < 0 and self.more():
             end = self.buf.find(_ENTRY_END, self.pos)
+        if (end >= 0 and self.lazy and self.buf.startswith('"', self.pos)
+                and (named := _named_texts(self.buf[self.pos + 1 : end + len(_ENTRY_END)])) is not None):  # fmt: skip
+            self.texts, names = named
+            self.pos = end + len(_ENTRY_END)
+            return dict.fromkeys(names)
         if end >= 0 and (cut := _leading_members(self.buf[self.pos : end + len(_ENTRY_END)])) is not None:
             items, length = cut
-            if self.keep:  # the texts after each entry's opening quote, split where the next opens (a line of
-                # data's indent: deeper inside an entry, and JSON strings hold no newline)
+            if self.keep and not self.lazy:  # the texts after each entry's opening quote, split where the next
+                # opens (a line of data's indent: deeper inside an entry, and JSON strings hold no newline)
                 texts = self.buf[self.pos + 1 : self.pos + length].split(_ENTRY_SEP)
                 aligned = len(texts) == len(items) and all(map(str.startswith, texts, map('{}": '.format, items)))
                 self.texts = texts if aligned else None  # a name twice is one member
+            else:
+                self.texts = None  # lazy: a run parsed has its values, not its texts
             self.pos += length
             return items
         self.texts = None
         return {self.key(): self.value()}
+
+
+def _named_texts(text: str) -> tuple[list[str], list[str]] | None:
+    """Entries' texts (from after each name's opening quote) and their names, split where data's next member opens
+    (a line of data's indent: deeper inside an entry, and JSON strings hold no newline), none parsed; None where a
+    name is not plain text (an escape) or comes twice (one member): those are parsed."""
+    texts = text.split(_ENTRY_SEP)
+    cuts = [t.find('": ') for t in texts]
+    names = [t[:c] for t, c in zip(texts, cuts, strict=True)]
+    joined = "".join(names)
+    if -1 in cuts or "\\" in joined or '"' in joined or len(set(names)) != len(names):
+        return None
+    return texts, names
+
+
+def entry_value(text: str) -> Any:
+    """One entry's value from its text (:meth:`DumpFile.batches_with_texts`); ValueError where the text is not one
+    JSON member."""
+    cut = _leading_members('"' + text)
+    if cut is None or len(cut[0]) != 1 or cut[1] != len(text) + 1:
+        raise ValueError(f"not one JSON member: entry {text[:200]!r}")
+    return next(iter(cut[0].values()))
 
 
 def _leading_members(text: str) -> tuple[dict[str, Any], int] | None:

@@ -30,7 +30,9 @@ Kept across files: up to 512 call stacks' cells (~5 KB each on real_fsdp_l1: its
 
 Speed (benchmarks/numerics_compare.py): most rows of two runs of one code are entries the same text on both sides,
 told by their text as written and rendered a run at a time; the cost is then parsing, a row's leaf read and its
-line, per row in Python.
+line, per row in Python. The bench's entries are parsed only where their text is not the target's (``Side(lazy=
+True)``): an entry of the bench that no row needs is not checked to be JSON here (the contents check parses every
+dump of a run).
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ from typing import Any
 
 import orjson
 
-from harness.artifacts.dumpfile import CHUNK, MAX_VALUE, DumpFile, open_regular
+from harness.artifacts.dumpfile import CHUNK, MAX_VALUE, DumpFile, entry_value, open_regular
 
 BASIC = ["NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape", "Bench Tensor Shape",
          "NPU Requires_grad", "Bench Requires_grad"]  # fmt: skip
@@ -70,7 +72,6 @@ _FLOATS = ({"Float16", "Float32", "Float64", "BFloat16"},
 _IO = (("input_args", ".input"), ("input_kwargs", ".input"), ("input", ".input"), ("output", ".output"),
        ("parameters", ".parameters"))  # fmt: skip
 _STATE = {"input_args": "input", "input_kwargs": "input"}
-_PLAIN_IO = (("input_args", ".input.", "input"), ("input", ".input.", "input"), ("output", ".output.", "output"))
 _IGNORE_ALL = {"empty", "empty_like", "numpy", "to", "__setitem__", "empty_with_format", "new_empty_strided",
                "new_empty", "empty_strided"}  # fmt: skip
 _IGNORE_INPUT = {"_reduce_scatter_base", "_all_gather_base", "all_to_all_single", "batch_isend_irecv"}
@@ -90,7 +91,7 @@ _LEVEL = {"pass": 0, "warning": 1, "error": 2}
 NPU_NAME, BENCH_NAME, NPU_DTYPE, BENCH_DTYPE, NPU_SHAPE, BENCH_SHAPE, NPU_REQ, BENCH_REQ = range(8)
 NORM_REL, NPU_MAX, NPU_MIN, BENCH_MAX, BENCH_MIN = 15, 16, 17, 20, 21
 NPU_MD5, BENCH_MD5 = 8, 9
-_TENSOR = operator.itemgetter("type", "dtype", "shape", "Max", "Min", "Mean", "Norm", "requires_grad")
+_TENSOR = operator.itemgetter("shape", "Max", "Min", "Mean", "Norm", "requires_grad")
 _FLOAT_ONLY = {float}
 _ZEROS = "0,0,0,0,0,0,0,0"  # the diffs and relative errors of two equal statistics
 _REORDER = {"parameters": 1, "output": 2, "parameters_grad": 3}  # inputs first, then these
@@ -109,64 +110,41 @@ class Item:
     md5: str
 
 
-@dataclass
+_UNREAD = object()  # an entry's value not parsed yet (the bench's: Side(lazy=True))
+
+
+@dataclass(slots=True)
 class Entry:
-    """One dump.json entry: its value as read and the key its rows are matched by (backward calls renumbered)."""
+    """One dump.json entry: its value and the key its rows are matched by (backward calls renumbered)."""
 
     name: str
     key: str
-    data: Any
+    value: Any  # as parsed, or _UNREAD: parsed from ``text`` when first asked for
     text: str | None = None  # as written, where msprobe's layout shows it (DumpFile.batches_with_texts)
+
+    @property
+    def data(self) -> Any:
+        if self.value is _UNREAD:
+            self.value = entry_value(self.text or "")
+        return self.value
 
     def items(self, crc: bool) -> list[Item]:
         """Its rows' sides, parsed when asked (the name index needs less); ``crc``: md5 mode's CRC-32s too."""
-        if not isinstance(self.data, dict):
+        if not isinstance(data := self.data, dict):
             return []
-        if not crc and (plain := self._plain()) is not None:
-            return plain
         name, split = self.name, self.name.split(".")
         items: list[Item] = []
         if split[-1] == "parameters_grad" or (len(split) >= 2 and split[-2] == "parameters_grad"):
-            _parse(self.data, name, "parameters_grad", True, crc, items)
+            _parse(data, name, "parameters_grad", True, crc, items)
         else:
             for io, suffix in _IO:
-                if io in self.data:
-                    _parse(self.data[io], name + suffix, _STATE.get(io, io), False, crc, items)
-        if "parameters" in self.data:  # else already inputs, then outputs
+                if io in data:
+                    if type(value := data[io]) is list and not crc:
+                        _tensors(value, name + suffix, _STATE.get(io, io), items)
+                    else:
+                        _parse(value, name + suffix, _STATE.get(io, io), False, crc, items)
+        if "parameters" in data:  # else already inputs, then outputs
             items.sort(key=lambda it: _REORDER.get(it.state, 0))  # stable: msprobe's reorder_index
-        return items
-
-    def _plain(self) -> list[Item] | None:
-        """The rows' sides of an entry of tensors only, in lists (input_args or input, output: most entries), in
-        statistics mode: what the general reading gives, without its per-leaf calls and tests; None otherwise."""
-        data, name = self.data, self.name
-        if "parameters" in data or data.get("input_kwargs") or ("input_args" in data and "input" in data):
-            return None
-        if "parameters_grad" in name.rsplit(".", 2)[-2:]:
-            return None
-        items = []
-        for key, suffix, state in _PLAIN_IO:
-            if (value := data.get(key)) is None:
-                if key in data:
-                    return None
-                continue
-            if type(value) is not list:
-                if value:
-                    return None
-                continue
-            for i, d in enumerate(value):
-                if type(d) is not dict or "class_type" in d:
-                    return None
-                try:  # a tensor's fields, as msprobe writes them in statistics mode: by one call
-                    kind, dtype, shape, mx, mn, mean, norm, req = _TENSOR(d)
-                except KeyError:  # one missing: None, as the general reading gives it
-                    kind, dtype, shape, req = d.get("type"), d.get("dtype"), d.get("shape"), d.get("requires_grad")
-                    mx, mn, mean, norm = d.get("Max"), d.get("Min"), d.get("Mean"), d.get("Norm")
-                if type(dtype) is not str or not dtype or type(kind) is not str:
-                    return None
-                req = "True" if req is True else "False" if req is False else N_A if req is None else str(req)
-                md5 = "None" if (md5 := d.get("md5")) is None else str(md5)
-                items.append(Item(f"{name}{suffix}{i}", state, dtype, str(shape), req, (mx, mn, mean, norm), md5))
         return items
 
 
@@ -233,6 +211,24 @@ def _gen_item(data: dict[str, Any], name: str, state: str, crc: bool) -> Item:
     return Item(name, state, str(dtype), str(shape), N_A if req is None else str(req), stats, str(md5))
 
 
+def _tensors(data: list[Any], name: str, state: str, out: list[Item]) -> None:
+    """:func:`_parse` of a list in statistics mode, its tensors' sides made here (most leaves are tensors in lists:
+    a call per leaf costs as much as the leaf); the rest by :func:`_parse`."""
+    for i, sub in enumerate(data):
+        if (type(sub) is dict and (dtype := sub.get("dtype")) and type(sub.get("type")) is str
+                and "class_type" not in sub):  # fmt: skip
+            try:  # a tensor's fields, as msprobe writes them in statistics mode: by one call
+                shape, mx, mn, mean, norm, req = _TENSOR(sub)
+            except KeyError:  # one missing: None, as _gen_item reads it
+                shape, req = sub.get("shape"), sub.get("requires_grad")
+                mx, mn, mean, norm = sub.get("Max"), sub.get("Min"), sub.get("Mean"), sub.get("Norm")
+            req = "True" if req is True else "False" if req is False else N_A if req is None else str(req)
+            md5 = "None" if (md5 := sub.get("md5")) is None else str(md5)
+            out.append(Item(f"{name}.{i}", state, str(dtype), str(shape), req, [mx, mn, mean, norm], md5))
+        else:
+            _parse(sub, f"{name}.{i}", state, False, False, out, 1)
+
+
 def _parse(data: Any, name: str, state: str, grad: bool, crc: bool, out: list[Item], depth: int = 0) -> None:
     """``op_item_parse``: the leaves of one input/output/parameters value, appended to ``out`` (a list, not a
     generator per level: this runs once per leaf of every entry)."""
@@ -275,16 +271,19 @@ def _split(name: str) -> tuple[str, str, str]:
 
 
 class Side:
-    """One dump.json read entry by entry, with msprobe's backward renumbering."""
+    """One dump.json read entry by entry, with msprobe's backward renumbering (``lazy``: an entry's value parsed
+    when first asked for, where its text is known)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, lazy: bool = False) -> None:
         self.dump = DumpFile(path)
+        self.lazy = lazy
         self.backward: dict[str, int] = defaultdict(int)
 
     def entries(self) -> Iterator[Entry]:
-        for batch, texts in self.dump.batches_with_texts():
+        for batch, texts in self.dump.batches_with_texts(self.lazy):
+            unread = self.lazy and texts is not None
             for (name, data), text in zip(batch.items(), texts or repeat(None), strict=texts is not None):
-                if (entry := self.entry(name, data)) is not None:
+                if (entry := self.entry(name, _UNREAD if unread else data)) is not None:
                     entry.text = text
                     yield entry
 
@@ -619,32 +618,50 @@ def _fmt_each(values: list[Any]) -> list[str]:
 
 
 _SIMPLE = {float, int, bool, type(None)}  # what orjson writes without a comma inside
+_SHORT_EXP = re.compile(r"e-(\d)\b")  # orjson's e-9 for repr's e-09
+_SMALL = re.compile(r"0\.0000([1-9])(\d*)")  # orjson's 0.000015 for repr's 1.5e-05 (after , [ or -)
+_WORD = re.compile(r",[^\d-]")  # a token that is not a number: null, true, false, a string
+
+
+def _repr_numbers(text: str) -> str:
+    """orjson's text of numbers (each after a comma or a bracket: the text opens with one) made repr's: the same
+    shortest digits, but repr's exponent of two digits at least (``e-09``, not ``e-9``) and its exponent from 1e-5
+    to 1e-4 (``1.5e-05``, not ``0.000015``). Each pattern opens with a literal, so that only its matches cost
+    Python calls (a lookbehind in front is tried at every character)."""
+    if "e-" in text:
+        text = _SHORT_EXP.sub(r"e-0\1", text)
+    if "0.0000" in text:
+        text = _SMALL.sub(_small, text)
+    return text
+
+
+def _small(m: re.Match[str]) -> str:
+    if m.string[m.start() - 1].isdigit():  # inside a number (10.00001)
+        return m[0]
+    return f"{m[1]}.{m[2]}e-05" if m[2] else f"{m[1]}e-05"
 
 
 def _float_texts(values: list[Any], other: Callable[[Any], str] = _fmt) -> list[str]:
     """Each value's cell (:func:`_fmt`; ``other``: the cell of a value that is not a finite number), by one orjson
-    call: a float's repr costs as much as the rest of its row. orjson writes the same shortest digits as repr but
-    its own exponent (``e-9``, not ``e-09``) and no exponent from 1e-5 to 1e-4: such a number is rendered by repr,
-    as is each value orjson writes otherwise (a string, a bool, null for None, NaN and the infs; a list or dict:
-    its text holds commas, so those go as null to keep the text's tokens one per value). tests/test_stats_compare.py
+    call (:func:`_repr_numbers`): a float's repr costs as much as the rest of its row. Each value orjson writes
+    otherwise (a string, a bool, null for None, NaN and the infs) is written by ``other``; a list's or dict's
+    text holds commas, so those go as null to keep the text's tokens one per value. tests/test_stats_compare.py
     checks the rule on random bit patterns and on each side of the thresholds."""
     if not values:
         return []
     try:
-        text = orjson.dumps(values).decode()[1:-1]
+        text = orjson.dumps(values).decode()
     except orjson.JSONEncodeError:  # an integer beyond 64 bits (parsed by the stdlib)
         return _fmt_each(values)
-    tokens = text.split(",")
-    if len(tokens) != len(values):  # a value with a comma in its text: each such value written by ``other``
-        text = orjson.dumps([v if type(v) in _SIMPLE else None for v in values]).decode()[1:-1]
-        tokens = text.split(",")
-    if '"' in text or "[" in text or "e" in text or "n" in text or "0.0000" in text:  # else numbers, as repr
-        return [
-            t if (kind := type(v)) is int or (kind is float and "e" not in t and t != "null"
-                                              and not t.startswith(("0.0000", "-0.0000")))
-            else repr(v) if kind is float and v - v == 0 else other(v)
-            for t, v in zip(tokens, values, strict=True)
-        ]  # fmt: skip
+    if text.count(",") != len(values) - 1:  # a value with a comma in its text
+        text = orjson.dumps([v if type(v) in _SIMPLE else None for v in values]).decode()
+    text = "," + text[1:-1]
+    tokens = _repr_numbers(text)[1:].split(",")
+    none = other(None)
+    at, i = 0, -1
+    for word in _WORD.finditer(text):  # the token's index: the commas up to it, less one (numbers hold none)
+        i += text.count(",", at, at := word.start() + 1)
+        tokens[i] = none if (v := values[i]) is None else other(v)
     return tokens
 
 
@@ -656,11 +673,8 @@ def _stats_cells(values: list[Any]) -> list[str]:
 
 def _group_cells(groups: list[Sequence[float]]) -> list[str]:
     """:func:`_stats_cells` of finite floats four to a group, by one orjson call on the groups: its text split
-    between them, where no number needs repr (:func:`_float_texts`)."""
-    text = orjson.dumps(groups).decode()
-    if "e" in text or "0.0000" in text:
-        return _stats_cells([v for g in groups for v in g])
-    return text[2:-2].split("],[")
+    between them."""
+    return _repr_numbers(orjson.dumps(groups).decode())[2:-2].split("],[")
 
 
 def _named(it: Item, plain: bool) -> tuple[str, str, str]:
@@ -728,36 +742,36 @@ class _SameRows:
 
     def __init__(self, rest: str) -> None:
         self.rest = rest  # the end of a row after an entry's first
-        self.heads: list[tuple[str, str, str, str]] = []  # name, dtype, shape, requires_grad
+        self.items: list[Item] = []
         self.ends: list[str] = []
-        self.values: list[Any] = []  # four statistics per head
 
     def add(self, items: list[Item], end: str) -> bool:
         """The entry's rows held for the next :meth:`lines` (``end``: its first row's); False (none held) where
         two leaves have one name (a gradient's list: each matched with the bench's last)."""
         if len({it.name for it in items}) != len(items):
             return False
-        plain = not _quoted("".join(f"{it.name}{it.dtype}{it.req_grad}" for it in items))  # none quoted, as usual
-        for it in items:
-            n, d, r = _named(it, plain)
-            self.heads.append((n, d, _kept_cell(it.shape), r))
-            self.values += it.stats
         if items:
+            self.items += items
             self.ends.append(end)
             self.ends += [self.rest] * (len(items) - 1)
         return True
 
     def lines(self) -> list[str]:
-        """The held rows' lines, each in two parts (the end apart); none held after."""
-        if not self.heads:
+        """The held rows' lines, each in two parts (the end apart); none held after. A run's cells are made by
+        comprehensions over the whole run: a call per row costs as much as its line."""
+        if not (items := self.items):
             return []
-        t = _float_texts(self.values, _summary_cell)
+        t = _float_texts([v for it in items for v in it.stats], _summary_cell)
         cells = [f"{a},{b},{c},{d}" for a, b, c, d in zip(t[0::4], t[1::4], t[2::4], t[3::4], strict=True)]
+        heads = [(it.name, it.dtype, it.req_grad) for it in items]
+        if _quoted("".join([f"{n}{d}{r}" for n, d, r in heads])):  # none quoted, as usual
+            heads = [(_cell(n), _cell(d), _cell(r)) for n, d, r in heads]
+        shapes = [_kept_cell(it.shape) for it in items]
         out = [""] * (2 * len(cells))
         out[0::2] = [f"{n},{n},{d},{d},{s},{s},{r},{r},{_ZEROS},{c},{c},True,pass,[]"
-                     for (n, d, s, r), c in zip(self.heads, cells, strict=True)]  # fmt: skip
+                     for (n, d, r), s, c in zip(heads, shapes, cells, strict=True)]  # fmt: skip
         out[1::2] = self.ends
-        self.heads, self.ends, self.values = [], [], []
+        self.items, self.ends = [], []
         return out
 
 
@@ -829,7 +843,7 @@ class _Bench:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.entries = Side(path).entries()
+        self.entries = Side(path, lazy=True).entries()
         self.pending: dict[str, Entry] = {}  # read, not yet asked for
         self.keys: set[str] | None = None
         self.read_any = False
@@ -865,7 +879,7 @@ def _rows(
     info, end = None, "\n"
     same = _SameRows("\n" if stack is None else f",{N_A}\n")
     for entry in Side(npu_path).entries():
-        if len(done) + len(same.heads) > 512:  # a write per line costs more; a join of thousands (MBs with a stack
+        if len(done) + len(same.items) > 512:  # a write per line costs more; a join of thousands (MBs with a stack
             # column) takes fresh memory each time: 5x the page faults on real_fsdp_l1's trees
             done += same.lines()
             if write is not None:
