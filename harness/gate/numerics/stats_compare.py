@@ -734,19 +734,23 @@ def _passing_lines(items: list[Item], theirs: list[Item], skip: tuple[int, int],
     return lines
 
 
-class _SameRows:
-    """The lines of entries the same on both sides (:func:`_same`), rendered a run of entries at a time: every
-    diff is 0, both sides' cells are the same and no checker can flag a row, so each line follows from its leaf
-    alone, and one orjson call writes the statistics of the whole run. A line's end (its stack cell, a few KB on
-    an entry's first row) is kept apart from the rest, so that it is copied once, by the join that writes it."""
+class _Pending:
+    """The CSV lines not yet written, in order. The rows of entries the same on both sides (:func:`_same`) are held
+    as their leaves and rendered a run at a time: every diff is 0, both sides' cells are the same and no checker
+    can flag a row, so each line follows from its leaf alone, and one orjson call writes the statistics of the
+    whole run. Other lines are kept as text after the held row they follow, so that a run goes on across the
+    entries that differ. A line's end (its stack cell, a few KB on an entry's first row) is kept apart from the
+    rest, so that it is copied once, by the join that writes it."""
 
     def __init__(self, rest: str) -> None:
         self.rest = rest  # the end of a row after an entry's first
+        self.first: list[str] = []  # lines before the first held row
         self.items: list[Item] = []
-        self.ends: list[str] = []
+        self.ends: list[str] = []  # each held row's end, and the lines after it
+        self.count = 0  # lines held
 
     def add(self, items: list[Item], end: str) -> bool:
-        """The entry's rows held for the next :meth:`lines` (``end``: its first row's); False (none held) where
+        """The entry's rows held as the same on both sides (``end``: its first row's); False (none held) where
         two leaves have one name (a gradient's list: each matched with the bench's last)."""
         if len({it.name for it in items}) != len(items):
             return False
@@ -754,13 +758,23 @@ class _SameRows:
             self.items += items
             self.ends.append(end)
             self.ends += [self.rest] * (len(items) - 1)
+            self.count += len(items)
         return True
 
+    def extend(self, lines: list[str]) -> None:
+        """Lines of an entry that differs, after those held."""
+        if self.ends:
+            self.ends[-1] += "".join(lines)
+        else:
+            self.first += lines
+        self.count += len(lines)
+
     def lines(self) -> list[str]:
-        """The held rows' lines, each in two parts (the end apart); none held after. A run's cells are made by
+        """The lines held, a held row's in two parts (the end apart); none held after. A run's cells are made by
         comprehensions over the whole run: a call per row costs as much as its line."""
         if not (items := self.items):
-            return []
+            out, self.first, self.count = self.first, [], 0
+            return out
         t = _float_texts([v for it in items for v in it.stats], _summary_cell)
         cells = [f"{a},{b},{c},{d}" for a, b, c, d in zip(t[0::4], t[1::4], t[2::4], t[3::4], strict=True)]
         heads = [(it.name, it.dtype, it.req_grad) for it in items]
@@ -771,7 +785,8 @@ class _SameRows:
         out[0::2] = [f"{n},{n},{d},{d},{s},{s},{r},{r},{_ZEROS},{c},{c},True,pass,[]"
                      for (n, d, r), s, c in zip(heads, shapes, cells, strict=True)]  # fmt: skip
         out[1::2] = self.ends
-        self.items, self.ends = [], []
+        out = self.first + out
+        self.first, self.items, self.ends, self.count = [], [], [], 0
         return out
 
 
@@ -874,17 +889,15 @@ def _rows(
     on_row: Callable[[Row], None],
 ) -> int:
     n = 0
-    done: list[str] = []  # lines not yet written
     stack_texts: dict[int, tuple[str, str]] = {}  # by the id of a stack in ``stack``, its cell and a line's end
     info, end = None, "\n"
-    same = _SameRows("\n" if stack is None else f",{N_A}\n")
+    pending = _Pending("\n" if stack is None else f",{N_A}\n")
     for entry in Side(npu_path).entries():
-        if len(done) + len(same.items) > 512:  # a write per line costs more; a join of thousands (MBs with a stack
-            # column) takes fresh memory each time: 5x the page faults on real_fsdp_l1's trees
-            done += same.lines()
+        if pending.count > 512:  # a write per line costs more; a join of thousands (MBs with a stack column) takes
+            # fresh memory each time: 5x the page faults on real_fsdp_l1's trees
+            lines = pending.lines()
             if write is not None:
-                write("".join(done))
-            done.clear()
+                write("".join(lines))
         match = bench.match(entry.key)
         if stack is not None:  # one call stack is many entries' (msprobe's stack.json lists their names under it)
             where = stack.get(entry.name, N_A)
@@ -894,13 +907,12 @@ def _rows(
             info, end = known
         items = entry.items(md5)
         n += len(items)
-        if match is not None and not md5 and _same(entry, match) and same.add(items, end):
+        if match is not None and not md5 and _same(entry, match) and pending.add(items, end):
             continue  # the same on both sides: all pass
-        done += same.lines()
         if match is not None and not md5:
             lines = _passing_lines(items, match.items(md5), (len(entry.name), len(match.name)), info)
             if lines is not None:
-                done += lines
+                pending.extend(lines)
                 continue
         theirs = {it.name.replace(match.name, "", 1): it for it in match.items(md5)} if match is not None else {}
         rows = []
@@ -918,8 +930,7 @@ def _rows(
             lines.append(_line(r, info, *stats[2 * i : 2 * i + 2]) if stats else _line(r, info, "", ""))
             if info is not None:
                 info = N_A
-        done += lines
-    done += same.lines()
+        pending.extend(lines)
     if write is not None:
-        write("".join(done))
+        write("".join(pending.lines()))
     return n
