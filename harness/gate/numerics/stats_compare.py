@@ -895,9 +895,9 @@ def _rows(
     for entry in Side(npu_path).entries():
         if pending.count > 512:  # a write per line costs more; a join of thousands (MBs with a stack column) takes
             # fresh memory each time: 5x the page faults on real_fsdp_l1's trees
-            lines = pending.lines()
+            held = pending.lines()
             if write is not None:
-                write("".join(lines))
+                write("".join(held))
         match = bench.match(entry.key)
         if stack is not None:  # one call stack is many entries' (msprobe's stack.json lists their names under it)
             where = stack.get(entry.name, N_A)
