@@ -747,6 +747,7 @@ class _Pending:
         self.first: list[str] = []  # lines before the first held row
         self.items: list[Item] = []
         self.ends: list[str] = []  # each held row's end, and the lines after it
+        self.after: list[str] = []  # lines after the last held row, not yet joined to its end
         self.count = 0  # lines held
 
     def add(self, items: list[Item], end: str) -> bool:
@@ -755,6 +756,7 @@ class _Pending:
         if len({it.name for it in items}) != len(items):
             return False
         if items:
+            self._settle()
             self.items += items
             self.ends.append(end)
             self.ends += [self.rest] * (len(items) - 1)
@@ -763,11 +765,15 @@ class _Pending:
 
     def extend(self, lines: list[str]) -> None:
         """Lines of an entry that differs, after those held."""
-        if self.ends:
-            self.ends[-1] += "".join(lines)
-        else:
-            self.first += lines
+        (self.after if self.ends else self.first).extend(lines)
         self.count += len(lines)
+
+    def _settle(self) -> None:
+        """The lines after the last held row joined to its end, once (not an entry at a time: each join copies the
+        end, a call stack's cell and all the lines before)."""
+        if self.after:
+            self.ends[-1] += "".join(self.after)
+            self.after = []
 
     def lines(self) -> list[str]:
         """The lines held, a held row's in two parts (the end apart); none held after. A run's cells are made by
@@ -775,6 +781,7 @@ class _Pending:
         if not (items := self.items):
             out, self.first, self.count = self.first, [], 0
             return out
+        self._settle()
         t = _float_texts([v for it in items for v in it.stats], _summary_cell)
         cells = [f"{a},{b},{c},{d}" for a, b, c, d in zip(t[0::4], t[1::4], t[2::4], t[3::4], strict=True)]
         heads = [(it.name, it.dtype, it.req_grad) for it in items]
