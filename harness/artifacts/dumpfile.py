@@ -4,8 +4,10 @@ Real L1 dumps are hundreds of MB per rank and stage, and a whole one parsed take
 msprobe writes ``json.dump(..., indent=1)``, so each entry of ``data`` ends at a line ``\n  }``: runs of
 whole entries are cut there and parsed by orjson, the entry holding a ``NaN``/``Infinity`` literal (msprobe
 writes them, orjson rejects them) by the stdlib. A cut is used only if it parses as whole members, so any
-other layout still reads correctly, through the stdlib's decoder value by value. Readers take the entries a
-run at a time (:meth:`DumpFile.batches`), so that their per-entry work can run in C (``map``, ``Counter``).
+other layout still reads correctly, through the stdlib's decoder value by value (a lazy reading, the compare's
+bench, splits such a run into its entries' texts without parsing them: :meth:`DumpFile.batches_with_texts`).
+Readers take the entries a run at a time (:meth:`DumpFile.batches`), so that their per-entry work can run in
+C (``map``, ``Counter``).
 Every reader of dump.json goes through here."""
 
 from __future__ import annotations
