@@ -19,7 +19,15 @@ from builders import tensor
 from harness.gate.numerics import msprobe_cli
 from harness.gate.numerics.compare import _compare_stage, engine_of
 from harness.gate.numerics.report import StageNumerics, read_csvs
-from harness.gate.numerics.stats_compare import MD5_HEADER, SUMMARY_HEADER, _float_texts, compare_files
+from harness.gate.numerics.stats_compare import (
+    MD5_HEADER,
+    SUMMARY_HEADER,
+    _float_texts,
+    _group_cells,
+    _stats_cells,
+    _summary_cell,
+    compare_files,
+)
 
 NAN, INF = float("nan"), float("inf")
 
@@ -257,3 +265,29 @@ def test_statistics_cells_by_orjson_are_what_repr_writes():
         cell(v) for v in mixed if not isinstance(v, list | dict)
     ]
     assert _float_texts([*mixed[:9], 2**70]) == [cell(v) for v in [*mixed[:9], 2**70]]  # beyond orjson's integers
+
+
+def test_a_runs_cells_by_one_call_are_each_values_cells():
+    """:func:`_group_cells` (a run's statistics by one orjson call, words replaced in its text) against
+    :func:`_stats_cells` (value by value, checked above against repr and csv.writer), with either rendering of
+    a value that is not a finite number: runs of numbers and Nones (one replace), with bools, with a NaN or an inf
+    among the Nones (each group with a null alone), with strings holding commas, brackets and the words, lists,
+    dicts and an integer beyond 64 bits (each such group alone)."""
+    r = random.Random(5)
+    numbers = [1.5, -2.0, 3, 0.0, -0.0, 1e-5, 1.5e-05, 2.5e-9, 1e16, 123456789.0, -7]
+    kinds = {
+        "numbers and None": [*numbers, None],
+        "bools": [*numbers, None, True, False],
+        "NaN and inf": [*numbers, None, NAN, INF, -INF],
+        "strings": [*numbers, None, True, "None", "null", "a,b", "[0, 1]", "x],[y", 'q"x', "true"],
+        "others": [*numbers, None, [1, 2], [5], {"k": 1}, 2**70, NAN],
+    }
+    for name, pool in kinds.items():
+        for n in (1, 3, 40, 600):
+            groups = [[r.choice(pool) for _ in range(4)] for _ in range(n)]
+            if r.random() < 0.5:
+                groups = [tuple(g) for g in groups]
+            for other in (_summary_cell, None):
+                want = _stats_cells([v for g in groups for v in g], *([other] if other else []))
+                assert _group_cells(groups, *([other] if other else [])) == want, (name, n)
+    assert _group_cells([]) == []

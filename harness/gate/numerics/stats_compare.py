@@ -665,16 +665,48 @@ def _float_texts(values: list[Any], other: Callable[[Any], str] = _fmt) -> list[
     return tokens
 
 
-def _stats_cells(values: list[Any]) -> list[str]:
+def _stats_cells(values: list[Any], other: Callable[[Any], str] = _fmt) -> list[str]:
     """Statistics' cells four to a group (max, min, mean, norm of one row side), joined."""
-    t = _float_texts(values)
+    t = _float_texts(values, other)
     return [f"{a},{b},{c},{d}" for a, b, c, d in zip(t[0::4], t[1::4], t[2::4], t[3::4], strict=True)]
 
 
-def _group_cells(groups: list[Sequence[float]]) -> list[str]:
-    """:func:`_stats_cells` of finite floats four to a group, by one orjson call on the groups: its text split
-    between them."""
+def _finite_cells(groups: list[Sequence[float]]) -> list[str]:
+    """:func:`_group_cells` of finite floats (no word to replace, no group alone): one orjson call, its text split
+    between the groups."""
     return _repr_numbers(orjson.dumps(groups).decode())[2:-2].split("],[")
+
+
+_WORDS = (("null", None), ("true", True), ("false", False))  # orjson's words outside strings, and their values
+_BLANK = (None,) * 4  # a group written on its own, in the run's place
+
+
+def _group_cells(groups: list[Sequence[Any]], other: Callable[[Any], str] = _fmt) -> list[str]:
+    """Each group's four cells joined (:func:`_stats_cells`; ``other`` as in :func:`_float_texts`), by one orjson
+    call on the groups, its text split between them: numbers as they are, bools and nulls made their cells by one
+    replace each (nulls where all are None: NaN and the infs are written null too, else each group with a null on
+    its own). A group holding another value (a string, a list) is written on its own."""
+    if not groups:
+        return []
+    with contextlib.suppress(orjson.JSONEncodeError):  # an integer beyond 64 bits: below
+        text, k = orjson.dumps(groups).decode(), len(groups)
+        if '"' in text or "{" in text or text.count(",") != 4 * k - 1 or text.count("[") != k + 1:
+            odd = [not _SIMPLE.issuperset(map(type, g)) for g in groups]  # what orjson writes with no comma inside
+            parts = _group_cells([_BLANK if o else g for g, o in zip(groups, odd, strict=True)], other)
+            return [_stats_cells(list(g), other)[0] if o else p for p, g, o in zip(parts, groups, odd, strict=True)]
+        nones = "null" not in text or text.count("null") == sum(map(operator.countOf, groups, repeat(None)))
+        for word, value in _WORDS[0 if nones else 1 :]:
+            if word in text:
+                if "," in (cell := other(value)):
+                    return _stats_cells([v for g in groups for v in g], other)
+                text = text.replace(word, cell)
+        parts = _repr_numbers(text)[2:-2].split("],[")
+        if not nones:  # a NaN or an inf: a group's nulls its Nones' cells where they are all None, else on its own
+            none = other(None)
+            parts = [p if "null" not in p else p.replace("null", none) if p.count("null") == g.count(None)
+                     else _stats_cells(list(g), other)[0] for p, g in zip(parts, groups, strict=True)]  # fmt: skip
+        return parts
+    return _stats_cells([v for g in groups for v in g], other)
 
 
 def _named(it: Item, plain: bool) -> tuple[str, str, str]:
@@ -720,7 +752,7 @@ def _passing_lines(items: list[Item], theirs: list[Item], skip: tuple[int, int],
             into = max(into, rel)
     if (into < 0.1 and out > 0.5) or (into == 0 and out > 0.1) or (into != 0 and out / into > 10):
         return None  # RelativeErrChecker, RelativeWarnChecker: those outputs' rows may not pass
-    cells = _group_cells([g for it, bt in zip(items, theirs, strict=True) for g in (it.stats, bt.stats)])
+    cells = _finite_cells([g for it, bt in zip(items, theirs, strict=True) for g in (it.stats, bt.stats)])
     text += "".join(bt.name for bt in theirs)
     plain = not _quoted(text)
     lines = []
@@ -782,8 +814,7 @@ class _Pending:
             out, self.first, self.count = self.first, [], 0
             return out
         self._settle()
-        t = _float_texts([v for it in items for v in it.stats], _summary_cell)
-        cells = [f"{a},{b},{c},{d}" for a, b, c, d in zip(t[0::4], t[1::4], t[2::4], t[3::4], strict=True)]
+        cells = _group_cells([it.stats for it in items], _summary_cell)
         heads = [(it.name, it.dtype, it.req_grad) for it in items]
         if _quoted("".join([f"{n}{d}{r}" for n, d, r in heads])):  # none quoted, as usual
             heads = [(_cell(n), _cell(d), _cell(r)) for n, d, r in heads]
