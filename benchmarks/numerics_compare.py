@@ -63,22 +63,23 @@ def _pair(root: Path, size: int) -> tuple[Path, Path]:
 
 
 def _child(engine: str, tp: Path, gp: Path, out: Path) -> None:
-    """One compare of every step/stage in this fresh process; prints one JSON line ("own": the harness's CPU
-    seconds after its imports, as benchmarks/dump_readers.py times its readers)."""
+    """One compare of every step/stage in this fresh process; prints one JSON line ("own", "own_kernel": the
+    harness's CPU seconds after its imports, as benchmarks/dump_readers.py times its readers, and those of them in
+    the kernel: writing the CSVs and reading the files, which moves most from run to run on this machine)."""
     started = time.monotonic()
     rows = 0
-    own_cpu = None
+    own_cpu = own_kernel = None
     if engine == "harness":
         from harness.gate.numerics.compare import _compare_stage, _dumped
         from harness.gate.numerics.report import StageNumerics
 
-        own_cpu = time.process_time()
-
+        at, kernel = time.process_time(), resource.getrusage(resource.RUSAGE_SELF).ru_stime
         for step, stage in sorted(_dumped(tp)):
             s = StageNumerics(step, stage)
             _compare_stage(s, *(d / f"step_{step}" / stage / "step0" for d in (tp, gp)), out / s.where, [])
             rows += s.rows
-        own_cpu = time.process_time() - own_cpu
+        own_cpu = time.process_time() - at
+        own_kernel = resource.getrusage(resource.RUSAGE_SELF).ru_stime - kernel
     else:
         from harness.gate.numerics import msprobe_cli
         from harness.gate.numerics.compare import _dumped
@@ -93,7 +94,7 @@ def _child(engine: str, tp: Path, gp: Path, out: Path) -> None:
             read_csvs(s, out / s.where, [])
             rows += s.rows
     own, kids = (resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
-    print(json.dumps({"seconds": time.monotonic() - started, "rows": rows, "own": own_cpu,
+    print(json.dumps({"seconds": time.monotonic() - started, "rows": rows, "own": own_cpu, "own_kernel": own_kernel,
                       "cpu": own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime,
                       "peak": max(own.ru_maxrss, kids.ru_maxrss) * 1024}))  # fmt: skip
 
@@ -129,7 +130,8 @@ def _results(ours: Path) -> str:
 
 
 def _line(engine: str, r: dict, mb: float) -> str:
-    own = f"  (compare alone {r['own']:.2f}s CPU, {mb / r['own']:.1f} MB/s per core)" if r["own"] else ""
+    own = (f"  (compare alone {r['own']:.2f}s CPU, {r['own_kernel']:.2f}s of it in the kernel, "
+           f"{mb / r['own']:.1f} MB/s per core)") if r["own"] else ""  # fmt: skip
     return (f"  {engine:<8} {r['seconds']:7.1f}s wall {r['cpu']:7.1f}s CPU  {mb / r['cpu']:6.1f} MB/s per core  "
             f"peak RSS {r['peak'] / 2**20:6.0f} MiB  {r['rows']} rows{own}")  # fmt: skip
 
