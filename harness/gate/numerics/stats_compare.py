@@ -677,6 +677,11 @@ def _finite_cells(groups: list[Sequence[float]]) -> list[str]:
     return _repr_numbers(orjson.dumps(groups).decode())[2:-2].split("],[")
 
 
+def _each_cells(groups: list[Sequence[Any]], other: Callable[[Any], str]) -> list[str]:
+    """:func:`_group_cells` value by value (:func:`_float_texts`)."""
+    return _stats_cells([v for g in groups for v in g], other)
+
+
 _WORDS = (("null", None), ("true", True), ("false", False))  # orjson's words outside strings, and their values
 _BLANK = (None,) * 4  # a group written on its own, in the run's place
 
@@ -693,20 +698,20 @@ def _group_cells(groups: list[Sequence[Any]], other: Callable[[Any], str] = _fmt
         if '"' in text or "{" in text or text.count(",") != 4 * k - 1 or text.count("[") != k + 1:
             odd = [not _SIMPLE.issuperset(map(type, g)) for g in groups]  # what orjson writes with no comma inside
             parts = _group_cells([_BLANK if o else g for g, o in zip(groups, odd, strict=True)], other)
-            return [_stats_cells(list(g), other)[0] if o else p for p, g, o in zip(parts, groups, odd, strict=True)]
+            return [_each_cells([g], other)[0] if o else p for p, g, o in zip(parts, groups, odd, strict=True)]
         nones = "null" not in text or text.count("null") == sum(map(operator.countOf, groups, repeat(None)))
         for word, value in _WORDS[0 if nones else 1 :]:
             if word in text:
                 if "," in (cell := other(value)):
-                    return _stats_cells([v for g in groups for v in g], other)
+                    return _each_cells(groups, other)
                 text = text.replace(word, cell)
         parts = _repr_numbers(text)[2:-2].split("],[")
         if not nones:  # a NaN or an inf: a group's nulls its Nones' cells where they are all None, else on its own
             none = other(None)
             parts = [p if "null" not in p else p.replace("null", none) if p.count("null") == g.count(None)
-                     else _stats_cells(list(g), other)[0] for p, g in zip(parts, groups, strict=True)]  # fmt: skip
+                     else _each_cells([g], other)[0] for p, g in zip(parts, groups, strict=True)]  # fmt: skip
         return parts
-    return _stats_cells([v for g in groups for v in g], other)
+    return _each_cells(groups, other)
 
 
 def _named(it: Item, plain: bool) -> tuple[str, str, str]:
