@@ -16,12 +16,14 @@ from typing import Any
 import pytest
 from builders import tensor
 
+from harness.artifacts import dumpfile
 from harness.gate.numerics import msprobe_cli
 from harness.gate.numerics.compare import _compare_stage, engine_of
 from harness.gate.numerics.report import StageNumerics, read_csvs
 from harness.gate.numerics.stats_compare import (
     MD5_HEADER,
     SUMMARY_HEADER,
+    _Bench,
     _float_texts,
     _group_cells,
     _stats_cells,
@@ -153,6 +155,27 @@ def md5_pair() -> tuple[dict[str, Any], dict[str, Any]]:
     return base, head
 
 
+def lockstep_pair() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(base, head) of two ranks of entries mostly the same text on both sides, in one order (runs read past the
+    bench's, :meth:`DumpFile.following`): rank 0 with a few entries moved (a norm, an argument's text longer), rank 1
+    that too and an entry of the bench's missing on head (the orders part: the name index from there)."""
+    r = random.Random(7)
+    base: dict[str, Any] = {}
+    for i in range(150):
+        direction = "backward" if i % 5 == 4 else "forward"
+        base[f"Functional.{r.choice(('linear', 'gelu'))}.{i}.{direction}"] = api(
+            [t(r.uniform(1, 9), r.uniform(1, 2)) for _ in range(r.randint(1, 3))], [t(r.uniform(1, 9))],
+            kwargs={"dim": {"type": "int", "value": 1}} if i % 3 == 0 else {})  # fmt: skip
+    head = dict(base)
+    names = list(base)
+    head[names[40]] = api(base[names[40]]["input_args"], [t(base[names[40]]["output"][0]["Norm"] * 1.7)])
+    head[names[60]] = api(base[names[60]]["input_args"], base[names[60]]["output"],
+                          kwargs={"dim": {"type": "int", "value": 12345}})  # fmt: skip
+    head[names[90]] = api(base[names[90]]["input_args"], [t(base[names[90]]["output"][0]["Norm"] * 1.05)])
+    rank1 = {k: v for k, v in head.items() if k != names[100]}
+    return [base, base], [head, rank1]
+
+
 def write_tree(root: Path, stages: dict[str, list[dict[str, Any]]]) -> Path:
     """``step_2/<stage>/step0/rank<R>/`` for each stage's list of per-rank entries, as msprobe lays them out."""
     for stage, ranks in stages.items():
@@ -176,10 +199,13 @@ def trees(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     rank1_base = {k: v for k, v in base.items() if "linear" in k}  # two ranks, rank 1 a different subset
     rank1_head = {k: v for k, v in head.items() if "linear" in k} | {"Functional.linear.1.forward": norms(2.0, 9.0)}
     rbase, rhead = random_pair()
-    b = write_tree(root / "base", {"actor_update": [base, rank1_base], "md5": [mbase], "random": [rbase]})
-    h = write_tree(root / "head", {"actor_update": [head, rank1_head], "md5": [mhead], "random": [rhead]})
+    lbase, lhead = lockstep_pair()
+    b = write_tree(root / "base", {"actor_update": [base, rank1_base], "md5": [mbase], "random": [rbase],
+                                   "lockstep": lbase})  # fmt: skip
+    h = write_tree(root / "head", {"actor_update": [head, rank1_head], "md5": [mhead], "random": [rhead],
+                                   "lockstep": lhead})  # fmt: skip
     out = root / "msprobe"
-    for stage in ("actor_update", "md5", "random"):
+    for stage in ("actor_update", "md5", "random", "lockstep"):
         argv = ["-tp", str(h / "step_2" / stage / "step0"), "-gp", str(b / "step_2" / stage / "step0")]
         assert msprobe_cli._msprobe([*argv, "-o", str(out / stage)]) is None
     return b, h, out
@@ -194,6 +220,25 @@ def rows(path: Path) -> list[list[str]]:
     ("stage", "rank"), [("actor_update", "rank0"), ("actor_update", "rank1"), ("md5", "rank0"), ("random", "rank0")]
 )
 def test_every_row_and_column_as_msprobe_writes_them(trees: tuple[Path, Path, Path], tmp_path: Path, stage, rank):
+    _same_rows_as_msprobe(trees, tmp_path, stage, rank)
+
+
+@pytest.mark.parametrize("batch", [600, 2500, 1 << 14])
+@pytest.mark.parametrize(("stage", "rank"), [("lockstep", "rank0"), ("lockstep", "rank1"), ("random", "rank0")])
+def test_runs_read_past_give_the_rows_msprobe_writes(trees, tmp_path, monkeypatch, batch, stage, rank):
+    """Runs of entries the same text on both sides are read past the bench's (neither split nor parsed there): the
+    rows still msprobe's, with runs read past and runs that differ (a moved entry, one of a longer text, the orders
+    parting on rank 1) at every run length."""
+    monkeypatch.setattr(dumpfile, "BATCH", batch)
+    told: list[bool] = []
+    follows = _Bench.follows
+    monkeypatch.setattr(_Bench, "follows", lambda self, *a: told.append(follows(self, *a)) or told[-1])
+    _same_rows_as_msprobe(trees, tmp_path, stage, rank)
+    if stage == "lockstep":
+        assert True in told and False in told[1:], told
+
+
+def _same_rows_as_msprobe(trees: tuple[Path, Path, Path], tmp_path: Path, stage: str, rank: str) -> None:
     base, head, oracle = trees
     (expected,) = (oracle / stage).glob(f"compare_result_{rank}_*.csv")
     mine = tmp_path / "mine.csv"

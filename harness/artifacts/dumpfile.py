@@ -19,7 +19,7 @@ import json
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +34,7 @@ LONGEST_TOKEN = 1 << 20  # names, dtypes, md5s: no string in a dump comes near t
 _ENTRY_START = '\n  "'  # data's first member, as json.dump(indent=1) lays it out
 _ENTRY_END = "\n  }"  # where such a member that is an object ends
 _ENTRY_SEP = "," + _ENTRY_START  # between two members of data
+SKIPPED: dict[str, Any] = {}  # DumpFile.following: a run read past (never a run's entries: a run holds one at least)
 BATCH = 1 << 14  # characters of entries per orjson call: amortises the call, and a NaN in it wastes little
 _SPACE = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()  # accepts NaN, Infinity and -Infinity
@@ -92,17 +93,41 @@ class DumpFile:
         with open_regular(self.path) as f, _collector_paused():
             yield from _document(_Window(f), self)
 
+    def runs(self) -> Iterator[tuple[dict[str, Any], str | None]]:
+        """:meth:`batches`, each with its entries' text as one (from after the first name's opening quote to after
+        the last entry's end) where msprobe's layout cuts them, None otherwise: two runs of one text are the same
+        entries, told without comparing their values (:func:`run_texts` splits one into its entries')."""
+        with open_regular(self.path) as f, _collector_paused():
+            w = _Window(f, keep=True)
+            for batch in _document(w, self):
+                yield batch, w.text
+
     def batches_with_texts(self, lazy: bool = False) -> Iterator[tuple[dict[str, Any], list[str] | None]]:
         """:meth:`batches`, each with its entries' texts in order (``name": {...}``: from after the name's opening
-        quote), where msprobe's layout cuts them; None otherwise. Two entries of one text are the same, told without
-        comparing their values (the numerics compare's test of an entry equal on both sides). ``lazy``: where the
-        texts are given, the batch's values are not parsed (None: :func:`entry_value` reads one when asked), its
-        names read from the texts; an entry so read is not checked to be JSON until then (the bench of a compare:
-        most of its entries are the same text as the target's, which is parsed)."""
+        quote), where msprobe's layout cuts them; None otherwise. ``lazy``: where the texts are given, the batch's
+        values are not parsed (None: :func:`entry_value` reads one when asked), its names read from the texts; an
+        entry so read is not checked to be JSON until then."""
+        if not lazy:
+            for batch, text in self.runs():
+                yield batch, run_texts(batch, text)
+            return
+        runs = self.following()
+        next(runs)
+        yield from runs
+
+    def following(self) -> Generator[tuple[dict[str, Any], list[str] | None], tuple[str | None, int] | None, None]:
+        """:meth:`batches_with_texts` (lazy), read as another dump's runs (:meth:`runs`) go: started by ``next()``
+        (which yields ``(SKIPPED, None)``), each later run asked for by ``send((text, n))``, ``text`` and ``n`` the
+        other's next run's text and its number of entries. Where this dump's next entries are that text (two runs
+        of one code write most of theirs alike) they are read past, neither split nor parsed, and ``(SKIPPED,
+        None)`` comes back; else its next ``n`` entries (``text`` None: not tried), so that its runs go on ending
+        where the other's do. ``send(None)`` or ``next()``: the next run as :meth:`batches_with_texts` cuts it.
+        The compare's bench: most of its entries are the same text as the target's."""
         with open_regular(self.path) as f, _collector_paused():
-            w = _Window(f, keep=True, lazy=lazy)
+            w = _Window(f, keep=True, lazy=True)
+            w.follow = yield SKIPPED, None
             for batch in _document(w, self):
-                yield batch, w.texts
+                w.follow = yield batch, w.texts
 
 
 @contextmanager
@@ -126,9 +151,11 @@ class _Window:
 
     def __init__(self, f: BinaryIO, keep: bool = False, lazy: bool = False) -> None:
         self.f = f
-        self.keep = keep  # the last members' texts kept in ``texts`` (DumpFile.batches_with_texts)
+        self.keep = keep  # the last members' text kept in ``text`` (DumpFile.runs)
         self.lazy = lazy  # and, where they are, the members not parsed
-        self.texts: list[str] | None = None
+        self.texts: list[str] | None = None  # lazy: the last members' texts
+        self.text: str | None = None  # else: the last members' text as one
+        self.follow: tuple[str | None, int] | None = None  # DumpFile.following: the text to read past, or a count
         self.decode = codecs.getincrementaldecoder("utf-8")().decode
         self.buf, self.pos, self.base, self.eof = "", 0, 0, False
 
@@ -190,12 +217,22 @@ class _Window:
 
     def members(self) -> dict[str, Any]:
         """The next members of an object: in msprobe's layout the whole entries of the next BATCH characters
-        (at least one entry), in one orjson call; else one member by the decoder."""
-        end = self.buf.rfind(_ENTRY_END, self.pos, self.pos + BATCH)
-        if end < 0:
-            end = self.buf.find(_ENTRY_END, self.pos)
-        while end < 0 and self.more():
-            end = self.buf.find(_ENTRY_END, self.pos)
+        (at least one entry; lazy, with ``follow``: read past them if they are its text, else its count of
+        entries), in one orjson call; else one member by the decoder."""
+        follow, self.follow = self.follow, None
+        if follow is not None and self.lazy and self.buf.startswith('"', self.pos):
+            text, n = follow
+            if text is not None and self.holds('"' + text):  # JSON objects are prefix-free: exactly that text's
+                self.pos += 1 + len(text)
+                self.texts = None
+                return SKIPPED
+            end = self._end_of(n)
+        else:
+            end = self.buf.rfind(_ENTRY_END, self.pos, self.pos + BATCH)
+            if end < 0:
+                end = self.buf.find(_ENTRY_END, self.pos)
+            while end < 0 and self.more():
+                end = self.buf.find(_ENTRY_END, self.pos)
         if (end >= 0 and self.lazy and self.buf.startswith('"', self.pos)
                 and (named := _named_texts(self.buf[self.pos + 1 : end + len(_ENTRY_END)])) is not None):  # fmt: skip
             self.texts, names = named
@@ -203,17 +240,35 @@ class _Window:
             return dict.fromkeys(names)
         if end >= 0 and (cut := _leading_members(self.buf[self.pos : end + len(_ENTRY_END)])) is not None:
             items, length = cut
-            if self.keep and not self.lazy:  # the texts after each entry's opening quote, split where the next
-                # opens (a line of data's indent: deeper inside an entry, and JSON strings hold no newline)
-                texts = self.buf[self.pos + 1 : self.pos + length].split(_ENTRY_SEP)
-                aligned = len(texts) == len(items) and all(map(str.startswith, texts, map('{}": '.format, items)))
-                self.texts = texts if aligned else None  # a name twice is one member
-            else:
-                self.texts = None  # lazy: a run parsed has its values, not its texts
+            # the text after the first entry's opening quote (lazy: a run parsed has its values, not its texts)
+            self.text = self.buf[self.pos + 1 : self.pos + length] if self.keep and not self.lazy else None
+            self.texts = None
             self.pos += length
             return items
-        self.texts = None
+        self.texts = self.text = None
         return {self.key(): self.value()}
+
+    def _end_of(self, n: int) -> int:
+        """Where the ``n``-th entry end from here is (the last found where the file has fewer), -1 if none."""
+        at, found = 0, -1  # from pos (which more() moves): where to look, the last end found
+        for _ in range(max(n, 1)):
+            while (end := self.buf.find(_ENTRY_END, self.pos + at)) < 0:
+                if not self.more():
+                    return -1 if found < 0 else self.pos + found
+            found = end - self.pos
+            at = found + len(_ENTRY_END)
+        return self.pos + found
+
+
+def run_texts(batch: dict[str, Any], text: str | None) -> list[str] | None:
+    """A run's entries' texts (:meth:`DumpFile.runs`), split where the next opens (a line of data's indent: deeper
+    inside an entry, and JSON strings hold no newline); None where they are not the batch's entries (a name twice
+    is one member)."""
+    if text is None:
+        return None
+    texts = text.split(_ENTRY_SEP)
+    aligned = len(texts) == len(batch) and all(map(str.startswith, texts, map('{}": '.format, batch)))
+    return texts if aligned else None
 
 
 def _named_texts(text: str) -> tuple[list[str], list[str]] | None:

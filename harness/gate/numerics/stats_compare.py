@@ -55,7 +55,7 @@ from typing import Any
 
 import orjson
 
-from harness.artifacts.dumpfile import CHUNK, MAX_VALUE, DumpFile, entry_value, open_regular
+from harness.artifacts.dumpfile import CHUNK, MAX_VALUE, SKIPPED, DumpFile, entry_value, open_regular, run_texts
 
 BASIC = ["NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape", "Bench Tensor Shape",
          "NPU Requires_grad", "Bench Requires_grad"]  # fmt: skip
@@ -279,13 +279,9 @@ class Side:
         self.lazy = lazy
         self.backward: dict[str, int] = defaultdict(int)
 
-    def entries(self) -> Iterator[Entry]:
-        for batch, texts in self.dump.batches_with_texts(self.lazy):
-            unread = self.lazy and texts is not None
-            for (name, data), text in zip(batch.items(), texts or repeat(None), strict=texts is not None):
-                if (entry := self.entry(name, _UNREAD if unread else data)) is not None:
-                    entry.text = text
-                    yield entry
+    def runs(self) -> Iterator[tuple[dict[str, Any], str | None]]:
+        """The target's entries a run at a time, each with its text as one (:meth:`DumpFile.runs`)."""
+        return self.dump.runs()
 
     def entry(self, name: str, data: Any) -> Entry | None:
         if name.endswith(".forward"):  # API.N.forward, as most are: a key of its own (what the rest gives)
@@ -771,6 +767,52 @@ def _passing_lines(items: list[Item], theirs: list[Item], skip: tuple[int, int],
     return lines
 
 
+_NUMBER = {int, float}
+
+
+class _Numbers:
+    """Which statistics columns pandas holds as numbers: msprobe writes its CSV from a DataFrame, whose column of
+    ints and floats alone is float64, its ints written as floats (``1.0``); any other value (msprobe's "None",
+    "Nan", "N/A", a bool, a string) makes the column object, each value written as it is. The columns are counted
+    from NPU max; on real dumps each soon holds another value, and is no longer looked at."""
+
+    def __init__(self) -> None:
+        self.open = set(range(8))  # not shown to be object yet
+        self.ints: set[int] = set()
+        self.floats: set[int] = set()
+
+    def note(self, values: list[Any], columns: set[int]) -> None:
+        """One column's values (``columns``: it, and the bench's where both sides hold them alike)."""
+        if cols := self.open & columns:
+            kinds = set(map(type, values))
+            if not kinds <= _NUMBER or any(v != v for v in values):  # a NaN: msprobe's "Nan"
+                self.open -= cols
+                return
+            if int in kinds:
+                self.ints |= cols
+            if float in kinds:
+                self.floats |= cols
+
+    def as_floats(self) -> set[int]:
+        """The columns whose ints pandas writes as floats."""
+        return self.open & self.ints & self.floats
+
+
+def _ints_as_floats(path: Path, columns: set[int]) -> None:
+    """The CSV at ``path`` with the ints of ``columns`` (:class:`_Numbers`) written as pandas writes a float64
+    column's: read back and written again, rarely (a dump whose statistics are numbers alone)."""
+    tmp = path.with_name(path.name + ".floats")
+    with path.open(newline="") as src, tmp.open("w", newline="") as dst:
+        out, rows = csv.writer(dst, lineterminator="\n"), csv.reader(src)
+        out.writerow(next(rows))
+        for row in rows:
+            for c in columns:
+                if (cell := row[NPU_MAX + c]).removeprefix("-").isdigit():  # a float's text has '.', 'e' or 'inf'
+                    row[NPU_MAX + c] = repr(float(int(cell)))
+            out.writerow(row)
+    tmp.replace(path)
+
+
 class _Pending:
     """The CSV lines not yet written, in order. The rows of entries the same on both sides (:func:`_same`) are held
     as their leaves and rendered a run at a time: every diff is 0, both sides' cells are the same and no checker
@@ -779,8 +821,9 @@ class _Pending:
     entries that differ. A line's end (its stack cell, a few KB on an entry's first row) is kept apart from the
     rest, so that it is copied once, by the join that writes it."""
 
-    def __init__(self, rest: str) -> None:
+    def __init__(self, rest: str, numbers: _Numbers) -> None:
         self.rest = rest  # the end of a row after an entry's first
+        self.numbers = numbers
         self.first: list[str] = []  # lines before the first held row
         self.items: list[Item] = []
         self.ends: list[str] = []  # each held row's end, and the lines after it
@@ -819,7 +862,11 @@ class _Pending:
             out, self.first, self.count = self.first, [], 0
             return out
         self._settle()
-        cells = _group_cells([it.stats for it in items], _summary_cell)
+        groups = [it.stats for it in items]
+        if self.numbers.open:  # both sides' alike
+            for j in range(4):
+                self.numbers.note([g[j] for g in groups], {j, j + 4})
+        cells = _group_cells(groups, _summary_cell)
         heads = [(it.name, it.dtype, it.req_grad) for it in items]
         if _quoted("".join([f"{n}{d}{r}" for n, d, r in heads])):  # none quoted, as usual
             heads = [(_cell(n), _cell(d), _cell(r)) for n, d, r in heads]
@@ -885,9 +932,11 @@ def compare_files(npu_path: Path, bench_path: Path, csv_path: Path | None, on_ro
     with tmp.open("w", newline="") if tmp else contextlib.nullcontext() as out:
         if out is not None:
             csv.writer(out, lineterminator="\n").writerow(header)
-        n = _rows(npu_path, bench, md5, stack, out.write if out else None, on_row)
+        n = _rows(npu_path, bench, md5, stack, out.write if out else None, on_row, numbers := _Numbers())
     if tmp is not None and csv_path is not None:
         if n and bench.read_any:
+            if not md5 and (floats := numbers.as_floats()):
+                _ints_as_floats(tmp, floats)
             tmp.replace(csv_path)
         else:
             tmp.unlink()
@@ -896,31 +945,110 @@ def compare_files(npu_path: Path, bench_path: Path, csv_path: Path | None, on_ro
 
 class _Bench:
     """The bench's entries, read as the target's ask for them. Where both list their APIs in one order, as two runs
-    of one code do, each asked for is the next: the name index (:func:`entry_keys`, a scan of the whole file) is
-    built at the first that is not, to tell an entry the bench lacks (none read for it) from one further on."""
+    of one code do, each asked for is the next, and a run of the target's entries the same text as the bench's next
+    is read past (:meth:`follows`: neither split nor parsed here). At the first asked for that is not the next, the
+    name index (:func:`entry_keys`, a scan of the whole file) is built, to tell an entry the bench lacks (none read
+    for it) from one further on."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.entries = Side(path, lazy=True).entries()
+        self.side = Side(path, lazy=True)
+        self.runs = self.side.dump.following()
+        self.queue: list[Entry] = []  # the entries of the bench's last run not yet asked for, last first
         self.pending: dict[str, Entry] = {}  # read, not yet asked for
         self.keys: set[str] | None = None
         self.read_any = False
+        self.started = self.ended = self.past = False  # past: the last run was read past (follows)
+
+    def follows(self, text: str | None, n: int, backward: dict[str, int]) -> bool:
+        """Whether the bench's next entries are the target's next run (its text ``text``, None where not known;
+        ``n`` entries; the target's backward counts before it ``backward``): then read past. Only where both are at
+        a run's start, in one order so far, with the same counts (so that their entries' keys are alike); else the
+        bench's next ``n`` entries are read, where none is held, for :meth:`match`: its runs go on ending where the
+        target's do. Called at each of the target's runs."""
+        if self.past:  # the last run read past: the same names came in between, counted alike
+            self.side.backward, self.past = defaultdict(int, backward), False
+        if self.queue or self.pending or self.keys is not None or self.ended:
+            return False
+        same = text is not None and self.side.backward == backward
+        if self._run((text if same else None, n)) is SKIPPED:
+            self.read_any = self.past = True
+            return True
+        return False
+
+    def _run(self, follow: tuple[str | None, int] | None) -> dict[str, Any] | None:
+        """The bench's next run (``follow``: :meth:`DumpFile.following`), its entries held in ``queue``; SKIPPED
+        where read past, None at the end."""
+        if not self.started:
+            next(self.runs)
+            self.started = True
+        try:
+            batch, texts = self.runs.send(follow)
+        except StopIteration:
+            self.ended = True
+            return None
+        if batch is not SKIPPED:
+            unread, held = texts is not None, []
+            for (name, data), text in zip(batch.items(), texts or repeat(None), strict=unread):
+                if (entry := self.side.entry(name, _UNREAD if unread else data)) is not None:
+                    entry.text = text
+                    held.append(entry)
+            self.queue = held[::-1]
+        return batch
+
+    def _next(self) -> Entry | None:
+        while not self.queue:
+            if self.ended or self._run(None) is None:
+                return None
+        self.read_any = True
+        return self.queue.pop()
 
     def match(self, key: str) -> Entry | None:
         if (found := self.pending.pop(key, None)) is not None:
             return found
         if self.keys is None:
-            if (b := next(self.entries, None)) is None:
+            if (b := self._next()) is None:
                 return None
-            self.read_any = True
             if b.key == key:
                 return b
             self.pending[b.key] = b
             self.keys = entry_keys(self.path)
         if key in self.keys:
-            while key not in self.pending and (b := next(self.entries, None)) is not None:
+            while key not in self.pending and (b := self._next()) is not None:
                 self.pending[b.key] = b
         return self.pending.pop(key, None)
+
+
+def _judged_lines(
+    entry: Entry,
+    match: Entry | None,
+    items: list[Item],
+    md5: bool,
+    info: str | None,
+    on_row: Callable[[Row], None],
+    numbers: _Numbers,
+) -> list[str]:
+    """The lines of an entry through rows and checkers, each row that does not pass to ``on_row`` (``info``: the
+    entry's stack cell)."""
+    theirs = {it.name.replace(match.name, "", 1): it for it in match.items(md5)} if match is not None else {}
+    rows = []
+    for item in items:
+        b_item = theirs.get(item.name.replace(entry.name, "", 1))
+        if b_item is not None and not _same_dtype(item.dtype, b_item.dtype):
+            b_item = None
+        rows.append(_row(item, b_item, md5))
+    _judge(rows, md5)
+    for c in [] if md5 else list(numbers.open):
+        numbers.note([r.values[NPU_MAX + c] for r in rows], {c})
+    lines = []
+    stats = [] if md5 else _stats_cells([x for r in rows for x in r.values[NPU_MAX : BENCH_MAX + 4]])
+    for i, r in enumerate(rows):
+        if r.result != "pass":
+            on_row(r)
+        lines.append(_line(r, info, *stats[2 * i : 2 * i + 2]) if stats else _line(r, info, "", ""))
+        if info is not None:
+            info = N_A
+    return lines
 
 
 def _rows(
@@ -930,50 +1058,43 @@ def _rows(
     stack: dict[str, Any] | None,
     write: Callable[[str], Any] | None,
     on_row: Callable[[Row], None],
+    numbers: _Numbers,
 ) -> int:
     n = 0
     stack_texts: dict[int, tuple[str, str]] = {}  # by the id of a stack in ``stack``, its cell and a line's end
     info, end = None, "\n"
-    pending = _Pending("\n" if stack is None else f",{N_A}\n")
-    for entry in Side(npu_path).entries():
-        if pending.count > 512:  # a write per line costs more; a join of thousands (MBs with a stack column) takes
-            # fresh memory each time: 5x the page faults on real_fsdp_l1's trees
-            held = pending.lines()
-            if write is not None:
-                write("".join(held))
-        match = bench.match(entry.key)
-        if stack is not None:  # one call stack is many entries' (msprobe's stack.json lists their names under it)
-            where = stack.get(entry.name, N_A)
-            if (known := stack_texts.get(id(where))) is None:
-                cell = _stack_cell(where)
-                known = stack_texts[id(where)] = cell, f",{cell}\n"
-            info, end = known
-        items = entry.items(md5)
-        n += len(items)
-        if match is not None and not md5 and _same(entry, match) and pending.add(items, end):
-            continue  # the same on both sides: all pass
-        if match is not None and not md5:
-            lines = _passing_lines(items, match.items(md5), (len(entry.name), len(match.name)), info)
-            if lines is not None:
-                pending.extend(lines)
+    pending = _Pending("\n" if stack is None else f",{N_A}\n", numbers)
+    head = Side(npu_path)
+    for batch, text in head.runs():
+        same_run = bench.follows(text, len(batch), head.backward)  # the bench's next run is this one's text
+        texts = None if same_run else run_texts(batch, text)
+        for (name, data), entry_text in zip(batch.items(), texts or repeat(None), strict=texts is not None):
+            if (entry := head.entry(name, data)) is None:
                 continue
-        theirs = {it.name.replace(match.name, "", 1): it for it in match.items(md5)} if match is not None else {}
-        rows = []
-        for item in items:
-            b_item = theirs.get(item.name.replace(entry.name, "", 1))
-            if b_item is not None and not _same_dtype(item.dtype, b_item.dtype):
-                b_item = None
-            rows.append(_row(item, b_item, md5))
-        _judge(rows, md5)
-        lines = []
-        stats = [] if md5 else _stats_cells([x for r in rows for x in r.values[NPU_MAX : BENCH_MAX + 4]])
-        for i, r in enumerate(rows):
-            if r.result != "pass":
-                on_row(r)
-            lines.append(_line(r, info, *stats[2 * i : 2 * i + 2]) if stats else _line(r, info, "", ""))
-            if info is not None:
-                info = N_A
-        pending.extend(lines)
+            entry.text = entry_text
+            if pending.count > 512:  # a write per line costs more; a join of thousands (MBs with a stack column)
+                # takes fresh memory each time: 5x the page faults on real_fsdp_l1's trees
+                held = pending.lines()
+                if write is not None:
+                    write("".join(held))
+            match = entry if same_run else bench.match(entry.key)
+            if stack is not None:  # one call stack is many entries' (msprobe's stack.json lists their names)
+                where = stack.get(entry.name, N_A)
+                if (known := stack_texts.get(id(where))) is None:
+                    cell = _stack_cell(where)
+                    known = stack_texts[id(where)] = cell, f",{cell}\n"
+                info, end = known
+            items = entry.items(md5)
+            n += len(items)
+            if match is not None and not md5 and (same_run or _same(entry, match)) and pending.add(items, end):
+                continue  # the same on both sides: all pass
+            if match is not None and not md5:
+                lines = _passing_lines(items, match.items(md5), (len(entry.name), len(match.name)), info)
+                if lines is not None:
+                    numbers.floats |= numbers.open  # finite floats alone
+                    pending.extend(lines)
+                    continue
+            pending.extend(_judged_lines(entry, match, items, md5, info, on_row, numbers))
     if write is not None:
         write("".join(pending.lines()))
     return n
