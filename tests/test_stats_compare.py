@@ -23,9 +23,11 @@ from harness.gate.numerics.report import StageNumerics, read_csvs
 from harness.gate.numerics.stats_compare import (
     MD5_HEADER,
     SUMMARY_HEADER,
+    Entry,
     _Bench,
     _float_texts,
     _group_cells,
+    _leaves,
     _stats_cells,
     _summary_cell,
     compare_files,
@@ -336,3 +338,30 @@ def test_a_runs_cells_by_one_call_are_each_values_cells():
                 want = _stats_cells([v for g in groups for v in g], *([other] if other else []))
                 assert _group_cells(groups, *([other] if other else [])) == want, (name, n)
     assert _group_cells([]) == []
+
+
+def test_the_leaves_of_an_entry_alike_are_its_items():
+    """_leaves (the rows of an entry the same on both sides, without a row side's object) is Entry.items' name,
+    dtype, shape, requires_grad and statistics, or None (Entry.items then): on the pairs above and on values of
+    the kinds msprobe writes its own way."""
+    own = {"type": "torch.Size", "value": [2, 3]}, {"type": "slice", "value": [0, 4, 1]}
+    entries = {k: v for side in (*pair(), *random_pair(60), *md5_pair()) for k, v in side.items()}
+    entries |= {
+        "Tensor.reshape.0.forward": api([t(), *own, {"type": "ellipsis", "value": "..."}], [t()]),
+        "Distributed.send.0.forward": api([t()], [], kwargs={"dst": {"type": "int", "value": 1}}),
+        "Distributed.all_reduce.0.forward": api([{"type": "torch.ProcessGroup", "group_ranks": [0, 1]}], [t()]),
+        "Tensor.add.1.forward": api([t(), None, {"type": "bool", "value": True}], [t(requires_grad=None)]),
+        "Tensor.add.2.forward": api([t(), {"type": "str", "value": "a,b"}], {"type": "torch.Tensor", **t()}),
+        "Tensor.add.3.forward": api([[t(), t()]], [t()], kwargs={"alpha": {"type": "float", "value": 0.5}}),
+        "Tensor.mul.0.backward": {"input": [t()], "output": [t(), {"type": "int", "value": 2}]},
+    }
+    told = 0
+    for name, data in entries.items():
+        items = Entry(name, name, data).items(False)
+        if (leaves := _leaves(name, data)) is not None:
+            told += 1
+            assert leaves == [(it.name, it.dtype, it.shape, it.req_grad, it.stats) for it in items], name
+    assert told > 0.8 * len(entries)
+    assert all(_leaves(n, entries[n]) is None for n in ("Tensor.reshape.0.forward", "Distributed.send.0.forward",
+               "Distributed.all_reduce.0.forward", "Tensor.add.1.forward", "Tensor.add.2.forward",
+               "Tensor.add.3.forward", f"{'Module.model.layers.0.Qwen2DecoderLayer'}.forward.0"))  # fmt: skip

@@ -190,25 +190,70 @@ def _gen_item(data: dict[str, Any], name: str, state: str, crc: bool) -> Item:
     shape, md5 = data.get("shape"), data.get("md5")
     if not dtype:
         kind, value = data.get("type"), data.get("value")
-        if kind == "torch.Size":
-            dtype, shape = kind, str(value)
-        elif kind == "slice":
-            import numpy as np  # only for msprobe's rendering of a slice's shape
-
-            dtype, shape = kind, str(np.shape(np.array(value)))
-        elif kind == "ellipsis":
-            dtype, shape, stats = kind, "[]", [value] * 4
-        elif name.rsplit(".", 1)[-1] in ("src", "dst", "group_src", "group_dst"):
-            dtype, shape, stats, md5 = kind, "[]", [str(value)] * 4, str(value)
-        elif kind == "torch.ProcessGroup":
-            ranks = str(data.get("group_ranks"))
-            dtype, shape, stats, md5 = kind, "[]", [ranks] * 4, ranks
+        if kind in _KINDS_OF_THEIR_OWN or name.endswith(_PEERS):
+            dtype, shape, stats, md5 = _of_their_own(data, name, kind, value, md5)
         else:
             dtype, shape, stats = str(type(value)), "[]", [value] * 4
     if not md5 and crc:  # msprobe's CRC-32 of a value without md5: read in md5 mode only
         md5 = f"{zlib.crc32(str(data.get('value', '')).encode()):08x}"
     req = data.get("requires_grad")
     return Item(name, state, str(dtype), str(shape), N_A if req is None else str(req), stats, str(md5))
+
+
+_KINDS_OF_THEIR_OWN = {"torch.Size", "slice", "ellipsis", "torch.ProcessGroup"}
+_PEERS = (".src", ".dst", ".group_src", ".group_dst")  # a collective's peer: its value as text
+
+
+def _of_their_own(data: dict[str, Any], name: str, kind: Any, value: Any, md5: Any) -> tuple[Any, Any, list[Any], Any]:
+    """A value that is not a tensor, of a kind msprobe writes its own way: dtype, shape, statistics, md5."""
+    if kind == "torch.Size":
+        return kind, str(value), [data.get(k) for k in ("Max", "Min", "Mean", "Norm")], md5
+    if kind == "slice":
+        import numpy as np  # only for msprobe's rendering of a slice's shape
+
+        return kind, str(np.shape(np.array(value))), [data.get(k) for k in ("Max", "Min", "Mean", "Norm")], md5
+    if kind == "ellipsis":
+        return kind, "[]", [value] * 4, md5
+    if name.endswith(_PEERS):
+        return kind, "[]", [str(value)] * 4, str(value)
+    ranks = str(data.get("group_ranks"))  # torch.ProcessGroup
+    return kind, "[]", [ranks] * 4, ranks
+
+
+Leaf = tuple[str, str, str, str, Sequence[Any]]  # a row side's name, dtype, shape, requires_grad, statistics
+
+
+def _leaves(name: str, data: Any) -> list[Leaf] | None:
+    """:meth:`Entry.items` in statistics mode, as the rows of an entry the same on both sides need them
+    (:class:`_Pending`), for an entry as most are: a call whose inputs and outputs are lists and keyword dicts of
+    tensors and plain values; None for the rest (parameters, gradients, nesting, a None, a kind of value msprobe
+    writes its own way). A row side's object costs as much as the rest of its leaf."""
+    if type(data) is not dict or "parameters" in data or "parameters_grad" in name:
+        return None
+    out: list[Leaf] = []
+    for part, suffix in _IO:
+        if part not in data:
+            continue
+        value = data[part]
+        if type(value) is list:
+            members: Any = enumerate(value)
+        elif type(value) is dict and type(value.get("type")) is not str and "class_type" not in value:
+            members = value.items()
+        else:
+            return None
+        for key, sub in members:
+            if type(sub) is not dict or type(kind := sub.get("type")) is not str or "class_type" in sub:
+                return None
+            req = sub.get("requires_grad")
+            req = "True" if req is True else "False" if req is False else N_A if req is None else str(req)
+            if dtype := sub.get("dtype"):
+                stats = [sub.get("Max"), sub.get("Min"), sub.get("Mean"), sub.get("Norm")]
+                out.append((f"{name}{suffix}.{key}", str(dtype), str(sub.get("shape")), req, stats))
+            elif kind in _KINDS_OF_THEIR_OWN or (leaf := f"{name}{suffix}.{key}").endswith(_PEERS):
+                return None
+            else:
+                out.append((leaf, str(type(v := sub.get("value"))), "[]", req, [v] * 4))
+    return out
 
 
 def _tensors(data: list[Any], name: str, state: str, out: list[Item]) -> None:
@@ -825,22 +870,22 @@ class _Pending:
         self.rest = rest  # the end of a row after an entry's first
         self.numbers = numbers
         self.first: list[str] = []  # lines before the first held row
-        self.items: list[Item] = []
+        self.leaves: list[Leaf] = []
         self.ends: list[str] = []  # each held row's end, and the lines after it
         self.after: list[str] = []  # lines after the last held row, not yet joined to its end
         self.count = 0  # lines held
 
-    def add(self, items: list[Item], end: str) -> bool:
+    def add(self, leaves: list[Leaf], end: str) -> bool:
         """The entry's rows held as the same on both sides (``end``: its first row's); False (none held) where
         two leaves have one name (a gradient's list: each matched with the bench's last)."""
-        if len({it.name for it in items}) != len(items):
+        if len({leaf[0] for leaf in leaves}) != len(leaves):
             return False
-        if items:
+        if leaves:
             self._settle()
-            self.items += items
+            self.leaves += leaves
             self.ends.append(end)
-            self.ends += [self.rest] * (len(items) - 1)
-            self.count += len(items)
+            self.ends += [self.rest] * (len(leaves) - 1)
+            self.count += len(leaves)
         return True
 
     def extend(self, lines: list[str]) -> None:
@@ -858,25 +903,24 @@ class _Pending:
     def lines(self) -> list[str]:
         """The lines held, a held row's in two parts (the end apart); none held after. A run's cells are made by
         comprehensions over the whole run: a call per row costs as much as its line."""
-        if not (items := self.items):
+        if not (leaves := self.leaves):
             out, self.first, self.count = self.first, [], 0
             return out
         self._settle()
-        groups = [it.stats for it in items]
+        groups = [leaf[4] for leaf in leaves]
         if self.numbers.open:  # both sides' alike
             for j in range(4):
                 self.numbers.note([g[j] for g in groups], {j, j + 4})
         cells = _group_cells(groups, _summary_cell)
-        heads = [(it.name, it.dtype, it.req_grad) for it in items]
-        if _quoted("".join([f"{n}{d}{r}" for n, d, r in heads])):  # none quoted, as usual
-            heads = [(_cell(n), _cell(d), _cell(r)) for n, d, r in heads]
-        shapes = [_kept_cell(it.shape) for it in items]
+        if _quoted("".join([f"{n}{d}{r}" for n, d, _, r, _ in leaves])):  # none quoted, as usual
+            leaves = [(_cell(n), _cell(d), s, _cell(r), st) for n, d, s, r, st in leaves]
         out = [""] * (2 * len(cells))
+        shapes = [_kept_cell(leaf[2]) for leaf in leaves]
         out[0::2] = [f"{n},{n},{d},{d},{s},{s},{r},{r},{_ZEROS},{c},{c},True,pass,[]"
-                     for (n, d, r), s, c in zip(heads, shapes, cells, strict=True)]  # fmt: skip
+                     for (n, d, _, r, _), s, c in zip(leaves, shapes, cells, strict=True)]  # fmt: skip
         out[1::2] = self.ends
         out = self.first + out
-        self.first, self.items, self.ends, self.count = [], [], [], 0
+        self.first, self.leaves, self.ends, self.count = [], [], [], 0
         return out
 
 
@@ -1084,10 +1128,17 @@ def _rows(
                     cell = _stack_cell(where)
                     known = stack_texts[id(where)] = cell, f",{cell}\n"
                 info, end = known
-            items = entry.items(md5)
+            items = None
+            if match is not None and not md5 and (same_run or _same(entry, match)):  # the same on both sides
+                if (leaves := _leaves(entry.name, entry.data)) is None:
+                    items = entry.items(md5)
+                    leaves = [(it.name, it.dtype, it.shape, it.req_grad, it.stats) for it in items]
+                if pending.add(leaves, end):  # all pass
+                    n += len(leaves)
+                    continue
+            if items is None:
+                items = entry.items(md5)
             n += len(items)
-            if match is not None and not md5 and (same_run or _same(entry, match)) and pending.add(items, end):
-                continue  # the same on both sides: all pass
             if match is not None and not md5:
                 lines = _passing_lines(items, match.items(md5), (len(entry.name), len(match.name)), info)
                 if lines is not None:
