@@ -136,24 +136,25 @@ def test_entries_read_lazily_are_the_entries_parsed(tmp_path, monkeypatch, chunk
 
 
 @pytest.mark.parametrize("chunk", [7, 300, 1 << 20])
-def test_following_reads_past_the_same_text_and_cuts_where_the_other_does(tmp_path, monkeypatch, chunk):
+@pytest.mark.parametrize("batch", [1600, 5000])  # runs of a few entries
+def test_following_reads_past_the_same_text_and_cuts_where_the_other_does(tmp_path, monkeypatch, chunk, batch):
     """DumpFile.following, as the compare's bench follows the target's runs (DumpFile.runs): a run the same text is
-    read past (SKIPPED), one that is not comes back as that many entries, so that the next run starts where the
-    target's does; what is read past and what comes back are every entry once, in order."""
+    read past (SKIPPED), one that is not comes back up to the target's run's last entry, so that the next run
+    starts where the target's does; what is read past and what comes back are every entry once, in order."""
     monkeypatch.setattr(dumpfile, "CHUNK", chunk)
-    monkeypatch.setattr(dumpfile, "BATCH", 300)
+    monkeypatch.setattr(dumpfile, "BATCH", batch)
     doc = dump_doc("mix", "actor_update", 12)
     target, bench = tmp_path / "target.json", tmp_path / "bench.json"
     save_json(str(bench), doc, indent=1)
     moved = list(doc["data"])[5]
-    doc["data"][moved]["output"][0]["Norm"] = 123456.789  # a longer text: the bench's runs would be cut elsewhere
+    doc["data"][moved]["input_kwargs"] = {"pad": {"type": "str", "value": "x" * 1200}}  # the bench's cut elsewhere
     save_json(str(target), doc, indent=1)
     runs = DumpFile(bench).following()
     assert next(runs) == (dumpfile.SKIPPED, None)
     seen, skipped = [], 0
     for batch, text in DumpFile(target).runs():
         assert text is not None
-        got, texts = runs.send((text, len(batch)))
+        got, texts = runs.send((text, next(reversed(batch))))
         if got is dumpfile.SKIPPED:
             skipped += 1
             seen += list(batch)

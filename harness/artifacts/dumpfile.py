@@ -115,14 +115,15 @@ class DumpFile:
         next(runs)
         yield from runs
 
-    def following(self) -> Generator[tuple[dict[str, Any], list[str] | None], tuple[str | None, int] | None, None]:
+    def following(self) -> Generator[tuple[dict[str, Any], list[str] | None], tuple[str | None, str] | None, None]:
         """:meth:`batches_with_texts` (lazy), read as another dump's runs (:meth:`runs`) go: started by ``next()``
-        (which yields ``(SKIPPED, None)``), each later run asked for by ``send((text, n))``, ``text`` and ``n`` the
-        other's next run's text and its number of entries. Where this dump's next entries are that text (two runs
-        of one code write most of theirs alike) they are read past, neither split nor parsed, and ``(SKIPPED,
-        None)`` comes back; else its next ``n`` entries (``text`` None: not tried), so that its runs go on ending
-        where the other's do. ``send(None)`` or ``next()``: the next run as :meth:`batches_with_texts` cuts it.
-        The compare's bench: most of its entries are the same text as the target's."""
+        (which yields ``(SKIPPED, None)``), each later run asked for by ``send((text, last))``, ``text`` and
+        ``last`` the other's next run's text and its last entry's name. Where this dump's next entries are that
+        text (two runs of one code write most of theirs alike) they are read past, neither split nor parsed, and
+        ``(SKIPPED, None)`` comes back; else its entries up to ``last`` where it is near (``text`` None: not
+        tried), so that its runs go on ending where the other's do. ``send(None)`` or ``next()``: the next run as
+        :meth:`batches_with_texts` cuts it. The compare's bench: most of its entries are the same text as the
+        target's."""
         with open_regular(self.path) as f, _collector_paused():
             w = _Window(f, keep=True, lazy=True)
             w.follow = yield SKIPPED, None
@@ -155,7 +156,7 @@ class _Window:
         self.lazy = lazy  # and, where they are, the members not parsed
         self.texts: list[str] | None = None  # lazy: the last members' texts
         self.text: str | None = None  # else: the last members' text as one
-        self.follow: tuple[str | None, int] | None = None  # DumpFile.following: the text to read past, or a count
+        self.follow: tuple[str | None, str] | None = None  # DumpFile.following: a text to read past, a last name
         self.decode = codecs.getincrementaldecoder("utf-8")().decode
         self.buf, self.pos, self.base, self.eof = "", 0, 0, False
 
@@ -217,17 +218,17 @@ class _Window:
 
     def members(self) -> dict[str, Any]:
         """The next members of an object: in msprobe's layout the whole entries of the next BATCH characters
-        (at least one entry; lazy, with ``follow``: read past them if they are its text, else its count of
-        entries), in one orjson call; else one member by the decoder."""
-        follow, self.follow = self.follow, None
+        (at least one entry; lazy, with ``follow``: read past them if they are its text, else up to its last
+        name), in one orjson call; else one member by the decoder."""
+        follow, self.follow, end = self.follow, None, -1
         if follow is not None and self.lazy and self.buf.startswith('"', self.pos):
-            text, n = follow
+            text, last = follow
             if text is not None and self.holds('"' + text):  # JSON objects are prefix-free: exactly that text's
                 self.pos += 1 + len(text)
                 self.texts = None
                 return SKIPPED
-            end = self._end_of(n)
-        else:
+            end = self._end_of(last, len(text or ""))
+        if end < 0:
             end = self.buf.rfind(_ENTRY_END, self.pos, self.pos + BATCH)
             if end < 0:
                 end = self.buf.find(_ENTRY_END, self.pos)
@@ -248,16 +249,22 @@ class _Window:
         self.texts = self.text = None
         return {self.key(): self.value()}
 
-    def _end_of(self, n: int) -> int:
-        """Where the ``n``-th entry end from here is (the last found where the file has fewer), -1 if none."""
-        at, found = 0, -1  # from pos (which more() moves): where to look, the last end found
-        for _ in range(max(n, 1)):
-            while (end := self.buf.find(_ENTRY_END, self.pos + at)) < 0:
-                if not self.more():
-                    return -1 if found < 0 else self.pos + found
-            found = end - self.pos
-            at = found + len(_ENTRY_END)
-        return self.pos + found
+    def _end_of(self, name: str, size: int) -> int:
+        """Where the entry ``name`` ends, if it opens within twice ``size`` characters (or BATCH) from here; -1 if
+        not (the orders part: the usual cut then). Two searches, not one per entry."""
+        key, limit = f'"{name}": ', 2 * max(size, BATCH)
+        if self.buf.startswith(key, self.pos):
+            at = len(key)  # from pos, which more() moves
+        else:
+            key = _ENTRY_START[:-1] + key
+            while (found := self.buf.find(key, self.pos, self.pos + limit)) < 0:
+                if len(self.buf) - self.pos >= limit or not self.more():
+                    return -1
+            at = found - self.pos + len(key)
+        while (end := self.buf.find(_ENTRY_END, self.pos + at)) < 0:
+            if not self.more():
+                return -1
+        return end
 
 
 def run_texts(batch: dict[str, Any], text: str | None) -> list[str] | None:

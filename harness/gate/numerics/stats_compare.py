@@ -813,6 +813,7 @@ def _passing_lines(items: list[Item], theirs: list[Item], skip: tuple[int, int],
 
 
 _NUMBER = {int, float}
+_FLOAT = {float}
 
 
 class _Numbers:
@@ -826,21 +827,37 @@ class _Numbers:
         self.ints: set[int] = set()
         self.floats: set[int] = set()
 
-    def note(self, values: list[Any], columns: set[int]) -> None:
-        """One column's values (``columns``: it, and the bench's where both sides hold them alike)."""
-        if cols := self.open & columns:
-            kinds = set(map(type, values))
-            if not kinds <= _NUMBER or any(v != v for v in values):  # a NaN: msprobe's "Nan"
-                self.open -= cols
-                return
-            if int in kinds:
-                self.ints |= cols
-            if float in kinds:
-                self.floats |= cols
+    def note(self, values: list[Any], width: int) -> None:
+        """Statistics row by row, ``width`` to a row: 8 (NPU's, then the bench's), or 4 where both sides hold
+        them alike. Numbers are told from NaN by their sum (a NaN's, or inf - inf: then one by one)."""
+        if not self.open:
+            return
+        if set(map(type, values)) <= _FLOAT and _no_nan(values):  # floats alone, as most runs are
+            self.floats |= self.open
+            return
+        for c in range(width):
+            if cols := self.open & ({c, c + 4} if width == 4 else {c}):
+                column = values[c::width]
+                if not (kinds := set(map(type, column))) <= _NUMBER or not _no_nan(column):  # msprobe's "Nan"
+                    self.open -= cols
+                    continue
+                if int in kinds:
+                    self.ints |= cols
+                if float in kinds:
+                    self.floats |= cols
 
     def as_floats(self) -> set[int]:
         """The columns whose ints pandas writes as floats."""
         return self.open & self.ints & self.floats
+
+
+def _no_nan(numbers: list[float]) -> bool:
+    """Whether ints and floats hold no NaN (an int beyond a float's range: as if one, pandas holds it as object)."""
+    try:
+        total = sum(numbers)
+    except OverflowError:
+        return False
+    return total == total or not any(v != v for v in numbers)
 
 
 def _ints_as_floats(path: Path, columns: set[int]) -> None:
@@ -909,8 +926,7 @@ class _Pending:
         self._settle()
         groups = [leaf[4] for leaf in leaves]
         if self.numbers.open:  # both sides' alike
-            for j in range(4):
-                self.numbers.note([g[j] for g in groups], {j, j + 4})
+            self.numbers.note([v for g in groups for v in g], 4)
         cells = _group_cells(groups, _summary_cell)
         if _quoted("".join([f"{n}{d}{r}" for n, d, _, r, _ in leaves])):  # none quoted, as usual
             leaves = [(_cell(n), _cell(d), s, _cell(r), st) for n, d, s, r, st in leaves]
@@ -1004,23 +1020,23 @@ class _Bench:
         self.read_any = False
         self.started = self.ended = self.past = False  # past: the last run was read past (follows)
 
-    def follows(self, text: str | None, n: int, backward: dict[str, int]) -> bool:
-        """Whether the bench's next entries are the target's next run (its text ``text``, None where not known;
-        ``n`` entries; the target's backward counts before it ``backward``): then read past. Only where both are at
-        a run's start, in one order so far, with the same counts (so that their entries' keys are alike); else the
-        bench's next ``n`` entries are read, where none is held, for :meth:`match`: its runs go on ending where the
-        target's do. Called at each of the target's runs."""
+    def follows(self, text: str | None, last: str, backward: dict[str, int]) -> bool:
+        """Whether the bench's next entries are the target's next run (its text ``text``, None where not known; its
+        last entry's name ``last``; the target's backward counts before it ``backward``): then read past. Only
+        where both are at a run's start, in one order so far, with the same counts (so that their entries' keys
+        are alike); else the bench's entries up to ``last`` are read, where none is held, for :meth:`match`: its
+        runs go on ending where the target's do. Called at each of the target's runs."""
         if self.past:  # the last run read past: the same names came in between, counted alike
             self.side.backward, self.past = defaultdict(int, backward), False
         if self.queue or self.pending or self.keys is not None or self.ended:
             return False
         same = text is not None and self.side.backward == backward
-        if self._run((text if same else None, n)) is SKIPPED:
+        if self._run((text if same else None, last)) is SKIPPED:
             self.read_any = self.past = True
             return True
         return False
 
-    def _run(self, follow: tuple[str | None, int] | None) -> dict[str, Any] | None:
+    def _run(self, follow: tuple[str | None, str] | None) -> dict[str, Any] | None:
         """The bench's next run (``follow``: :meth:`DumpFile.following`), its entries held in ``queue``; SKIPPED
         where read past, None at the end."""
         if not self.started:
@@ -1082,10 +1098,12 @@ def _judged_lines(
             b_item = None
         rows.append(_row(item, b_item, md5))
     _judge(rows, md5)
-    for c in [] if md5 else list(numbers.open):
-        numbers.note([r.values[NPU_MAX + c] for r in rows], {c})
     lines = []
-    stats = [] if md5 else _stats_cells([x for r in rows for x in r.values[NPU_MAX : BENCH_MAX + 4]])
+    stats = []
+    if not md5:
+        values = [x for r in rows for x in r.values[NPU_MAX : BENCH_MAX + 4]]
+        numbers.note(values, 8)
+        stats = _stats_cells(values)
     for i, r in enumerate(rows):
         if r.result != "pass":
             on_row(r)
@@ -1110,7 +1128,7 @@ def _rows(
     pending = _Pending("\n" if stack is None else f",{N_A}\n", numbers)
     head = Side(npu_path)
     for batch, text in head.runs():
-        same_run = bench.follows(text, len(batch), head.backward)  # the bench's next run is this one's text
+        same_run = bench.follows(text, next(reversed(batch)), head.backward)  # the bench's next run is this one's text
         texts = None if same_run else run_texts(batch, text)
         for (name, data), entry_text in zip(batch.items(), texts or repeat(None), strict=texts is not None):
             if (entry := head.entry(name, data)) is None:
