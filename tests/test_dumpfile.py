@@ -46,6 +46,10 @@ def _streamed(path: Path) -> tuple[dict[str, Any], list[tuple[str, Any]]]:
     return dump.header, entries
 
 
+def _texts(path: Path) -> list[tuple[dict[str, Any], list[str] | None]]:
+    return [(batch, dumpfile.run_texts(batch, text)) for batch, text in DumpFile(path).runs()]
+
+
 def _same(a: Any, b: Any) -> bool:
     """Equality with NaN equal to itself (the repr compares floats exactly, NaN included)."""
     return repr(a) == repr(b)
@@ -76,14 +80,14 @@ def test_msprobe_written_nan_and_infinity_literals(tmp_path):
 
 @pytest.mark.parametrize("chunk", [7, 300, 1 << 20])
 def test_entries_texts_are_theirs_as_msprobe_wrote_them(tmp_path, monkeypatch, chunk):
-    """batches_with_texts: where a run of entries is cut in msprobe's layout, each entry's text (an entry equal on
+    """runs and run_texts: where a run of entries is cut in msprobe's layout, each entry's text (an entry equal on
     both sides of a compare is told by it); another layout has none, and its entries are read all the same."""
     monkeypatch.setattr(dumpfile, "CHUNK", chunk)
     monkeypatch.setattr(dumpfile, "BATCH", chunk)
     doc = _doc(6)
     path = tmp_path / "dump.json"
     save_json(str(path), doc, indent=1)
-    runs = list(DumpFile(path).batches_with_texts())
+    runs = _texts(path)
     assert _same([kv for batch, _ in runs for kv in batch.items()], list(_streamed(path)[1]))
     assert [name for batch, texts in runs if texts for name in batch] == list(doc["data"])  # every one told here
     for batch, texts in runs:
@@ -94,15 +98,15 @@ def test_entries_texts_are_theirs_as_msprobe_wrote_them(tmp_path, monkeypatch, c
     uneven = twice.replace('},\n  "a"', '},\n   "b": 3,\n  "a"')
     for text in (twice, uneven):
         path.write_text(text)
-        for batch, texts in DumpFile(path).batches_with_texts():
+        for batch, texts in _texts(path):
             assert texts is None or [json.loads('{"' + t + "}") for t in texts] == [{k: v} for k, v in batch.items()]
     path.write_text(json.dumps(doc))  # no indent: not msprobe's layout
-    assert {texts for _, texts in DumpFile(path).batches_with_texts()} == {None}
+    assert {texts for _, texts in _texts(path)} == {None}
 
 
 @pytest.mark.parametrize("chunk", [7, 300, 1 << 20])
 def test_entries_read_lazily_are_the_entries_parsed(tmp_path, monkeypatch, chunk):
-    """batches_with_texts(lazy=True), as the compare reads its bench: where the texts are given, the names as
+    """following, as the compare reads its bench: where the texts are given, the names as
     parsed and each value, read from its text, the value parsed; a run with a name escaped or a name twice is
     parsed (no texts), as is another layout; a text that is not one member is refused when read."""
     monkeypatch.setattr(dumpfile, "CHUNK", chunk)
@@ -116,7 +120,8 @@ def test_entries_read_lazily_are_the_entries_parsed(tmp_path, monkeypatch, chunk
                "no indent": json.dumps(doc), "escaped": json.dumps(escaped, indent=1), "twice": twice}  # fmt: skip
     for layout, text in layouts.items():
         path.write_text(text)
-        lazy = list(DumpFile(path).batches_with_texts(lazy=True))
+        (following := DumpFile(path).following()).send(None)
+        lazy = list(following)
         read = [
             (k, dumpfile.entry_value(t) if texts else v)
             for batch, texts in lazy

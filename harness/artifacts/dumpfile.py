@@ -5,7 +5,7 @@ msprobe writes ``json.dump(..., indent=1)``, so each entry of ``data`` ends at a
 whole entries are cut there and parsed by orjson, the entry holding a ``NaN``/``Infinity`` literal (msprobe
 writes them, orjson rejects them) by the stdlib. A cut is used only if it parses as whole members, so any
 other layout still reads correctly, through the stdlib's decoder value by value (a lazy reading, the compare's
-bench, splits such a run into its entries' texts without parsing them: :meth:`DumpFile.batches_with_texts`).
+bench, splits such a run into its entries' texts without parsing them: :meth:`DumpFile.following`).
 Readers take the entries a run at a time (:meth:`DumpFile.batches`), so that their per-entry work can run in
 C (``map``, ``Counter``).
 Every reader of dump.json goes through here."""
@@ -102,27 +102,16 @@ class DumpFile:
             for batch in _document(w, self):
                 yield batch, w.text
 
-    def batches_with_texts(self, lazy: bool = False) -> Iterator[tuple[dict[str, Any], list[str] | None]]:
-        """:meth:`batches`, each with its entries' texts in order (``name": {...}``: from after the name's opening
-        quote), where msprobe's layout cuts them; None otherwise. ``lazy``: where the texts are given, the batch's
-        values are not parsed (None: :func:`entry_value` reads one when asked), its names read from the texts; an
-        entry so read is not checked to be JSON until then."""
-        if not lazy:
-            for batch, text in self.runs():
-                yield batch, run_texts(batch, text)
-            return
-        runs = self.following()
-        next(runs)
-        yield from runs
-
     def following(self) -> Generator[tuple[dict[str, Any], list[str] | None], tuple[str | None, str] | None, None]:
-        """:meth:`batches_with_texts` (lazy), read as another dump's runs (:meth:`runs`) go: started by ``next()``
+        """The entries' texts, run by run, as another dump's runs (:meth:`runs`) go, without parsing them (where
+        msprobe's layout cuts them: else the run parsed, its texts None; a value so read is not checked to be JSON
+        until :func:`entry_value` reads it), its names read from the texts. Started by ``next()``
         (which yields ``(SKIPPED, None)``), each later run asked for by ``send((text, last))``, ``text`` and
         ``last`` the other's next run's text and its last entry's name. Where this dump's next entries are that
         text (two runs of one code write most of theirs alike) they are read past, neither split nor parsed, and
         ``(SKIPPED, None)`` comes back; else its entries up to ``last`` where it is near (``text`` None: not
-        tried), so that its runs go on ending where the other's do. ``send(None)`` or ``next()``: the next run as
-        :meth:`batches_with_texts` cuts it. The compare's bench: most of its entries are the same text as the
+        tried), so that its runs go on ending where the other's do. ``send(None)`` or ``next()``: the next run of about
+        BATCH characters. The compare's bench: most of its entries are the same text as the
         target's."""
         with open_regular(self.path) as f, _collector_paused():
             w = _Window(f, keep=True, lazy=True)
@@ -292,7 +281,7 @@ def _named_texts(text: str) -> tuple[list[str], list[str]] | None:
 
 
 def entry_value(text: str) -> Any:
-    """One entry's value from its text (:meth:`DumpFile.batches_with_texts`); ValueError where the text is not one
+    """One entry's value from its text (:meth:`DumpFile.following`); ValueError where the text is not one
     JSON member."""
     cut = _leading_members('"' + text)
     if cut is None or len(cut[0]) != 1 or cut[1] != len(text) + 1:
