@@ -823,8 +823,8 @@ _FLOAT = {float}
 class _Numbers:
     """Which statistics columns pandas holds as numbers: msprobe writes its CSV from a DataFrame, whose column of
     ints and floats alone is float64, its ints written as floats (``1.0``); any other value (msprobe's "None",
-    "Nan", "N/A", a bool, a string) makes the column object, each value written as it is. The columns are counted
-    from NPU max; on real dumps each soon holds another value, and is no longer looked at."""
+    "Nan", "N/A", a bool, a string) makes the column object, each value written as it is, and it is no longer
+    looked at (every column of real_fsdp_l1's files ends so). The columns are counted from NPU max."""
 
     def __init__(self) -> None:
         self.open = set(range(8))  # not shown to be object yet
