@@ -110,9 +110,8 @@ class DumpFile:
         ``last`` the other's next run's text and its last entry's name. Where this dump's next entries are that
         text (two runs of one code write most of theirs alike) they are read past, neither split nor parsed, and
         ``(SKIPPED, None)`` comes back; else its entries up to ``last`` where it is near (``text`` None: not
-        tried), so that its runs go on ending where the other's do. ``send(None)`` or ``next()``: the next run of about
-        BATCH characters. The compare's bench: most of its entries are the same text as the
-        target's."""
+        tried), so that its runs go on ending where the other's do. ``send(None)`` or ``next()``: the next run of
+        about BATCH characters. The compare's bench: most of its entries are the same text as the target's."""
         with open_regular(self.path) as f, _collector_paused():
             w = _Window(f, keep=True, lazy=True)
             w.follow = yield SKIPPED, None

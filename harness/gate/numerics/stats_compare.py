@@ -114,7 +114,7 @@ class Item:
     md5: str
 
 
-_UNREAD = object()  # an entry's value not parsed yet (the bench's: Side(lazy=True))
+_UNREAD = object()  # an entry's value not parsed yet (the bench's: DumpFile.following)
 
 
 @dataclass(slots=True)
@@ -320,17 +320,12 @@ def _split(name: str) -> tuple[str, str, str]:
 
 
 class Side:
-    """One dump.json read entry by entry, with msprobe's backward renumbering (``lazy``: an entry's value parsed
-    when first asked for, where its text is known)."""
+    """One dump.json's entries, with msprobe's backward renumbering (the target's read by :meth:`DumpFile.runs`,
+    the bench's by :meth:`DumpFile.following`)."""
 
-    def __init__(self, path: Path, lazy: bool = False) -> None:
+    def __init__(self, path: Path) -> None:
         self.dump = DumpFile(path)
-        self.lazy = lazy
         self.backward: dict[str, int] = defaultdict(int)
-
-    def runs(self) -> Iterator[tuple[dict[str, Any], str | None]]:
-        """The target's entries a run at a time, each with its text as one (:meth:`DumpFile.runs`)."""
-        return self.dump.runs()
 
     def entry(self, name: str, data: Any) -> Entry | None:
         if name.endswith(".forward"):  # API.N.forward, as most are: a key of its own (what the rest gives)
@@ -1016,7 +1011,7 @@ class _Bench:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.side = Side(path, lazy=True)
+        self.side = Side(path)
         self.runs = self.side.dump.following()
         self.queue: list[Entry] = []  # the entries of the bench's last run not yet asked for, last first
         self.pending: dict[str, Entry] = {}  # read, not yet asked for
@@ -1131,7 +1126,7 @@ def _rows(
     info, end = None, "\n"
     pending = _Pending("\n" if stack is None else f",{N_A}\n", numbers)
     head = Side(npu_path)
-    for batch, text in head.runs():
+    for batch, text in head.dump.runs():
         same_run = bench.follows(text, next(reversed(batch)), head.backward)  # the bench's next run is this one's text
         texts = None if same_run else run_texts(batch, text)
         for (name, data), entry_text in zip(batch.items(), texts or repeat(None), strict=texts is not None):
