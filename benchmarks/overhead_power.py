@@ -46,8 +46,8 @@ from harness.gate.observe import Observation, observe_results
 from harness.pipeline.evaluate import evaluate
 from harness.scenario.loader import load_scenario
 from harness.scenario.stages import TIMER_TO_STAGE
-from harness.target.environment import ensure_env
-from harness.target.spec import pinned_target
+from harness.targets.environment import ensure_env
+from harness.targets.spec import pinned_target
 from harness.training.workloads.fault_injection import SLOWDOWN_ENV, WAIT_ENV
 
 OLD_FLOOR = 0.25  # the provisional rule's overhead tolerance (medians of the repeats)

@@ -34,7 +34,7 @@ from harness.errors import InfraError, ScenarioError, TargetError, WorkloadError
 from harness.safeio import write_atomic
 from harness.scenario.loader import load_scenario
 from harness.scenario.model import ExecutorSettings
-from harness.target.spec import cache_dir, parse_target
+from harness.targets.spec import cache_dir, parse_target
 from harness.training.executors.docker import DockerExecutor
 from harness.training.executors.docker_options import DockerRuntime
 from harness.training.launch import ExecResult, Launch

@@ -15,7 +15,7 @@ from conftest import SMALL_TARGET
 from verl_repo import PROFILE, VerlRepo, git
 
 from harness.cli import main
-from harness.target.history import BisectError, Commit, Probe, bisect, history
+from harness.targets.commits import BisectError, Commit, Probe, bisect, history
 
 ROOT = Path(__file__).resolve().parents[1]
 BROKEN = "skip actor_update"

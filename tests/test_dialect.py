@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from harness.errors import InfraError
-from harness.target.dialect import decide, dialect_of
+from harness.targets.dialect import decide, dialect_of
 
 PROFILER = ["tool", "enable", "all_ranks", "ranks", "save_path", "tool_config", "global_tool_config"]
 AT_5186 = ["_target_", "name", "enable", "config_path", "data_dir", "steps", "stages", "strict"]  # b4c826332

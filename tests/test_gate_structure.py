@@ -17,8 +17,8 @@ from harness.gate.baseline import build
 from harness.gate.judge import gate_scenario
 from harness.gate.observe import observe_results
 from harness.gate.structure import name_diff, normalise, structure_of
-from harness.target.environment import ensure_env
-from harness.target.spec import pinned_target
+from harness.targets.environment import ensure_env
+from harness.targets.spec import pinned_target
 from harness.training.launch import ExecResult
 from harness.training.runs import RunRecord, fingerprint
 

@@ -2,7 +2,7 @@
 
 A link out of the tree is refused by ``target``, ``run --verl``, ``compare`` and ``image ascend-context``, naming
 it, and the host file's content is in no context and no environment; a link inside the tree stays a link. A build
-backend and an import-time hook that write outside their environment run in the sandbox (harness/target/sandbox.py):
+backend and an import-time hook that write outside their environment run in the sandbox (harness/targets/sandbox.py):
 every write they try is denied, and another target's environment hashes the same before and after.
 """
 
@@ -20,9 +20,9 @@ import pytest
 from hostile_repo import HostileRepo, make_hostile_repo
 from verl_repo import VerlRepo, git
 
-from harness.target import sandbox
-from harness.target.environment import _MADE, check_api, ensure_env, tree_hash
-from harness.target.spec import parse_target
+from harness.targets import sandbox
+from harness.targets.environment import _MADE, check_api, ensure_env, tree_hash
+from harness.targets.spec import parse_target
 from harness.training.workloads.verl_ppo import VerlPpo
 
 ROOT = Path(__file__).resolve().parents[1]

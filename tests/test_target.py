@@ -26,8 +26,8 @@ from harness.gate.files import GateDoc
 from harness.gate.judge import gate_dirs
 from harness.gate.observe import observe_dir
 from harness.report.summary import summary_markdown
-from harness.target.environment import _MADE, ensure_env
-from harness.target.spec import TargetError, parse_target
+from harness.targets.environment import _MADE, ensure_env
+from harness.targets.spec import TargetError, parse_target
 from harness.training.executors.ascend_image import build_args, make_context
 
 pytestmark = pytest.mark.xdist_group("target")  # the docker test re-reads the neutral commit's local results

@@ -38,8 +38,8 @@ from harness.scenario.loader import load_scenario, scenario_files
 from harness.scenario.model import ExecutorSettings, Scenario
 from harness.scenario.registry import EXECUTORS
 from harness.signals import describe, interrupts
-from harness.target.environment import ensure_env
-from harness.target.spec import SERIES_HELP, TARGET_HELP, parse_target
+from harness.targets.environment import ensure_env
+from harness.targets.spec import SERIES_HELP, TARGET_HELP, parse_target
 from harness.training.monitor import PeriodicLines, Progress, Show, Watch
 from harness.training.runs import results_dir
 

@@ -20,9 +20,9 @@ from harness.scenario.devices import skip_reason
 from harness.scenario.loader import load_scenario, scenario_files
 from harness.scenario.model import Scenario
 from harness.scenario.registry import EXECUTORS
-from harness.target.environment import ensure_env
-from harness.target.history import NOISY_CHECKS, OVERHEAD_REFUSAL, BisectError, Commit, Probe, ProbeFn, bisect, history
-from harness.target.spec import parse_target
+from harness.targets.commits import NOISY_CHECKS, OVERHEAD_REFUSAL, BisectError, Commit, Probe, ProbeFn, bisect, history
+from harness.targets.environment import ensure_env
+from harness.targets.spec import parse_target
 from harness.training.monitor import Watch
 from harness.training.runs import check_target, results_dir
 

@@ -18,7 +18,7 @@ from harness.scenario.devices import device_problem
 from harness.scenario.loader import load_scenario, scenario_files
 from harness.scenario.model import Scenario
 from harness.scenario.registry import EXECUTORS, WORKLOADS
-from harness.target.environment import TargetEnv
+from harness.targets.environment import TargetEnv
 from harness.training.runs import LABEL_PREFIX
 
 

@@ -26,8 +26,8 @@ from harness.gate.observe import Observation, observe_results
 from harness.pipeline.evaluate import evaluate
 from harness.safeio import write_atomic
 from harness.scenario.model import Scenario
-from harness.target.environment import ensure_env
-from harness.target.spec import Target
+from harness.targets.environment import ensure_env
+from harness.targets.spec import Target
 from harness.training.monitor import Watch
 
 SIDES = ("base", "head")

@@ -11,7 +11,7 @@ from harness.checks.crash import not_checked
 from harness.checks.known_gap import check_gap, gap_name
 from harness.checks.results import record_check
 from harness.scenario.model import Scenario
-from harness.target.environment import TargetEnv
+from harness.targets.environment import TargetEnv
 from harness.training.monitor import Watch
 from harness.training.runs import ensure_runs, scenario_lock
 

@@ -34,7 +34,7 @@ from harness.pytest_plugin.options import pytest_addoption
 from harness.pytest_plugin.reporting import PlainNodeIds, TimeBreakdown
 from harness.pytest_plugin.state import BASELINE, COMPARE_BASE, SESSION, SIGNALS, TARGET, WATCH, write_line
 from harness.signals import interrupts
-from harness.target.spec import parse_target
+from harness.targets.spec import parse_target
 from harness.training.monitor import PeriodicLines, Watch
 
 # hooks defined in the modules above: pytest registers this module (pyproject: pytest11), so they are named here

@@ -12,8 +12,8 @@ from filelock import FileLock
 from harness.checks import CheckResult
 from harness.errors import HarnessError, one_line
 from harness.gate.baseline import Baseline
-from harness.target.environment import TargetEnv, ensure_env
-from harness.target.spec import Target
+from harness.targets.environment import TargetEnv, ensure_env
+from harness.targets.spec import Target
 from harness.training.monitor import Watch
 
 SESSION = pytest.StashKey[str]()

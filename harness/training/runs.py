@@ -26,8 +26,8 @@ from harness.errors import EnvironmentProblem, HarnessBug, HarnessError, InfraEr
 from harness.safeio import MB, InputError, Versioned
 from harness.scenario.model import Scenario
 from harness.scenario.registry import EXECUTORS, WORKLOADS
-from harness.target.environment import TargetEnv, check_api, ensure_env, environment
-from harness.target.spec import Target, parse_target
+from harness.targets.environment import TargetEnv, check_api, ensure_env, environment
+from harness.targets.spec import Target, parse_target
 from harness.training.executors.base import LABEL_PREFIX, Executor, owner_labels
 from harness.training.launch import ExecResult, RunRecord
 from harness.training.monitor import Monitor, Watch, dump_cap

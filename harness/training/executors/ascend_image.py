@@ -18,8 +18,8 @@ from pathlib import Path
 
 from harness.errors import InfraError
 from harness.safeio import output_path
-from harness.target.environment import source_tree
-from harness.target.spec import Target, TargetError, parse_target
+from harness.targets.environment import source_tree
+from harness.targets.spec import Target, TargetError, parse_target
 from harness.training.executors.docker_options import TARGET_LABEL
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -82,7 +82,7 @@ def container_spec(
         python = launch.python or host.executable
         for p in host.paths:
             bind(p)
-        if launch.python:  # a target environment (harness.target.environment): layered over the mounted project venv
+        if launch.python:  # a target environment (harness.targets.environment): layered over the mounted project venv
             bind(Path(launch.python).parent.parent)
     for inp in launch.inputs:
         bind(inp)

@@ -13,7 +13,7 @@ from harness.safeio import MB, Versioned
 
 class ProfilerSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    dialect: str  # harness.target.dialect: how this verl turns precision_debugger on (tool-config, profiler-config)
+    dialect: str  # harness.targets.dialect: how this verl turns precision_debugger on (tool-config, profiler-config)
     all_ranks: bool
     save_path: str
     steps: list[int]

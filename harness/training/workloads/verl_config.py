@@ -47,7 +47,7 @@ def parse_overrides(overrides: Iterable[str]) -> list[Override]:
 def verl_config_dir(python: str | None = None) -> Path:
     """verl/trainer/config of the target's verl (``python``: its interpreter; None: the harness's own), found
     without importing verl (which imports torch)."""
-    from harness.target.environment import facts_of
+    from harness.targets.environment import facts_of
 
     found = facts_of(python)["verl_config_dir"]
     if found is None:
@@ -250,8 +250,8 @@ def _predicates(cfg: DictConfig, names: list[str], python: str | None) -> dict[s
     the resolved config as YAML) or, for the harness's own verl, here."""
     from omegaconf import OmegaConf
 
-    from harness.target.environment import probe_predicates
-    from harness.target.probe import predicates
+    from harness.targets.environment import probe_predicates
+    from harness.targets.probe import predicates
 
     if not names:
         return {}
@@ -263,7 +263,7 @@ def _predicates(cfg: DictConfig, names: list[str], python: str | None) -> dict[s
 
 
 def installed_verl(python: str | None = None) -> str:
-    from harness.target.environment import facts_of
+    from harness.targets.environment import facts_of
 
     verl_config_dir(python)  # a clear error when verl is absent
     return facts_of(python)["versions"]["verl"] or "unknown"

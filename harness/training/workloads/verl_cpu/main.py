@@ -51,7 +51,7 @@ def main(argv: list[str]) -> int:
     if problems := missing(Path(next(iter(spec.submodule_search_locations)))):
         print("harness CPU launcher: " + "; ".join(problems), file=sys.stderr)
         return 3
-    from harness.target.sandbox import loopback_only
+    from harness.targets.sandbox import loopback_only
 
     if (why := loopback_only()) is not None:  # not root (the docker executor's container has no network at all)
         print(f"harness CPU launcher: Ray's servers may listen beyond loopback: {why}", flush=True)

@@ -24,7 +24,7 @@ from harness.artifacts.rundir import RunDir
 from harness.errors import InfraError
 from harness.scenario.blocks import ScenarioView
 from harness.scenario.stages import STAGES
-from harness.target.dialect import dialect_of
+from harness.targets.dialect import dialect_of
 from harness.training.launch import Launch
 from harness.training.msprobe_config import msprobe_config
 from harness.training.workloads.verl_cpu import assets

@@ -9,7 +9,7 @@ from typing import Any
 
 from harness.artifacts.rundir import RunDir
 from harness.scenario.blocks import ScenarioView
-from harness.target.dialect import Dialect
+from harness.targets.dialect import Dialect
 from harness.training.workloads.verl_ppo.cpu import cpu_overrides
 from harness.training.workloads.verl_ppo.inputs import Inputs
 from harness.training.workloads.verl_ppo.settings import VerlPpoSettings
@@ -61,7 +61,7 @@ def build_overrides(
     python: str | None = None,
 ) -> tuple[str, list[str], dict[str, Any]]:
     """(config name, overrides, expected resolved values). ``expected`` is what verl must resolve to. ``dialect``:
-    the target's way to configure precision_debugger (harness.target.dialect; None: profiler-config, verl #5986 on).
+    the target's way to configure precision_debugger (harness.targets.dialect; None: profiler-config, verl #5986 on).
     ``python``: the target's interpreter (None: the harness's own verl)."""
     s: VerlPpoSettings = scenario.workload
     inputs = Inputs.of(s)

@@ -12,7 +12,7 @@ guards creation; the marker file is written last, so a half-made environment is 
 tree's sha256: an environment whose files changed since (a half-made one, or one a training wrote into) is
 rebuilt, never reused on its marker alone.
 
-The target's own code (its build backend, its import-time code in the probes) runs in ``harness.target.sandbox``: an
+The target's own code (its build backend, its import-time code in the probes) runs in ``harness.targets.sandbox``: an
 unprivileged uid of its own that may write only its environment (while it is made) and a private home, with no
 network; a checkout's links are copied as links, never followed, and one that leaves the tree is refused.
 """
@@ -39,9 +39,9 @@ from packaging.utils import canonicalize_name
 
 from harness.artifacts.crash import declared, missing_module
 from harness.errors import EnvironmentProblem, HarnessError, InfraError, TargetError
-from harness.target import sandbox
-from harness.target.probe import PACKAGES, facts
-from harness.target.spec import Package, Target, cache_dir, git, repository, worktree_files
+from harness.targets import sandbox
+from harness.targets.probe import PACKAGES, facts
+from harness.targets.spec import Package, Target, cache_dir, git, repository, worktree_files
 
 FORMAT = 3  # bump when the layout of an environment changes: every cached one is rebuilt
 MARKER = "harness-target.json"
@@ -111,7 +111,7 @@ def _probe(python: str, *args: str, what: str) -> dict[str, Any]:
     """The probe, in the sandbox of the environment ``python`` belongs to (a target's code is imported there)."""
     root = Path(python).parent.parent
     jail = {"key": root.name, "readable": [root], "writable": []} if root.parent == cache_dir() / "envs" else None
-    out = _run([python, "-m", "harness.target.probe", *args], what, jail=jail)
+    out = _run([python, "-m", "harness.targets.probe", *args], what, jail=jail)
     line = next((ln for ln in reversed(out.splitlines()) if ln.startswith("HARNESS-PROBE ")), None)
     if line is None:
         raise InfraError(f"{what}: the probe printed no result")

@@ -1,7 +1,7 @@
 """Run with a target environment's python: what its verl and msprobe are, and whether they still offer what the
 harness drives. Standard library only (it runs before anything else is known to work there).
 
-``python -m harness.target.probe facts`` prints versions and install dirs; ``... api SYMBOLS_JSON`` tries each
+``python -m harness.targets.probe facts`` prints versions and install dirs; ``... api SYMBOLS_JSON`` tries each
 dotted symbol (``verl.utils.profiler.DistProfiler.annotate``) and reads verl's stage table; ``... predicates
 YAML_TEXT NAMES_JSON`` asks verl's own ``verl.trainer.ppo.utils`` predicates (which stages its trainer runs)
 about a resolved config; ``... dialect`` reads how its precision_debugger is configured.

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Literal
 
 from harness.errors import HarnessError, TargetError
-from harness.target.spec import git
+from harness.targets.spec import git
 
 Verdict = Literal["pass", "fail", "skip", "infra"]
 Find = Literal["bad", "fix"]

@@ -27,8 +27,8 @@ from typing import Literal
 
 from harness.artifacts.crash import declared, missing_module
 from harness.errors import EnvironmentProblem, InfraError
-from harness.target.environment import facts_of, probe_dialect
-from harness.target.spec import cache_dir
+from harness.targets.environment import facts_of, probe_dialect
+from harness.targets.spec import cache_dir
 
 Name = Literal["tool-config", "profiler-config"]
 CACHE_FILE = "harness-dialect.json"

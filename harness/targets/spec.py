@@ -3,7 +3,7 @@
 A SPEC says where a package comes from: nothing (the release pinned in the project venv), a released
 version (``0.9.1``), a wheel file, a local git checkout (its working tree as it is, uncommitted changes
 included) or a repository at a ref (``<path|url>@<sha|branch|tag>``). Parsing resolves the identity (the
-commit, plus a hash of uncommitted changes) without installing anything; ``harness.target.environment`` makes the
+commit, plus a hash of uncommitted changes) without installing anything; ``harness.targets.environment`` makes the
 environment. Identity is not the series: the commit says *what* ran, the series (the ref: ``main``, a
 release) says which baselines it may be compared with.
 """
@@ -165,7 +165,7 @@ def _sha256_file(path: Path) -> str:
 
 def worktree_files(repo: Path) -> list[str]:
     """The files of a checkout as it is: tracked (unless deleted) and untracked, never ignored ones; links too
-    (whatever they point to: harness.target.environment refuses one that leaves the tree)."""
+    (whatever they point to: harness.targets.environment refuses one that leaves the tree)."""
     listed = git("ls-files", "-z", "--cached", "--others", "--exclude-standard", cwd=repo)
     return sorted({f for f in str(listed).split("\0") if f and ((repo / f).is_file() or (repo / f).is_symlink())})
 

@@ -13,7 +13,7 @@ what it is given (``writable``: chowned to it for the call) and a private home.
 Needs root (namespaces, the uid change). Run as another user, the harness runs these steps as that user: what
 that account may write, the target's code may write too (docs/security.md).
 
-``python -m harness.target.sandbox UID SPEC_JSON`` is the in-namespace half: started by ``run`` in the harness's own
+``python -m harness.targets.sandbox UID SPEC_JSON`` is the in-namespace half: started by ``run`` in the harness's own
 interpreter, it sets up the namespaces, drops to UID and execs the command.
 """
 
@@ -86,7 +86,7 @@ def run(
             "network": network,
         }
         return _call(
-            [sys.executable, "-m", "harness.target.sandbox", str(uid), json.dumps(spec)], env, None, timeout, what
+            [sys.executable, "-m", "harness.targets.sandbox", str(uid), json.dumps(spec)], env, None, timeout, what
         )
     finally:
         if available():
