@@ -470,12 +470,12 @@ def enospc(tmp: Path) -> str:
 
 
 def results_link(tmp: Path) -> str:
+    from harness.artifacts.record import ExecResult, RunRecord
     from harness.artifacts.rundir import ScenarioDir
     from harness.checks.base import CheckResult
     from harness.checks.results import record_check
     from harness.scenario.loader import load_scenario
-    from harness.training.launch import ExecResult
-    from harness.training.runs import RunRecord, ScenarioRuns
+    from harness.training.runs import ScenarioRuns
 
     sdir = ScenarioDir(tmp / "res" / "tiny_case")
     sdir.root.mkdir(parents=True)

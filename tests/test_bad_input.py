@@ -25,6 +25,7 @@ from gate_builders import write_results
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from harness.artifacts.record import ExecResult, RunRecord
 from harness.artifacts.rundir import RunDir, ScenarioDir
 from harness.checks import CHECKS
 from harness.checks.base import CheckContext, CheckResult
@@ -37,8 +38,8 @@ from harness.scenario.model import ExecutorSettings
 from harness.targets.spec import cache_dir, parse_target
 from harness.training.executors.docker import DockerExecutor
 from harness.training.executors.docker_options import DockerRuntime
-from harness.training.launch import ExecResult, Launch
-from harness.training.runs import RunRecord, ScenarioRuns
+from harness.training.launch import Launch
+from harness.training.runs import ScenarioRuns
 
 PY = sys.executable
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness.artifacts.crash import Frame, classify, last_traceback
-from harness.training.launch import ExecResult
+from harness.artifacts.record import ExecResult
 
 LOGS = Path(__file__).parent / "data" / "crash_logs"
 VERL_RAISE = "verl/utils/profiler/precision_debugger_profile.py:176 in _should_collect"

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 from builders import write_scenario
 
+from harness.artifacts.record import ExecResult, RunRecord
 from harness.artifacts.rundir import ScenarioDir
 from harness.errors import HarnessBug, InfraError
 from harness.scenario.loader import load_scenario
 from harness.training import runs as runs_module
-from harness.training.launch import ExecResult, RunRecord
 from harness.training.runs import ScenarioRuns, ensure_runs
 
 LOST_PORT = "the machine failed the training: torch.distributed.DistNetworkError: ... EADDRINUSE"

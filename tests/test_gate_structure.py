@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from builders import write_dump, write_metrics
 
+from harness.artifacts.record import ExecResult, RunRecord
 from harness.artifacts.rundir import ScenarioDir
 from harness.cli import evaluate
 from harness.gate.baseline import build
@@ -19,8 +20,7 @@ from harness.gate.observe import observe_results
 from harness.gate.structure import name_diff, normalise, structure_of
 from harness.targets.environment import ensure_env
 from harness.targets.spec import pinned_target
-from harness.training.launch import ExecResult
-from harness.training.runs import RunRecord, fingerprint
+from harness.training.runs import fingerprint
 
 ROOT = Path(__file__).resolve().parents[1]
 

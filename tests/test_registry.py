@@ -95,7 +95,8 @@ import threading
 import time
 from typing import Any, ClassVar
 
-from harness.training.launch import ExecResult, Launch
+from harness.training.launch import Launch
+from harness.artifacts.record import ExecResult
 from harness.artifacts.rundir import RunDir
 from harness.scenario.blocks import ExecutorSettingsBase
 from harness.strict import Strict

@@ -22,15 +22,13 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from harness.artifacts.record import ExecResult
 from harness.safeio import tail_bytes
-
-if TYPE_CHECKING:  # the run's exit is read, not made: artifacts sit below training (pyproject: importlinter)
-    from harness.training.launch import ExecResult
 
 Party = Literal["verl", "msprobe", "harness", "environment", "infrastructure"]
 VERDICT_PARTIES: tuple[Party, ...] = ("verl", "msprobe")  # a crash of the code under test: a check verdict

@@ -10,10 +10,10 @@ from typing import Protocol
 
 from harness.artifacts.crash import Crash
 from harness.artifacts.reader import DumpDir, DumpTree, Metrics
+from harness.artifacts.record import RunRecord
 from harness.artifacts.rundir import MODES, Mode, ScenarioDir
 from harness.errors import MetricsError
 from harness.scenario.model import Scenario
-from harness.training.launch import RunRecord
 
 Figure = float | int | str
 

@@ -99,7 +99,7 @@ class _Doc(BaseModel):
 
 
 class RunDoc(_Doc):
-    """One training as the executor ran it (``launch.ExecResult`` and the run's argv and executor)."""
+    """One training as the executor ran it (``artifacts.record.ExecResult`` and the run's argv and executor)."""
 
     argv: list[str] = []
     executor: str = ""

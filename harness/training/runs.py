@@ -21,6 +21,7 @@ from typing import Any, Literal
 from filelock import FileLock
 
 from harness.artifacts.crash import Crash, classify, transient
+from harness.artifacts.record import ExecResult, RunRecord
 from harness.artifacts.rundir import MODES, Mode, ScenarioDir
 from harness.errors import EnvironmentProblem, HarnessBug, HarnessError, InfraError
 from harness.safeio import MB, InputError, Versioned
@@ -29,12 +30,11 @@ from harness.scenario.registry import EXECUTORS, WORKLOADS
 from harness.targets.environment import TargetEnv, check_api, ensure_env, environment
 from harness.targets.spec import Target, parse_target
 from harness.training.executors.base import LABEL_PREFIX, Executor, owner_labels
-from harness.training.launch import ExecResult, RunRecord
 from harness.training.monitor import Monitor, Watch, dump_cap
 from harness.training.slots import heavy_slot
 from harness.training.workloads import fault_injection
 
-__all__ = ["LABEL_PREFIX", "RunRecord", "ScenarioRuns", "ensure_runs", "fingerprint", "results_dir", "scenario_lock"]
+__all__ = ["LABEL_PREFIX", "ScenarioRuns", "ensure_runs", "fingerprint", "results_dir", "scenario_lock"]
 
 
 class RunsDoc(Versioned):

@@ -8,9 +8,10 @@ import threading
 from functools import cache
 from typing import Any, ClassVar, Protocol
 
+from harness.artifacts.record import ExecResult
 from harness.artifacts.rundir import RunDir
 from harness.scenario.blocks import ExecutorSettingsBase
-from harness.training.launch import ExecResult, Launch
+from harness.training.launch import Launch
 
 LABEL_PREFIX = "io.harness"
 # Which harness process made a container: a container whose harness is gone (SIGKILLed) is swept at the next

@@ -20,6 +20,7 @@ import docker
 import docker.errors
 import requests
 
+from harness.artifacts.record import ExecResult
 from harness.artifacts.rundir import RunDir
 from harness.errors import InfraError, WorkloadError
 from harness.scenario.blocks import ExecutorSettingsBase
@@ -36,7 +37,7 @@ from harness.training.executors.docker_options import (
     unsafe_line,
 )
 from harness.training.executors.docker_spec import container_spec
-from harness.training.launch import ExecResult, Launch, argv_lines
+from harness.training.launch import Launch, argv_lines
 
 if TYPE_CHECKING:
     from docker import DockerClient

@@ -18,12 +18,13 @@ from typing import Any, ClassVar
 import psutil
 from pydantic import Field
 
+from harness.artifacts.record import ExecResult
 from harness.artifacts.rundir import RunDir
 from harness.errors import InfraError
 from harness.scenario.blocks import ExecutorOptions, ExecutorSettingsBase
 from harness.signals import interrupts, note_stopped
 from harness.training.executors.base import ENV_ALLOWLIST, LABEL_PREFIX
-from harness.training.launch import ExecResult, Launch, argv_lines
+from harness.training.launch import Launch, argv_lines
 
 POLL_S = 0.2  # how soon a stop request is acted on
 KILL_GRACE_S = 10
