@@ -39,7 +39,7 @@ ON_THE_MACHINE = ("torch", "nvidia-", "triton", "transformers", "tokenizers", "s
 IMPORTS = (
     "harness.cli",
     "harness.pytest_plugin",
-    "harness.training.workloads.cpu_ppo_train",
+    "harness.training.workloads.cpu_ppo.train",
     "msprobe.pytorch",
     "pytest",
     "ray",

@@ -72,7 +72,7 @@ def test_verl_changing_under_the_harness_is_a_harness_error(repo: VerlRepo, cach
     assert proc.returncode == 2, proc.stdout[-3000:]
     line = one_line(proc.stdout, "HARNESS ERROR (not a verdict on verl)")
     assert "off run: harness raised TypeError: FileLogger.__init__() got an unexpected keyword argument" in line
-    assert "harness/training/workloads/cpu_ppo_train.py:" in line
+    assert "harness/training/workloads/cpu_ppo/train.py:" in line
 
 
 def _strict_critic(root: Path, declared: bool) -> Path:

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from harness.artifacts.rundir import RunDir
 from harness.scenario.loader import load_scenario
-from harness.training.workloads import cpu_ppo, cpu_ppo_train
+from harness.training.workloads import cpu_ppo
+from harness.training.workloads.cpu_ppo import train as cpu_ppo_train
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.training.workloads import cpu_ppo_train
+from harness.training.workloads.cpu_ppo import train as cpu_ppo_train
 
 
 @pytest.mark.parametrize(

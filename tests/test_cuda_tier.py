@@ -15,7 +15,8 @@ from harness.artifacts.rundir import RunDir
 from harness.errors import InfraError, ScenarioError
 from harness.scenario import devices
 from harness.scenario.loader import load_scenario
-from harness.training.workloads import cpu_ppo, cpu_ppo_train
+from harness.training.workloads import cpu_ppo
+from harness.training.workloads.cpu_ppo import train as cpu_ppo_train
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["tiny_cuda_fsdp_l0", "tiny_cuda_fsdp_l1", "tiny_cuda_fsdp_l1_nccl", "tiny_cuda_fsdp_mix"]

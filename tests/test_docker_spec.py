@@ -33,7 +33,7 @@ LABELS = {"io.harness.session": "s1", "io.harness.scenario": "tiny", "io.harness
 def spec_for(tmp_path: Path, **runtime: Any) -> dict[str, Any]:
     run = RunDir(tmp_path / "results" / "tiny" / "on")
     launch = Launch(
-        module="harness.training.workloads.cpu_ppo_train",
+        module="harness.training.workloads.cpu_ppo.train",
         args=[str(run.spec)],
         env={"VERL_FILE_LOGGER_PATH": str(run.metrics)},
         workdir=run.root,
@@ -53,7 +53,7 @@ def test_cpu_self_contained_image(tmp_path):
     spec = spec_for(tmp_path)
     run_dir = str(tmp_path / "results" / "tiny" / "on")
     assert spec["image"] == "verl-msprobe-harness:cpu"
-    assert spec["command"] == ["python3", "-m", "harness.training.workloads.cpu_ppo_train", f"{run_dir}/spec.json"]
+    assert spec["command"] == ["python3", "-m", "harness.training.workloads.cpu_ppo.train", f"{run_dir}/spec.json"]
     assert spec["working_dir"] == run_dir
     assert spec["labels"] == LABELS
     assert spec["user"] == f"{os.getuid()}:{os.getgid()}"  # files written in the run dir stay the user's

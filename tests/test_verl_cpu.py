@@ -19,10 +19,10 @@ from harness.artifacts.rundir import ScenarioDir
 from harness.errors import InfraError
 from harness.scenario.loader import ScenarioError, load_scenario
 from harness.training import slots
-from harness.training.workloads.verl_config import VerlConfigError, compose, unreachable_stages, verl_config_dir
 from harness.training.workloads.verl_cpu import assets, patches
 from harness.training.workloads.verl_cpu.names import PLUGIN
 from harness.training.workloads.verl_ppo import VerlPpo
+from harness.training.workloads.verl_ppo.config import VerlConfigError, compose, unreachable_stages, verl_config_dir
 from harness.training.workloads.verl_ppo.cpu import cpu_overrides
 from harness.training.workloads.verl_ppo.overrides import build_overrides
 
@@ -153,7 +153,7 @@ def test_a_symbol_verl_dropped_is_named_before_training(tmp_path, monkeypatch):
     ]
     assert "flash_attention_2 hard-coded" in problems[1]
 
-    import harness.training.workloads.verl_config as verl_config
+    import harness.training.workloads.verl_ppo.config as verl_config
 
     monkeypatch.setattr(verl_config, "verl_config_dir", lambda python=None: root / "trainer" / "config")
     scenario = load_scenario(ROOT / "scenarios" / "real_fsdp_l0.yaml")
@@ -292,7 +292,7 @@ def test_the_ordered_replay_buffer_hands_the_same_batch_in_one_order_whatever_th
 
 
 def test_repeatability_keys_are_passed_only_where_the_targets_config_has_them(tmp_path, monkeypatch):
-    from harness.training.workloads import verl_config
+    from harness.training.workloads.verl_ppo import config as verl_config
     from harness.training.workloads.verl_ppo.cpu import ROLLOUT_DETERMINISM, SAMPLER, optional_overrides
 
     assert set(optional_overrides("ppo_trainer", None)) == {ROLLOUT_DETERMINISM, f"{SAMPLER}.path", f"{SAMPLER}.name"}

@@ -11,8 +11,8 @@ from omegaconf import OmegaConf
 from harness.artifacts.rundir import ScenarioDir
 from harness.errors import InfraError
 from harness.scenario.loader import ScenarioError, load_scenario
-from harness.training.workloads.verl_config import VerlConfigError, check_overrides, compose, unreachable_stages
 from harness.training.workloads.verl_ppo import VerlPpo
+from harness.training.workloads.verl_ppo.config import VerlConfigError, check_overrides, compose, unreachable_stages
 from harness.training.workloads.verl_ppo.overrides import TOOL_CONFIG, build_overrides
 from harness.training.workloads.verl_ppo.settings import expand_path
 

@@ -5,7 +5,7 @@ Each ratio is estimated from its samples, one per step and rank, and decided aga
 
 The gated clock is wall time, so a slowdown that waits (a lock, a synced write, a device sync, a back-off) counts
 as a user pays it. The embedded workload logs every rank's own wall, CPU and runnable-waiting seconds per timer
-(``cpu_ppo_train.Clocks``); a rank's gated time is its wall time less the time its thread was runnable but had no
+(``cpu_ppo.train.Clocks``); a rank's gated time is its wall time less the time its thread was runnable but had no
 core (schedstat), i.e. CPU time plus blocked time: the runner's contention (another process on the core doubles a
 rank's wall time here) is the one part left out, and it is the loud one. Where the kernel keeps no schedstat the
 gated time is the raw wall time, and the check says so. The process's CPU time is kept beside it

@@ -20,7 +20,7 @@ from typing import Any
 
 ENV = "UNIT_TEST_MUST_NOT_TRAIN"  # the unmarked test's node id, set by conftest (not HARNESS_*: tests strip those)
 WORKLOAD_PROGRAMS = frozenset(
-    {"harness.training.workloads.cpu_ppo_train", "harness.training.workloads.verl_cpu.main", "verl.trainer.main_ppo"}
+    {"harness.training.workloads.cpu_ppo.train", "harness.training.workloads.verl_cpu.main", "verl.trainer.main_ppo"}
 )
 
 

@@ -2,7 +2,7 @@
 
 This is what the Ascend runners execute (inside the verl Ascend image): the real trainer, real workers,
 real rollout engine. The harness only decides the overrides. Before every launch the overrides are composed
-offline against the installed verl's hydra config (``harness.training.workloads.verl_config``), because a profiler
+offline against the installed verl's hydra config (``harness.training.workloads.verl_ppo.config``), because a profiler
 setting that silently resolves to something else (a ``+`` typo) costs a whole night and yields no dumps.
 
 ``device: cpu`` runs the same trainer, workers, Ray and FSDP2 (over gloo) on the host, with verl's own
@@ -10,8 +10,9 @@ plugin points filled by ``harness.training.workloads.verl_cpu`` (a CPU platform,
 checked patches), tiny locally made assets and a dense reward. The argv is built by the same
 ``build_overrides``, plus the CPU block (``cpu_overrides``), and checked by the same offline check.
 
-The package: ``settings`` (the scenario block), ``inputs`` (host paths), ``overrides`` (the argv), ``cpu`` (the CPU
-block); this module is the workload that puts them together.
+The package: ``settings`` (the scenario block), ``inputs`` (host paths), ``overrides`` (the argv), ``config`` (their
+offline check against verl's hydra config), ``cpu`` (the CPU block); this module is the workload that puts them
+together.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ class VerlPpo:
         """Write the msprobe config (on), compose and check the overrides against the target's verl (``python``,
         its interpreter), and say what to run. Unless ``dry`` (a dry run describes a runner, not this machine),
         the model and data must exist here: they are mounted from this host."""
-        from harness.training.workloads.verl_config import check_overrides
+        from harness.training.workloads.verl_ppo.config import check_overrides
 
         s: VerlPpoSettings = scenario.workload
         if scenario.device == "cpu":
@@ -102,7 +103,7 @@ class VerlPpo:
     def describe(self, scenario: ScenarioView, run: RunDir, python: str | None = None) -> list[str]:
         """For the dry run, after ``prepare(run, dry=True)`` passed: inputs on this host, and which of verl's
         stages its trainer will run with the on run's resolved config (decided by verl's own predicates)."""
-        from harness.training.workloads.verl_config import STAGE_NEEDS, compose, installed_verl, unreachable_stages
+        from harness.training.workloads.verl_ppo.config import STAGE_NEEDS, compose, installed_verl, unreachable_stages
 
         s: VerlPpoSettings = scenario.workload
         inputs = Inputs.of(s)

@@ -54,7 +54,7 @@ def optional_overrides(config_name: str, python: str | None) -> dict[str, Any]:
       routing, a fixed PYTHONHASHSEED);
     - ``trainer.v1.sampler.custom_sampler`` (verl's v1 trainer): the step's batch in one order (verl_cpu.sampler).
     """
-    from harness.training.workloads.verl_config import compose, defines
+    from harness.training.workloads.verl_ppo.config import compose, defines
 
     config = compose(config_name, [], python)
     ordered = Path(names.__file__).with_name("sampler.py")  # not imported here: it imports verl
@@ -65,8 +65,8 @@ def optional_overrides(config_name: str, python: str | None) -> dict[str, Any]:
 def check_cpu_plugin_symbols(python: str | None) -> None:
     """Before anything starts: the verl under test (``python``: its interpreter; None: the harness's own) must
     hold every symbol the CPU plugin touches."""
-    from harness.training.workloads.verl_config import verl_config_dir
     from harness.training.workloads.verl_cpu.patches import missing
+    from harness.training.workloads.verl_ppo.config import verl_config_dir
 
     verl_dir = verl_config_dir(python).parents[1]
     if problems := missing(verl_dir):

@@ -103,7 +103,7 @@ class VerlPpoSettings(Strict):
     @field_validator("overrides")
     @classmethod
     def _overrides(cls, value: list[str]) -> list[str]:
-        from harness.training.workloads.verl_config import parse_overrides
+        from harness.training.workloads.verl_ppo.config import parse_overrides
 
         for ov in parse_overrides(value):
             if ov.key_or_group in OWNED_KEYS:

@@ -1,5 +1,8 @@
-"""The embedded workload: tiny Qwen2 actor/ref/critic trained PPO-style (see ``cpu_ppo_train``), on CPU (gloo)
-or on CUDA GPUs (NCCL, one GPU per rank; bf16 there if the scenario asks)."""
+"""The embedded workload: tiny Qwen2 actor/ref/critic trained PPO-style (see ``train``), on CPU (gloo)
+or on CUDA GPUs (NCCL, one GPU per rank; bf16 there if the scenario asks).
+
+The package: ``spec`` (spec.json, what a run is asked to do), ``train`` (the training program, run as
+``python -m harness.training.workloads.cpu_ppo.train SPEC.json``); this module is the workload that writes the spec."""
 
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ from harness.targets.dialect import dialect_of
 from harness.training.launch import Launch
 from harness.training.msprobe_config import msprobe_config
 from harness.training.workloads import fault_injection
-from harness.training.workloads.cpu_ppo_spec import ProfilerSpec, TrainSpec
+from harness.training.workloads.cpu_ppo.spec import ProfilerSpec, TrainSpec
 
 CRITIC_STAGES = {"compute_values", "critic_update"}
 
@@ -72,7 +75,7 @@ class CpuPpoSettings(Strict):
 class CpuPpo:
     name: ClassVar[str] = "cpu_ppo"
     settings: ClassVar[Any] = CpuPpoSettings
-    symbols: ClassVar[tuple[str, ...]] = (  # what cpu_ppo_train imports and calls from verl
+    symbols: ClassVar[tuple[str, ...]] = (  # what train imports and calls from verl
         "verl.utils.profiler.DistProfiler",
         "verl.utils.profiler.DistProfiler.annotate",
         "verl.utils.profiler.DistProfiler.start",
@@ -132,7 +135,7 @@ class CpuPpo:
         )
         spec.write(run.spec)
         return Launch(
-            module="harness.training.workloads.cpu_ppo_train",
+            module="harness.training.workloads.cpu_ppo.train",
             args=[str(run.spec)],
             # the test-only fault knobs (harness.training.workloads.fault_injection) reach the "on" run only when set
             env={"VERL_FILE_LOGGER_PATH": str(run.metrics), **(fault_injection.passthrough() if enabled else {})},

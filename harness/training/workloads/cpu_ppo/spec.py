@@ -1,5 +1,5 @@
 """The embedded workload's spec.json: what the harness (``cpu_ppo``) asks of one training run and the training
-program (``cpu_ppo_train``) reads back, through this one model (no torch or verl here: the harness imports it)."""
+program (``train``) reads back, through this one model (no torch or verl here: the harness imports it)."""
 
 from __future__ import annotations
 

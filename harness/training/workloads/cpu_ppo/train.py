@@ -1,6 +1,6 @@
 """The embedded workload: a short, real PPO-shaped training driven through verl's own profiler.
 
-Run as ``python -m harness.training.workloads.cpu_ppo_train SPEC.json`` (the harness writes SPEC.json). The
+Run as ``python -m harness.training.workloads.cpu_ppo.train SPEC.json`` (the harness writes SPEC.json). The
 parent process imports torch, transformers, verl (and msprobe for "on" runs) once, then forks one
 process per rank; ranks meet through a FileStore in the run directory, so parallel runs never
 race for ports. On ``device: cuda`` rank R trains on GPU R over NCCL, and the ranks are spawned, not
@@ -44,7 +44,7 @@ from verl.utils.profiler.performance import simple_timer
 from verl.utils.tracking import FileLogger
 
 from harness.training.workloads import fault_injection
-from harness.training.workloads.cpu_ppo_spec import TrainSpec
+from harness.training.workloads.cpu_ppo.spec import TrainSpec
 
 SCHEDSTAT = "/proc/thread-self/schedstat"
 
