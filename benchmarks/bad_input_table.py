@@ -509,7 +509,7 @@ def metrics(value: object) -> Callable[[Path], str]:
 
 
 def root_user(tmp: Path) -> str:
-    from harness.training.executors.docker_options import DockerRuntime
+    from harness.scenario.settings.docker import DockerRuntime
 
     return "; ".join(DockerRuntime(user="0:0").risks("cpu", host_uid=1000))
 

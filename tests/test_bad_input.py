@@ -35,9 +35,9 @@ from harness.errors import InfraError, ScenarioError, TargetError, WorkloadError
 from harness.safeio import write_atomic
 from harness.scenario.loader import load_scenario
 from harness.scenario.model import ExecutorSettings
+from harness.scenario.settings.docker import DockerRuntime
 from harness.targets.spec import cache_dir, parse_target
 from harness.training.executors.docker import DockerExecutor
-from harness.training.executors.docker_options import DockerRuntime
 from harness.training.launch import Launch
 from harness.training.runs import ScenarioRuns
 

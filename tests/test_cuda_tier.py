@@ -13,8 +13,8 @@ import torch
 
 from harness.artifacts.rundir import RunDir
 from harness.errors import InfraError, ScenarioError
-from harness.scenario import devices
 from harness.scenario.loader import load_scenario
+from harness.training import devices
 from harness.training.workloads import cpu_ppo
 from harness.training.workloads.cpu_ppo import train as cpu_ppo_train
 

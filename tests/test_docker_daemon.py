@@ -26,10 +26,10 @@ from docker import DockerClient
 from harness import cli
 from harness.errors import InfraError
 from harness.scenario.loader import load_scenario
+from harness.scenario.settings.docker import DockerRuntime
 from harness.training.executors.base import PID_LABEL, owner_labels
 from harness.training.executors.docker import connect
 from harness.training.executors.docker_image import build_cpu_image
-from harness.training.executors.docker_options import DockerRuntime
 from harness.training.runs import LABEL_PREFIX, ensure_runs
 
 pytestmark = pytest.mark.trains

@@ -21,9 +21,10 @@ from docker.types import DeviceRequest
 
 from harness.artifacts.rundir import RunDir
 from harness.scenario.model import ExecutorSettings
+from harness.scenario.settings.docker import DockerRuntime, Mount
 from harness.training.executors.base import LABEL_PREFIX, PID_LABEL, owner_labels
 from harness.training.executors.docker import DockerExecutor
-from harness.training.executors.docker_options import ASCEND_DRIVER_PATHS, DockerRuntime, Mount
+from harness.training.executors.docker_options import ASCEND_DRIVER_PATHS
 from harness.training.executors.docker_spec import container_spec, host_python
 from harness.training.launch import Launch
 

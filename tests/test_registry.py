@@ -1,5 +1,6 @@
-"""A new workload and a new executor are one module plus one registry line each: proved on a copy of the
-package, where the scenario format, the CLI, pytest's choices and a whole run pick them up."""
+"""A new workload and a new executor are each a settings module plus one line in the scenario format's registry, and
+an implementation plus one line in training's: proved on a copy of the package, where the scenario format, the CLI,
+pytest's choices and a whole run pick them up."""
 
 from __future__ import annotations
 
@@ -16,16 +17,11 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# A workload that needs no torch: the launched module writes msprobe-shaped dumps and verl-shaped metrics.
-ECHO = '''"""Echo: a throwaway workload that writes what a training would leave."""
+# The echo workload's settings block, in the scenario format.
+ECHO_SETTINGS = '''"""Echo's block: how many entries its dumps hold."""
 
-import json
-import sys
-from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Literal
 
-from harness.training.launch import Launch
-from harness.artifacts.rundir import RunDir
 from harness.scenario.blocks import ScenarioView
 from harness.strict import Strict
 
@@ -36,11 +32,23 @@ class EchoSettings(Strict):
 
     def check_scenario(self, scenario: ScenarioView) -> None:
         pass
+'''
+
+# A workload that needs no torch: the launched module writes msprobe-shaped dumps and verl-shaped metrics.
+ECHO = '''"""Echo: a throwaway workload that writes what a training would leave."""
+
+import json
+import sys
+from pathlib import Path
+from typing import ClassVar
+
+from harness.training.launch import Launch
+from harness.artifacts.rundir import RunDir
+from harness.scenario.blocks import ScenarioView
 
 
 class Echo:
     name: ClassVar[str] = "echo"
-    settings: ClassVar[Any] = EchoSettings
     symbols: ClassVar[tuple[str, ...]] = ()  # drives nothing of verl
 
     def prepare(self, scenario: ScenarioView, run: RunDir, enabled: bool, *, dry=False, python=None) -> Launch:
@@ -86,6 +94,16 @@ if __name__ == "__main__":
             out.write(json.dumps({"step": step, "data": {"timing_s/step": t, "timing_s/update_actor": t / 2}}) + "\\n")
 '''
 
+# The inline executor's options block, in the scenario format.
+INLINE_SETTINGS = '''"""Inline's block: what its runs say first."""
+
+from harness.strict import Strict
+
+
+class InlineOptions(Strict):
+    greeting: str = "hello"
+'''
+
 # An executor with an options block of its own: it runs the launch as a plain child process.
 INLINE = '''"""Inline: a throwaway executor that runs the launch as a plain child process."""
 
@@ -99,16 +117,10 @@ from harness.training.launch import Launch
 from harness.artifacts.record import ExecResult
 from harness.artifacts.rundir import RunDir
 from harness.scenario.blocks import ExecutorSettingsBase
-from harness.strict import Strict
-
-
-class InlineOptions(Strict):
-    greeting: str = "hello"
 
 
 class InlineExecutor:
     name: ClassVar[str] = "inline"
-    settings: ClassVar[Any] = InlineOptions
 
     def execute(
         self,
@@ -139,34 +151,50 @@ class InlineExecutor:
 '''
 
 
-def _add_line(text: str, after: str, line: str) -> str:
+def _registry_line(pkg: Path, registry: str, after: str, line: str) -> None:
+    """Add ``line`` after ``after`` in one registry of the copy, and prove that this line is the whole change."""
+    path = pkg / registry
+    text = path.read_text()
     assert after in text
-    return text.replace(after, after + line)
+    edited = text.replace(after, after + line)
+    path.write_text(edited)
+    diff = difflib.unified_diff(text.splitlines(), edited.splitlines(), lineterm="", n=0)
+    assert [ln for ln in diff if ln[:1] in "+-" and ln[:3] not in ("+++", "---")] == [f"+{line.rstrip()}"]
 
 
 @pytest.mark.integration
-def test_a_new_workload_and_executor_are_one_module_and_one_registry_line_each(tmp_path):
+def test_a_new_workload_and_executor_are_modules_and_one_line_in_each_registry(tmp_path):
     pkg = tmp_path / "harness"
     shutil.copytree(ROOT / "harness", pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    (pkg / "scenario" / "settings" / "echo.py").write_text(ECHO_SETTINGS)
+    (pkg / "scenario" / "settings" / "inline.py").write_text(INLINE_SETTINGS)
     (pkg / "training" / "workloads" / "echo.py").write_text(ECHO)
     (pkg / "training" / "executors" / "inline.py").write_text(INLINE)
-    registry = (pkg / "scenario" / "registry.py").read_text()
-    edited = _add_line(
-        registry,
+    settings, implementations = "scenario/settings/__init__.py", "training/registry.py"
+    _registry_line(
+        pkg,
+        settings,
+        '            "harness.scenario.settings.verl_ppo:VerlPpoSettings",\n',
+        '            "harness.scenario.settings.echo:EchoSettings",\n',
+    )
+    _registry_line(
+        pkg,
+        settings,
+        '        "docker": "harness.scenario.settings.docker:DockerRuntime",\n',
+        '        "inline": "harness.scenario.settings.inline:InlineOptions",\n',
+    )
+    _registry_line(
+        pkg,
+        implementations,
         '    "harness.training.workloads.verl_ppo:VerlPpo",\n',
         '    "harness.training.workloads.echo:Echo",\n',
     )
-    edited = _add_line(
-        edited,
+    _registry_line(
+        pkg,
+        implementations,
         '    "harness.training.executors.docker:DockerExecutor",\n',
         '    "harness.training.executors.inline:InlineExecutor",\n',
     )
-    (pkg / "scenario" / "registry.py").write_text(edited)
-    diff = [ln for ln in difflib.unified_diff(registry.splitlines(), edited.splitlines(), lineterm="", n=0)]
-    assert [ln for ln in diff if ln[:1] in "+-" and ln[:3] not in ("+++", "---")] == [
-        '+    "harness.training.workloads.echo:Echo",',
-        '+    "harness.training.executors.inline:InlineExecutor",',
-    ]
 
     scenario = {
         "engine": "fsdp",

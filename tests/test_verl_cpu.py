@@ -18,6 +18,7 @@ import yaml
 from harness.artifacts.rundir import ScenarioDir
 from harness.errors import InfraError
 from harness.scenario.loader import ScenarioError, load_scenario
+from harness.scenario.settings.verl_ppo import TinyAssets
 from harness.training import slots
 from harness.training.workloads.verl_cpu import assets, patches
 from harness.training.workloads.verl_cpu.names import PLUGIN
@@ -179,14 +180,14 @@ def test_resolve_names_a_symbol_missing_at_run_time():
 
 def test_assets_are_made_once_and_cached(tmp_path, monkeypatch):
     monkeypatch.setenv("HARNESS_ASSET_CACHE", str(tmp_path / "cache"))
-    spec = assets.TinyAssets(train_rows=8, test_rows=2)
+    spec = TinyAssets(train_rows=8, test_rows=2)
     made = assets.ensure(spec)
     assert made.root.parent == tmp_path / "cache"
     assert {p.name for p in made.data_dir.iterdir()} == {"train.parquet", "test.parquet"}
     assert (made.model / "model.safetensors").is_file() and (made.model / "tokenizer.json").is_file()
     stamp = (made.model / "config.json").stat().st_mtime_ns
     assert assets.ensure(spec) == made and (made.model / "config.json").stat().st_mtime_ns == stamp
-    assert assets.paths(assets.TinyAssets(train_rows=9)) != made  # any change: another set
+    assert assets.paths(TinyAssets(train_rows=9)) != made  # any change: another set
     assert not [p for p in made.root.parent.iterdir() if p.name.startswith(".making-")]
 
     import pandas as pd

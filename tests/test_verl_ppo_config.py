@@ -13,8 +13,8 @@ from harness.errors import InfraError
 from harness.scenario.loader import ScenarioError, load_scenario
 from harness.training.workloads.verl_ppo import VerlPpo
 from harness.training.workloads.verl_ppo.config import VerlConfigError, check_overrides, compose, unreachable_stages
+from harness.training.workloads.verl_ppo.inputs import expand_path
 from harness.training.workloads.verl_ppo.overrides import TOOL_CONFIG, build_overrides
-from harness.training.workloads.verl_ppo.settings import expand_path
 
 ROOT = Path(__file__).resolve().parents[1]
 QWEN = sorted(p.stem for p in (ROOT / "scenarios").glob("qwen2_0_5b_*.yaml"))

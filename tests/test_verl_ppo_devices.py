@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.scenario import devices
 from harness.scenario.loader import load_scenario
+from harness.training import devices
 
 ROOT = Path(__file__).resolve().parents[1]
 no_npu = pytest.mark.skipif(devices.unavailable_reason("npu") is None, reason="this host has an Ascend NPU")

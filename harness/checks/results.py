@@ -15,7 +15,7 @@ from harness.errors import BaselineError
 from harness.safeio import MB, InputError, Versioned, write_atomic
 from harness.scenario.loader import NAME_RE
 from harness.scenario.model import Scenario
-from harness.scenario.registry import EXECUTORS
+from harness.training.registry import EXECUTORS
 from harness.training.runs import ScenarioRuns
 
 MAX_RESULTS_BYTES = 64 * MB

@@ -33,14 +33,14 @@ from harness.pipeline import options as shared
 from harness.pipeline.base_head import run_comparison, write_reports
 from harness.pipeline.evaluate import evaluate
 from harness.safeio import output_path, write_atomic
-from harness.scenario.devices import skip_reason
 from harness.scenario.loader import load_scenario, scenario_files
 from harness.scenario.model import ExecutorSettings, Scenario
-from harness.scenario.registry import EXECUTORS
 from harness.signals import describe, interrupts
 from harness.targets.environment import ensure_env
 from harness.targets.spec import SERIES_HELP, TARGET_HELP, parse_target
+from harness.training.devices import skip_reason
 from harness.training.monitor import PeriodicLines, Progress, Show, Watch
+from harness.training.registry import EXECUTORS
 from harness.training.runs import results_dir
 
 console = Console(highlight=False)

@@ -16,13 +16,13 @@ from harness.checks import CHECKS
 from harness.checks.known_gap import gap_name
 from harness.errors import HarnessError, InfraError, ScenarioError, one_line
 from harness.pipeline.evaluate import evaluate
-from harness.scenario.devices import skip_reason
 from harness.scenario.loader import load_scenario, scenario_files
 from harness.scenario.model import Scenario
-from harness.scenario.registry import EXECUTORS
+from harness.scenario.settings import EXECUTORS
 from harness.targets.commits import NOISY_CHECKS, OVERHEAD_REFUSAL, BisectError, Commit, Probe, ProbeFn, bisect, history
 from harness.targets.environment import ensure_env
 from harness.targets.spec import parse_target
+from harness.training.devices import skip_reason
 from harness.training.monitor import Watch
 from harness.training.runs import check_target, results_dir
 

@@ -14,11 +14,11 @@ from pathlib import Path
 
 from harness.artifacts.rundir import MODES, ScenarioDir
 from harness.errors import HarnessError, ScenarioError
-from harness.scenario.devices import device_problem
 from harness.scenario.loader import load_scenario, scenario_files
 from harness.scenario.model import Scenario
-from harness.scenario.registry import EXECUTORS, WORKLOADS
 from harness.targets.environment import TargetEnv
+from harness.training.devices import device_problem
+from harness.training.registry import EXECUTORS, WORKLOADS
 from harness.training.runs import LABEL_PREFIX
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from harness.errors import InfraError
 from harness.pipeline.base_head import repeats_option
-from harness.scenario.registry import EXECUTORS
+from harness.scenario.settings import EXECUTORS
 from harness.targets.spec import SERIES_HELP, TARGET_HELP
 from harness.training.monitor import MAX_DUMP_ENV, MIN_FREE_ENV, positive_seconds
 

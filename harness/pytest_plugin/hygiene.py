@@ -14,8 +14,8 @@ import pytest
 from harness.pytest_plugin.state import (
     write_line,
 )
-from harness.scenario.registry import EXECUTORS
 from harness.signals import Interrupted, describe, note_stopped
+from harness.training.registry import EXECUTORS
 
 _INTERRUPTS: list[KeyboardInterrupt] = []  # pytest_keyboard_interrupt -> pytest_sessionfinish
 

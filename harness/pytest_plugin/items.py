@@ -34,9 +34,9 @@ from harness.pytest_plugin.state import (
     target_env,
 )
 from harness.scenario.blocks import KnownGap
-from harness.scenario.devices import skip_reason
 from harness.scenario.loader import load_scenario
 from harness.scenario.model import Scenario
+from harness.training.devices import skip_reason
 from harness.training.runs import ensure_runs, results_dir, scenario_lock
 
 

@@ -206,6 +206,18 @@ class ExecutorSettingsBase(Strict):
         return getattr(self, kind, None)
 
 
+class TinyQwen2(Strict):
+    """A transformers Qwen2Config, randomly initialised: nothing is downloaded."""
+
+    vocab_size: PositiveInt = 256
+    hidden_size: PositiveInt = 128
+    intermediate_size: PositiveInt = 512
+    num_hidden_layers: PositiveInt = 3
+    num_attention_heads: PositiveInt = 4
+    num_key_value_heads: PositiveInt = 2
+    max_position_embeddings: PositiveInt = 128
+
+
 class ScenarioView(Protocol):
     """The scenario as workloads see it (``harness.scenario.model.Scenario`` satisfies it)."""
 

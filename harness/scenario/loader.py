@@ -15,7 +15,7 @@ from pydantic_core import ErrorDetails
 from harness.errors import ScenarioError
 from harness.safeio import MB, InputError, read_text
 from harness.scenario.model import Scenario
-from harness.scenario.registry import WORKLOADS
+from harness.scenario.settings import WORKLOADS
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_]*$")
 MAX_SCENARIO_BYTES = MB

@@ -2,7 +2,7 @@
 
 A scenario says what to train (workload, engine, model, world size, steps), how precision_debugger is
 configured, what the dumps must look like, and the budgets. The workload and executor blocks are derived
-from the registries (``harness.scenario.registry``): a workload's settings model is a member of the ``workload``
+from their registry (``harness.scenario.settings``): a workload's settings model is a member of the ``workload``
 union (tagged by ``kind``), an executor's options are a block named after it under ``executor``.
 """
 
@@ -19,15 +19,15 @@ from harness.scenario.blocks import (
     Expectations,
     PrecisionDebuggerSettings,
 )
-from harness.scenario.registry import EXECUTORS, WORKLOADS
+from harness.scenario.settings import EXECUTORS, WORKLOADS
 from harness.strict import Strict
 
-if TYPE_CHECKING:  # what a type checker sees; pydantic gets the unions built from the registries below
+if TYPE_CHECKING:  # what a type checker sees; pydantic gets the unions built from the registry below
     WorkloadSettings = Any
     ExecutorSettings = ExecutorSettingsBase
 else:
     WorkloadSettings = Annotated[
-        Union[tuple(w.settings for w in WORKLOADS.values())],  # noqa: UP007  # built at run time
+        Union[tuple(WORKLOADS.values())],  # noqa: UP007  # built at run time
         Field(discriminator="kind"),
     ]
     ExecutorSettings = create_model(
@@ -35,7 +35,7 @@ else:
         __base__=ExecutorSettingsBase,
         __doc__="Where the trainings run: an executor (kind) and its options, in a block named after it.",
         kind=(Literal[tuple(EXECUTORS)], "local"),
-        **{name: (e.settings, e.settings()) for name, e in EXECUTORS.items() if e.settings},
+        **{name: (block, block()) for name, block in EXECUTORS.items() if block},
     )
 
 MAX_STEPS = 10_000  # a regression scenario trains a handful of steps; more is a typo (and a list that size)

@@ -26,11 +26,11 @@ from harness.artifacts.rundir import MODES, Mode, ScenarioDir
 from harness.errors import EnvironmentProblem, HarnessBug, HarnessError, InfraError
 from harness.safeio import MB, InputError, Versioned
 from harness.scenario.model import Scenario
-from harness.scenario.registry import EXECUTORS, WORKLOADS
 from harness.targets.environment import TargetEnv, check_api, ensure_env, environment
 from harness.targets.spec import Target, parse_target
 from harness.training.executors.base import LABEL_PREFIX, Executor, owner_labels
 from harness.training.monitor import Monitor, Watch, dump_cap
+from harness.training.registry import EXECUTORS, WORKLOADS
 from harness.training.slots import heavy_slot
 from harness.training.workloads import fault_injection
 

@@ -24,7 +24,6 @@ ENV_ALLOWLIST = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "OPENBLAS_COR
 
 class Executor(Protocol):
     name: ClassVar[str]
-    settings: ClassVar[Any]  # the model of this executor's options block (``executor.<name>:``), or None
 
     def execute(
         self,

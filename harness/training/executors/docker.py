@@ -1,6 +1,7 @@
 """Docker executor: each training runs in its own labelled container, which is always removed afterwards.
 
-The options are in ``docker_options``, the pure spec of a container in ``docker_spec``. ``DockerExecutor`` adds what
+The options block is ``harness.scenario.settings.docker``, what it means on the host (labels, paths, limits)
+``docker_options``, the pure spec of a container ``docker_spec``. ``DockerExecutor`` adds what
 needs the daemon: the image check, start, log streaming into the run dir, the timeout, the exit state and the
 removal.
 """
@@ -24,6 +25,7 @@ from harness.artifacts.record import ExecResult
 from harness.artifacts.rundir import RunDir
 from harness.errors import InfraError, WorkloadError
 from harness.scenario.blocks import ExecutorSettingsBase
+from harness.scenario.settings.docker import DockerRuntime
 from harness.signals import interrupts, note_stopped
 from harness.training.executors.base import LABEL_PREFIX, owner_gone
 from harness.training.executors.docker_options import (
@@ -33,7 +35,6 @@ from harness.training.executors.docker_options import (
     IMAGE_KIND_LABEL,
     STOP_GRACE_S,
     TARGET_LABEL,
-    DockerRuntime,
     unsafe_line,
 )
 from harness.training.executors.docker_spec import container_spec
@@ -114,7 +115,6 @@ def _short(exc: BaseException) -> str:
 
 class DockerExecutor:
     name: ClassVar[str] = "docker"
-    settings: ClassVar[Any] = DockerRuntime
 
     def __init__(self, client: DockerClient | None = None) -> None:
         self._client = client

@@ -16,12 +16,12 @@ from docker.types import Mount as MountSpec
 import harness
 from harness.artifacts.rundir import RunDir
 from harness.scenario.blocks import ExecutorSettingsBase
+from harness.scenario.settings.docker import DockerRuntime
 from harness.training.executors.docker_options import (
     ASCEND_CONTROL_DEVICES,
     ASCEND_DRIVER_PATHS,
     CONTAINER_ENV_ALLOWLIST,
     CONTAINER_HOME,
-    DockerRuntime,
 )
 from harness.training.launch import Launch
 

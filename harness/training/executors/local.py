@@ -16,29 +16,18 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import psutil
-from pydantic import Field
 
 from harness.artifacts.record import ExecResult
 from harness.artifacts.rundir import RunDir
 from harness.errors import InfraError
-from harness.scenario.blocks import ExecutorOptions, ExecutorSettingsBase
+from harness.scenario.blocks import ExecutorSettingsBase
+from harness.scenario.settings.local import LocalRuntime
 from harness.signals import interrupts, note_stopped
 from harness.training.executors.base import ENV_ALLOWLIST, LABEL_PREFIX
 from harness.training.launch import Launch, argv_lines
 
 POLL_S = 0.2  # how soon a stop request is acted on
 KILL_GRACE_S = 10
-
-
-class LocalRuntime(ExecutorOptions):
-    """The local process's environment beyond the allowlist. Inside a CI job container (verl's Ascend runners)
-    the image's own environment is what makes the NPUs usable: CANN's set_env.sh exports ASCEND_*, ATB_*,
-    LD_LIBRARY_PATH and PYTHONPATH, which a training started with the allowlist alone would lose."""
-
-    env: dict[str, str] = Field(default_factory=dict, description="extra environment of the training")
-    pass_env: list[str] = Field(
-        default_factory=list, description="host variables passed through when set; shell-style patterns (ASCEND_*)"
-    )
 
 
 def _env(launch: Launch, settings: ExecutorSettingsBase | None = None) -> dict[str, str]:
@@ -73,7 +62,6 @@ def user_line() -> str:
 
 class LocalExecutor:
     name: ClassVar[str] = "local"
-    settings: ClassVar[Any] = LocalRuntime
 
     def execute(
         self,

@@ -1,8 +1,9 @@
-"""The workload interface: a settings model (a member of the scenario's ``workload`` union) and ``prepare``."""
+"""The workload interface: ``prepare`` a run of a scenario whose ``workload`` block is this workload's (``name``, its
+``kind``: ``harness.scenario.settings``)."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Protocol
+from typing import ClassVar, Protocol
 
 from harness.artifacts.rundir import RunDir
 from harness.scenario.blocks import ScenarioView
@@ -11,7 +12,6 @@ from harness.training.launch import Launch
 
 class Workload(Protocol):
     name: ClassVar[str]
-    settings: ClassVar[Any]  # a Strict model with ``kind: Literal[name]`` and ``check_scenario(scenario)``
     # what the workload drives in the target's verl (dotted paths): probed before launching, so API drift is
     # an infrastructure error naming the symbol, not a traceback in a training log
     symbols: ClassVar[tuple[str, ...]]

@@ -7,74 +7,21 @@ The package: ``spec`` (spec.json, what a run is asked to do), ``train`` (the tra
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar, Literal
-
-from pydantic import Field, PositiveFloat, PositiveInt
+from typing import ClassVar
 
 from harness.artifacts.rundir import RunDir
 from harness.errors import InfraError
 from harness.scenario.blocks import ScenarioView
-from harness.strict import Strict
+from harness.scenario.settings.cpu_ppo import CpuPpoSettings
 from harness.targets.dialect import dialect_of
 from harness.training.launch import Launch
 from harness.training.msprobe_config import msprobe_config
 from harness.training.workloads import fault_injection
 from harness.training.workloads.cpu_ppo.spec import ProfilerSpec, TrainSpec
 
-CRITIC_STAGES = {"compute_values", "critic_update"}
-
-
-class TinyQwen2(Strict):
-    """A transformers Qwen2Config, randomly initialised: nothing is downloaded."""
-
-    vocab_size: PositiveInt = 256
-    hidden_size: PositiveInt = 128
-    intermediate_size: PositiveInt = 512
-    num_hidden_layers: PositiveInt = 3
-    num_attention_heads: PositiveInt = 4
-    num_key_value_heads: PositiveInt = 2
-    max_position_embeddings: PositiveInt = 128
-
-
-class CpuPpoSettings(Strict):
-    kind: Literal["cpu_ppo"]
-    model: TinyQwen2 = TinyQwen2()
-    seed: int = 0
-    # sized so an unprofiled step takes ~0.3 s on one CPU thread: shorter steps make on/off ratios noise
-    batch_size: PositiveInt = 16
-    prompt_length: PositiveInt = 48
-    response_length: PositiveInt = 48
-    lr: PositiveFloat = 1e-4
-    critic: bool = Field(False, description="train a critic (compute_values, critic_update)")
-    critic_roles: Literal["engine_workers", "documented"] = Field(
-        "engine_workers",
-        description="engine_workers: annotate the critic as verl 0.9.1's engine workers do (role train_batch, "
-        "never dumped); documented: with the stage names verl's docs list",
-    )
-    threads_per_rank: PositiveInt = 1
-    dtype: Literal["float32", "bfloat16"] = Field(
-        "float32",
-        description="the models' parameters and activations; bfloat16 on device cuda only (what GPU training runs, "
-        "and where msprobe's statistics of bf16 tensors matter; CPU bf16 kernels are slow and not what runs)",
-    )
-
-    def check_scenario(self, scenario: ScenarioView) -> None:
-        if scenario.device not in ("cpu", "cuda"):
-            raise ValueError(f"workload cpu_ppo runs on device cpu or cuda, not {scenario.device}")
-        if self.dtype == "bfloat16" and scenario.device != "cuda":
-            raise ValueError("workload.dtype bfloat16 needs device cuda")
-        wanted = CRITIC_STAGES & (set(scenario.precision_debugger.stages) | set(scenario.expected_stages))
-        if wanted and not self.critic:
-            raise ValueError(f"stages {sorted(wanted)} need a critic: set workload.critic: true")
-        if "compute_rm_score" in scenario.expected_stages:
-            raise ValueError("workload cpu_ppo has no reward model: compute_rm_score cannot be expected")
-        if self.prompt_length + self.response_length > self.model.max_position_embeddings:
-            raise ValueError("prompt_length + response_length exceeds model.max_position_embeddings")
-
 
 class CpuPpo:
     name: ClassVar[str] = "cpu_ppo"
-    settings: ClassVar[Any] = CpuPpoSettings
     symbols: ClassVar[tuple[str, ...]] = (  # what train imports and calls from verl
         "verl.utils.profiler.DistProfiler",
         "verl.utils.profiler.DistProfiler.annotate",

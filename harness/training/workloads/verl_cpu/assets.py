@@ -19,9 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from filelock import FileLock
-from pydantic import PositiveInt
 
-from harness.strict import Strict
+from harness.scenario.settings.verl_ppo import TinyAssets
 from harness.training.workloads.gsm8k_data import to_record
 
 VERSION = 1  # bump when what is made changes, so caches are remade
@@ -32,21 +31,6 @@ CHAT_TEMPLATE = (
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 _ITEMS = ["apples", "books", "coins", "pencils", "stamps", "marbles"]
 _NAMES = ["Ann", "Bob", "Chen", "Dana", "Eli", "Fay"]
-
-
-class TinyAssets(Strict):
-    """The tiny model and data; any change makes (and caches) a new set."""
-
-    vocab_size: PositiveInt = 512
-    hidden_size: PositiveInt = 64
-    intermediate_size: PositiveInt = 128
-    num_hidden_layers: PositiveInt = 2
-    num_attention_heads: PositiveInt = 4
-    num_key_value_heads: PositiveInt = 2
-    max_position_embeddings: PositiveInt = 256
-    train_rows: PositiveInt = 64
-    test_rows: PositiveInt = 8
-    seed: int = 0
 
 
 @dataclass(frozen=True)

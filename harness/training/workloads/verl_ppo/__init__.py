@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import json
 import shlex
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from harness.artifacts.rundir import RunDir
 from harness.errors import InfraError
 from harness.scenario.blocks import ScenarioView
+from harness.scenario.settings.verl_ppo import VerlPpoSettings
 from harness.scenario.stages import STAGES
 from harness.targets.dialect import dialect_of
 from harness.training.launch import Launch
@@ -32,7 +33,6 @@ from harness.training.workloads.verl_cpu import assets
 from harness.training.workloads.verl_ppo.cpu import check_cpu_plugin_symbols, cpu_env
 from harness.training.workloads.verl_ppo.inputs import Inputs
 from harness.training.workloads.verl_ppo.overrides import build_overrides
-from harness.training.workloads.verl_ppo.settings import VerlPpoSettings
 
 MODULE = "verl.trainer.main_ppo"
 CPU_MODULE = "harness.training.workloads.verl_cpu.main"  # main_ppo behind a launcher that owns Ray's temp dir
@@ -40,7 +40,6 @@ CPU_MODULE = "harness.training.workloads.verl_cpu.main"  # main_ppo behind a lau
 
 class VerlPpo:
     name: ClassVar[str] = "verl_ppo"
-    settings: ClassVar[Any] = VerlPpoSettings
     symbols: ClassVar[tuple[str, ...]] = (  # the target's main_ppo and the precision_debugger integration it sets up
         "verl.trainer.main_ppo.main",
         "verl.utils.profiler.precision_debugger_profile.PrecisionDebuggerProfiler",

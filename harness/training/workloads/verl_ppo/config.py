@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import WorkloadError
+from harness.scenario.settings.verl_ppo import parse_overrides
 
 if TYPE_CHECKING:
     from hydra.core.override_parser.types import Override
@@ -27,21 +28,6 @@ _ABSENT = object()
 
 class VerlConfigError(WorkloadError):
     """The overrides do not resolve, in verl's config, to what the scenario asked for."""
-
-
-def parse_overrides(overrides: Iterable[str]) -> list[Override]:
-    """Parse with hydra's own grammar, one override at a time so that an error names its override."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import OverrideParseException
-
-    parser = OverridesParser.create()
-    out = []
-    for text in overrides:
-        try:
-            out += parser.parse_overrides([text])
-        except OverrideParseException as exc:
-            raise ValueError(f"override {text!r} is not valid hydra syntax: {str(exc).splitlines()[0]}") from None
-    return out
 
 
 def verl_config_dir(python: str | None = None) -> Path:

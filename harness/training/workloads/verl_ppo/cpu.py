@@ -10,7 +10,10 @@ from typing import Any
 from harness.errors import InfraError
 from harness.scenario.blocks import ScenarioView
 from harness.training.workloads.verl_cpu import names
-from harness.training.workloads.verl_ppo.settings import RAY_CPUS_EXTRA, RAY_CPUS_PER_RANK
+
+# what verl's resource pools ask per rank: a bundle of max_colocate_count (3, hard-coded) CPUs; plus the
+# TransferQueue controller and storage unit. Logical CPUs: real use is held down by OMP_NUM_THREADS=1
+RAY_CPUS_PER_RANK, RAY_CPUS_EXTRA = 3, 2
 
 ROLLOUT_DETERMINISM = "actor_rollout_ref.rollout.full_determinism"
 SAMPLER = "trainer.v1.sampler.custom_sampler"

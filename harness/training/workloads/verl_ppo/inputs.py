@@ -2,11 +2,32 @@
 
 from __future__ import annotations
 
+import os
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.scenario.settings.verl_ppo import VerlPpoSettings
 from harness.training.workloads.verl_cpu import assets
-from harness.training.workloads.verl_ppo.settings import VerlPpoSettings, expand_path
+
+_VAR = re.compile(r"\$\{(?P<name>\w+)(?::-(?P<default>[^}]*))?\}|\$(?P<bare>\w+)")
+
+
+def expand_path(text: str, environ: Mapping[str, str] | None = None) -> Path:
+    """Shell-style ``${VAR:-default}``, ``${VAR}``, ``$VAR`` and ``~``, expanded on the host at launch time.
+
+    Why not os.path.expandvars: it has no ``:-default``, and the defaults here are the runner caches."""
+    env = os.environ if environ is None else environ
+
+    def sub(m: re.Match[str]) -> str:
+        name = m["name"] or m["bare"]
+        value = env.get(name, "")
+        if value or m["name"] is None:
+            return value
+        return m["default"] or ""
+
+    return Path(os.path.expanduser(_VAR.sub(sub, text)))
 
 
 @dataclass(frozen=True)

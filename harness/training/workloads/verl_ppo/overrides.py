@@ -9,10 +9,10 @@ from typing import Any
 
 from harness.artifacts.rundir import RunDir
 from harness.scenario.blocks import ScenarioView
+from harness.scenario.settings.verl_ppo import VerlPpoSettings
 from harness.targets.dialect import Dialect
 from harness.training.workloads.verl_ppo.cpu import cpu_overrides
 from harness.training.workloads.verl_ppo.inputs import Inputs
-from harness.training.workloads.verl_ppo.settings import VerlPpoSettings
 
 CONFIG_NAMES = {"fsdp": "ppo_trainer", "megatron": "ppo_megatron_trainer"}
 # The role whose profiler block must be enabled for a stage to dump. In verl 0.9.1 the reference model is

@@ -10,10 +10,9 @@ from __future__ import annotations
 import importlib.util
 import os
 from functools import cache
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from harness.scenario.model import Scenario
+from harness.scenario.model import Scenario
+from harness.training.registry import EXECUTORS
 
 NAMES = {"npu": "an Ascend NPU", "cuda": "a CUDA GPU"}
 RUNNERS = {"npu": "an Ascend runner", "cuda": "a CUDA runner"}
@@ -64,8 +63,6 @@ def unavailable_reason(device: str, ids: list[int] | None = None) -> str | None:
 
 def device_problem(scenario: Scenario) -> str | None:
     """Why this host cannot give the scenario its device (with the ids its container would get), or None."""
-    from harness.scenario.registry import EXECUTORS
-
     ex = scenario.executor
     if why := unavailable_reason(scenario.device, EXECUTORS[ex.kind].device_ids(ex, scenario.device)):
         return why

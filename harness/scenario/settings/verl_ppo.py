@@ -1,41 +1,21 @@
-"""The ``workload: verl_ppo`` block: main_ppo's knobs a scenario chooses, validated against the scenario; host
-paths in it are expanded at launch (``expand_path``)."""
+"""The ``workload: verl_ppo`` block: main_ppo's knobs a scenario chooses (``harness.training.workloads.verl_ppo``),
+validated against the scenario; host paths in it are expanded at launch. ``tiny``: the tiny model and data its CPU
+scenarios make locally."""
 
 from __future__ import annotations
 
-import os
-import re
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Annotated, Literal
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field, PositiveInt, field_validator
 
 from harness.scenario.blocks import ScenarioView
 from harness.strict import Strict
-from harness.training.workloads.verl_cpu import assets, names
 
-HF_ROLLOUT = names.ROLLOUT
-# what verl's resource pools ask per rank: a bundle of max_colocate_count (3, hard-coded) CPUs; plus the
-# TransferQueue controller and storage unit. Logical CPUs: real use is held down by OMP_NUM_THREADS=1
-RAY_CPUS_PER_RANK, RAY_CPUS_EXTRA = 3, 2
-_VAR = re.compile(r"\$\{(?P<name>\w+)(?::-(?P<default>[^}]*))?\}|\$(?P<bare>\w+)")
+if TYPE_CHECKING:
+    from hydra.core.override_parser.types import Override
 
-
-def expand_path(text: str, environ: Mapping[str, str] | None = None) -> Path:
-    """Shell-style ``${VAR:-default}``, ``${VAR}``, ``$VAR`` and ``~``, expanded on the host at launch time.
-
-    Why not os.path.expandvars: it has no ``:-default``, and the defaults here are the runner caches."""
-    env = os.environ if environ is None else environ
-
-    def sub(m: re.Match[str]) -> str:
-        name = m["name"] or m["bare"]
-        value = env.get(name, "")
-        if value or m["name"] is None:
-            return value
-        return m["default"] or ""
-
-    return Path(os.path.expanduser(_VAR.sub(sub, text)))
+HF_ROLLOUT = "hf_generate"  # the CPU rollout verl's processes register (harness.training.workloads.verl_cpu)
 
 
 # Keys the harness sets from the scenario itself; an extra override would desynchronise runs and checks.
@@ -54,6 +34,36 @@ OWNED_KEYS = frozenset(
         "global_profiler.save_path",
     }
 )
+
+
+def parse_overrides(overrides: Iterable[str]) -> list[Override]:
+    """Parse with hydra's own grammar, one override at a time so that an error names its override."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    parser = OverridesParser.create()
+    out = []
+    for text in overrides:
+        try:
+            out += parser.parse_overrides([text])
+        except OverrideParseException as exc:
+            raise ValueError(f"override {text!r} is not valid hydra syntax: {str(exc).splitlines()[0]}") from None
+    return out
+
+
+class TinyAssets(Strict):
+    """The tiny model and data; any change makes (and caches) a new set."""
+
+    vocab_size: PositiveInt = 512
+    hidden_size: PositiveInt = 64
+    intermediate_size: PositiveInt = 128
+    num_hidden_layers: PositiveInt = 2
+    num_attention_heads: PositiveInt = 4
+    num_key_value_heads: PositiveInt = 2
+    max_position_embeddings: PositiveInt = 256
+    train_rows: PositiveInt = 64
+    test_rows: PositiveInt = 8
+    seed: int = 0
 
 
 class VerlPpoSettings(Strict):
@@ -91,7 +101,7 @@ class VerlPpoSettings(Strict):
     log_prob_micro_batch_size_per_gpu: PositiveInt = Field(8, description="actor and ref log-prob forwards")
     max_prompt_length: PositiveInt = 512
     max_response_length: PositiveInt = 256
-    tiny: assets.TinyAssets | None = Field(
+    tiny: TinyAssets | None = Field(
         None,
         description="make a tiny random Qwen2, its tokenizer and gsm8k-format data locally (cached) and use them "
         "instead of model_path and data_dir",
@@ -103,8 +113,6 @@ class VerlPpoSettings(Strict):
     @field_validator("overrides")
     @classmethod
     def _overrides(cls, value: list[str]) -> list[str]:
-        from harness.training.workloads.verl_ppo.config import parse_overrides
-
         for ov in parse_overrides(value):
             if ov.key_or_group in OWNED_KEYS:
                 raise ValueError(
