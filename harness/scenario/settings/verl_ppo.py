@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field, PositiveInt, field_validator
 
-from harness.scenario.blocks import ScenarioView
+from harness.scenario.blocks import ScenarioView, TinyQwen2
 from harness.strict import Strict
 
 if TYPE_CHECKING:
@@ -54,13 +54,9 @@ def parse_overrides(overrides: Iterable[str]) -> list[Override]:
 class TinyAssets(Strict):
     """The tiny model and data; any change makes (and caches) a new set."""
 
-    vocab_size: PositiveInt = 512
-    hidden_size: PositiveInt = 64
-    intermediate_size: PositiveInt = 128
-    num_hidden_layers: PositiveInt = 2
-    num_attention_heads: PositiveInt = 4
-    num_key_value_heads: PositiveInt = 2
-    max_position_embeddings: PositiveInt = 256
+    model: TinyQwen2 = TinyQwen2(
+        vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2, max_position_embeddings=256
+    )
     train_rows: PositiveInt = 64
     test_rows: PositiveInt = 8
     seed: int = 0

@@ -99,7 +99,7 @@ def _make(spec: TinyAssets, out: AssetPaths) -> None:
     bpe.train_from_iterator(
         corpus,
         trainers.BpeTrainer(
-            vocab_size=spec.vocab_size,
+            vocab_size=spec.model.vocab_size,
             special_tokens=SPECIAL,
             initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         ),
@@ -111,13 +111,7 @@ def _make(spec: TinyAssets, out: AssetPaths) -> None:
 
     torch.manual_seed(spec.seed)
     config = Qwen2Config(
-        vocab_size=len(tokenizer),
-        hidden_size=spec.hidden_size,
-        intermediate_size=spec.intermediate_size,
-        num_hidden_layers=spec.num_hidden_layers,
-        num_attention_heads=spec.num_attention_heads,
-        num_key_value_heads=spec.num_key_value_heads,
-        max_position_embeddings=spec.max_position_embeddings,
+        **{**spec.model.model_dump(), "vocab_size": len(tokenizer)},  # the trained tokenizer's, special tokens included
         tie_word_embeddings=False,
         bos_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
         eos_token_id=tokenizer.eos_token_id,
