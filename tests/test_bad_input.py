@@ -537,7 +537,7 @@ def test_a_harness_bug_in_compare_is_an_error_not_a_verdict_on_verl(tmp_path, ca
     def judged_nothing(*_args, **_kwargs):
         return statistics.median([])
 
-    monkeypatch.setattr("harness.cli.run_comparison", judged_nothing)
+    monkeypatch.setattr("harness.cli.compare.run_comparison", judged_nothing)
     results = tmp_path / "res"
     argv = ["compare", str(write_scenario(tmp_path)), "--base", "0.9.1", "--head", "0.9.1", "--results", str(results)]
     assert main(argv) == 2
@@ -585,13 +585,36 @@ def test_scenario_nonsense_of_the_second_battery_is_refused(tmp_path, over, expe
     assert validate(tmp_path, over) == [expected]
 
 
-def test_two_scenario_files_of_one_name_are_refused(tmp_path, capsys):
+TWO_OF_ONE_NAME = (
+    "T/b/scenarios/tiny_case.yaml: scenario name 'tiny_case' is also T/a/scenarios/tiny_case.yaml's: one results dir "
+    "each (rename one)"
+)
+
+
+def test_two_scenario_files_of_one_name_are_refused_by_every_command(tmp_path, capsys):
+    """One scenario list (harness.scenario.loader.ScenarioList) for every command: one results dir per name."""
     a, b = write_scenario(tmp_path / "a"), write_scenario(tmp_path / "b")
     assert main(["validate", str(a), str(b), str(a)]) == 2  # the same file twice is one scenario
+    assert capsys.readouterr().err.replace(str(tmp_path), "T").splitlines() == [TWO_OF_ONE_NAME]
+    assert main(["bisect", "--verl-repo", str(tmp_path), "--good", "a", "--bad", "b", str(a), str(b)]) == 2
+    assert capsys.readouterr().err.replace(str(tmp_path), "T").splitlines() == [f"INVALID SCENARIO: {TWO_OF_ONE_NAME}"]
+    (tmp_path / "empty").mkdir()
+    assert main(["dry-run", str(tmp_path / "empty")]) == 2
     assert capsys.readouterr().err.replace(str(tmp_path), "T").splitlines() == [
-        "T/b/scenarios/tiny_case.yaml: scenario name 'tiny_case' is also T/a/scenarios/tiny_case.yaml's: one "
-        "results dir each (rename one)"
+        "INVALID SCENARIO: no scenario files found in T/empty"
     ]
+
+
+@pytest.mark.integration
+def test_two_scenario_files_of_one_name_are_refused_by_the_pytest_plugin(tmp_path):
+    a, b = write_scenario(tmp_path / "a"), write_scenario(tmp_path / "b")
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", str(a), str(b)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 2 and TWO_OF_ONE_NAME in out.stdout.replace(str(tmp_path), "T"), out.stdout
 
 
 def _baseline(tmp_path: Path) -> tuple[Path, Path]:

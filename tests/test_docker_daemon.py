@@ -23,7 +23,7 @@ import pytest
 from builders import default_signals, write_scenario
 from docker import DockerClient
 
-from harness import cli
+from harness.cli.console import sweep
 from harness.errors import InfraError
 from harness.scenario.loader import load_scenario
 from harness.scenario.settings.docker import DockerRuntime
@@ -258,7 +258,7 @@ def test_a_sigkilled_harness_leaves_a_container_that_the_next_session_sweeps(tmp
         dead = subprocess.Popen(["true"])
         dead.wait()
         client.containers.create(IMAGE, ["true"], labels={**live.labels, PID_LABEL: str(dead.pid)})
-        cli.sweep()  # what `harness run` does first
+        sweep()  # what `harness run` does first
         assert leftovers(client, scenario=name) == [live.name]
     finally:
         live.remove(force=True)

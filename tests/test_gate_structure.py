@@ -13,11 +13,11 @@ from builders import write_dump, write_metrics
 
 from harness.artifacts.record import ExecResult, RunRecord
 from harness.artifacts.rundir import ScenarioDir
-from harness.cli import evaluate
 from harness.gate.baseline import build
 from harness.gate.judge import gate_scenario
 from harness.gate.observe import observe_results
 from harness.gate.structure import name_diff, normalise, structure_of
+from harness.pipeline.evaluate import evaluate
 from harness.targets.environment import ensure_env
 from harness.targets.spec import pinned_target
 from harness.training.runs import fingerprint

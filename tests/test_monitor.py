@@ -14,7 +14,7 @@ import pytest
 from rich.console import Console
 
 from harness.artifacts.rundir import RunDir
-from harness.cli import LiveBars
+from harness.cli.console import LiveBars
 from harness.scenario.blocks import DiskBudget
 from harness.training.monitor import Cap, Monitor, PeriodicLines, Progress, Watch, dump_cap, parse_size, tree_size
 

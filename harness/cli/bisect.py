@@ -16,9 +16,8 @@ from harness.checks import CHECKS
 from harness.checks.known_gap import gap_name
 from harness.errors import HarnessError, InfraError, ScenarioError, one_line
 from harness.pipeline.evaluate import evaluate
-from harness.scenario.loader import load_scenario, scenario_files
+from harness.scenario.loader import load_scenarios
 from harness.scenario.model import Scenario
-from harness.scenario.settings import EXECUTORS
 from harness.targets.commits import NOISY_CHECKS, OVERHEAD_REFUSAL, BisectError, Commit, Probe, ProbeFn, bisect, history
 from harness.targets.environment import ensure_env
 from harness.targets.spec import parse_target
@@ -27,22 +26,14 @@ from harness.training.monitor import Watch
 from harness.training.runs import check_target, results_dir
 
 
-def _scenarios(paths: list[str]) -> list[Scenario]:
-    files = scenario_files(paths)
-    if not files:
-        raise ScenarioError([f"no scenario files found in {' '.join(paths)}"])
-    problems, out = [], []
-    for f in files:
-        try:
-            out.append(load_scenario(f))
-        except ScenarioError as exc:
-            problems += exc.problems
+def _scenarios(paths: list[str], executor: str | None) -> list[Scenario]:
+    scenarios, problems = load_scenarios(paths, executor)
     if problems:
         raise ScenarioError(problems)
-    for s in out:
+    for s in scenarios:
         if reason := skip_reason(s):
             raise BisectError(f"{s.name} cannot run on this machine ({reason}): nothing to bisect here")
-    return out
+    return scenarios
 
 
 def _checks(scenarios: list[Scenario], wanted: list[str]) -> list[str] | None:
@@ -93,7 +84,7 @@ def training_probe(
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
-    scenarios = _scenarios(args.paths)
+    scenarios = _scenarios(args.paths, args.executor)
     checks = _checks(scenarios, args.check)
     old, new = (args.good, args.bad) if args.find == "bad" else (args.bad, args.good)
     names = ("--good", "--bad") if args.find == "bad" else ("--bad", "--good")
@@ -112,32 +103,3 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     for line in outcome.lines():
         print(line)
     return outcomes.EXIT_PASS if outcome.found else outcomes.EXIT_INCONCLUSIVE
-
-
-def add_bisect_command(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "bisect",
-        help="the first bad (or, --find fix, first good) verl commit between two refs: one run per probe",
-    )
-    p.add_argument("paths", nargs="+", metavar="SCENARIO")
-    p.add_argument("--verl-repo", required=True, metavar="REPO", help="a verl git checkout or bare repository")
-    p.add_argument("--good", required=True, metavar="REF", help="a commit whose verdict is pass")
-    p.add_argument("--bad", required=True, metavar="REF", help="a commit whose verdict is FAIL")
-    p.add_argument(
-        "--find",
-        choices=["bad", "fix"],
-        default="bad",
-        help="bad (default): --good is the older ref, find the first FAIL; fix: --bad is the older, find the first "
-        "pass",
-    )
-    p.add_argument(
-        "--check",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="judge only this check (and crash); repeatable; default every check but overhead",
-    )
-    p.add_argument("--results", default="results/bisect", help="each probe's results in RESULTS/<sha12>")
-    p.add_argument("--executor", choices=list(EXECUTORS))
-    p.add_argument("--msprobe", metavar="SPEC", help="the msprobe of every probe: a version or a .whl")
-    p.set_defaults(func=cmd_bisect)

@@ -8,15 +8,17 @@ thing written) and its path is shown as the results path the real run would use.
 
 from __future__ import annotations
 
+import argparse
 import json
 import tempfile
 from pathlib import Path
 
 from harness.artifacts.rundir import MODES, ScenarioDir
 from harness.errors import HarnessError, ScenarioError
-from harness.scenario.loader import load_scenario, scenario_files
+from harness.scenario.loader import ScenarioList, scenario_files
 from harness.scenario.model import Scenario
-from harness.targets.environment import TargetEnv
+from harness.targets.environment import TargetEnv, ensure_env
+from harness.targets.spec import parse_target
 from harness.training.devices import device_problem
 from harness.training.registry import EXECUTORS, WORKLOADS
 from harness.training.runs import LABEL_PREFIX
@@ -62,12 +64,20 @@ def describe(
         return [ln.replace(str(sdir.root), real) for ln in lines]
 
 
+def cmd_dry_run(args: argparse.Namespace) -> int:
+    env = ensure_env(parse_target(args.verl, args.msprobe, args.series))
+    print(f"target: {env.label()}\n")
+    return dry_run(args.paths, Path(args.results).resolve(), env, args.executor)
+
+
 def dry_run(args: list[str], results: Path, env: TargetEnv | None = None, executor: str | None = None) -> int:
-    """Print every scenario's dry run; 2 when a file is invalid or a run cannot be prepared, else 0."""
-    status = 0
+    """Print every scenario's dry run; 2 when a file is invalid or a run cannot be prepared, else 0. ScenarioError
+    when no file is named or found."""
+    status, loaded = 0, ScenarioList()  # each file as it is: ``executor`` is described, not checked
     for path in scenario_files(args):
         try:
-            scenario = load_scenario(path)
+            if (scenario := loaded.load(path)) is None:
+                continue
             print("\n".join(describe(scenario, path, results, env, executor)))
         except ScenarioError as exc:
             print(f"=== {path}\nINVALID SCENARIO:\n{exc}")

@@ -10,12 +10,11 @@ head, 2 an error or nothing compared.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from harness import outcomes
 from harness.errors import InfraError
-from harness.gate.numerics.compare import ENGINES, compare_numerics
+from harness.gate.numerics.compare import compare_numerics
 from harness.training.runs import results_dir
 
 
@@ -44,18 +43,3 @@ def cmd_numerics(args: argparse.Namespace) -> int:
     if any(s.status == "error" for s in stages):
         return outcomes.EXIT_ERROR
     return outcomes.EXIT_FAIL if report.findings(args.label) else outcomes.EXIT_PASS
-
-
-def add_numerics_command(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("numerics", help="the numerics report of two runs' dumps: HEAD against BASE")
-    p.add_argument("base", help="base's on-dump tree (<results>/<scenario>/on/dumps) or a dump.json")
-    p.add_argument("head", help="head's, the same kind")
-    p.add_argument("--results", default="numerics-results", help="where the CSVs go (default ./numerics-results)")
-    p.add_argument("--nonfinite-ok", action="append", default=[], metavar="REGEX",
-                   help="entries whose non-pass rows are counted apart (a scenario's expect.nonfinite_ok)")  # fmt: skip
-    p.add_argument(
-        "--engine", choices=ENGINES, help="who computes the statistics (default HARNESS_NUMERICS, else harness)"
-    )
-    p.add_argument("--python", default=sys.executable, help="the python with msprobe, for -da and --engine msprobe")
-    p.add_argument("--label", default="numerics", help="the name the findings carry (a scenario's)")
-    p.set_defaults(func=cmd_numerics)

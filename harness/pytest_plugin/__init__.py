@@ -32,7 +32,17 @@ from harness.pytest_plugin.hygiene import (
 from harness.pytest_plugin.items import ScenarioFile, release_lock
 from harness.pytest_plugin.options import pytest_addoption
 from harness.pytest_plugin.reporting import PlainNodeIds, TimeBreakdown
-from harness.pytest_plugin.state import BASELINE, COMPARE_BASE, SESSION, SIGNALS, TARGET, WATCH, write_line
+from harness.pytest_plugin.state import (
+    BASELINE,
+    COMPARE_BASE,
+    SCENARIOS,
+    SESSION,
+    SIGNALS,
+    TARGET,
+    WATCH,
+    write_line,
+)
+from harness.scenario.loader import ScenarioList
 from harness.signals import interrupts
 from harness.targets.spec import parse_target
 from harness.training.monitor import PeriodicLines, Watch
@@ -48,6 +58,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if workerinput and workerinput.get("harness_loadgroup"):
         config.option.loadgroup = True  # xdist set this from the worker's own args, before our change above
     config.stash[SESSION] = workerinput["testrunuid"] if workerinput else uuid.uuid4().hex
+    config.stash[SCENARIOS] = ScenarioList(config.getoption("executor", None))
     try:
         config.stash[TARGET] = parse_target(
             config.getoption("verl", None), config.getoption("msprobe", None), config.getoption("series", None)

@@ -24,6 +24,7 @@ from harness.pytest_plugin.state import (
     BASELINE,
     COMPARE_BASE,
     HELD,
+    SCENARIOS,
     SESSION,
     TARGET,
     TRAINED,
@@ -34,7 +35,6 @@ from harness.pytest_plugin.state import (
     target_env,
 )
 from harness.scenario.blocks import KnownGap
-from harness.scenario.loader import load_scenario
 from harness.scenario.model import Scenario
 from harness.training.devices import skip_reason
 from harness.training.runs import ensure_runs, results_dir, scenario_lock
@@ -43,9 +43,11 @@ from harness.training.runs import ensure_runs, results_dir, scenario_lock
 class ScenarioFile(pytest.File):
     def collect(self) -> list[pytest.Item]:
         try:
-            scenario = load_scenario(self.path, self.config.getoption("executor"))
+            scenario = self.config.stash[SCENARIOS].load(self.path)
         except ScenarioError as exc:
             raise self.CollectError(f"invalid scenario file ({len(exc.problems)} problems):\n{exc}") from None
+        if scenario is None:  # the same file collected twice: its items once
+            return []
         items: list[pytest.Item] = [CheckItem.from_parent(self, name=name, scenario=scenario) for name in CHECKS]
         if COMPARE_BASE in self.config.stash:  # the head's own checks are part of the comparison
             items = [CompareItem.from_parent(self, name="compare", scenario=scenario)]

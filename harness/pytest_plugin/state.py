@@ -12,6 +12,7 @@ from filelock import FileLock
 from harness.checks import CheckResult
 from harness.errors import HarnessError, one_line
 from harness.gate.baseline import Baseline
+from harness.scenario.loader import ScenarioList
 from harness.targets.environment import TargetEnv, ensure_env
 from harness.targets.spec import Target
 from harness.training.monitor import Watch
@@ -24,6 +25,7 @@ WATCH = pytest.StashKey[Watch]()
 SIGNALS = pytest.StashKey[contextlib.ExitStack]()
 HELD = pytest.StashKey[FileLock]()  # the results-dir lock of the scenario whose items are running
 TARGET_ENV = pytest.StashKey[TargetEnv]()
+SCENARIOS = pytest.StashKey[ScenarioList]()  # the session's scenario files: one per name, as every command's
 
 
 def target_env(config: pytest.Config) -> TargetEnv:

@@ -177,8 +177,48 @@ def load_scenario(path: str | Path, executor: str | None = None) -> Scenario:
 
 
 def scenario_files(paths: Iterable[str | Path]) -> list[Path]:
-    """Scenario files named directly or found (``*.yaml``) in the given directories."""
+    """Scenario files named directly or found (``*.yaml``) in the given directories; ScenarioError when none is."""
+    paths = list(paths)
     found: list[Path] = []
     for p in map(Path, paths):
         found += sorted(p.glob("*.yaml")) if p.is_dir() else [p]
+    if not found:
+        raise ScenarioError([f"no scenario files found in {' '.join(map(str, paths))}"])
     return found
+
+
+class ScenarioList:
+    """The scenarios of one command or one pytest session, each file once. A scenario's name (its file's stem) names
+    its results dir, so a second file of one name is a problem: its results would replace the first's."""
+
+    def __init__(self, executor: str | None = None) -> None:
+        self.executor = executor  # ``--executor``: every file is checked as that executor runs it
+        self.files: dict[str, Path] = {}
+
+    def load(self, path: Path) -> Scenario | None:
+        """``path``'s scenario, or None when the list holds that file already (named twice, it runs once).
+        ScenarioError: the file is invalid, or another file of the list has its name."""
+        first = self.files.setdefault(path.stem, path)
+        if first is not path:
+            if first.resolve() == path.resolve():
+                return None
+            raise ScenarioError(
+                [f"{path}: scenario name {path.stem!r} is also {first}'s: one results dir each (rename one)"]
+            )
+        return load_scenario(path, self.executor)
+
+
+def load_scenarios(paths: Iterable[str | Path], executor: str | None = None) -> tuple[list[Scenario], list[str]]:
+    """Every scenario file named or found in ``paths``, through one ScenarioList, and every problem, one line each."""
+    try:
+        files = scenario_files(paths)
+    except ScenarioError as exc:
+        return [], exc.problems
+    scenarios, problems, loaded = [], [], ScenarioList(executor)
+    for path in files:
+        try:
+            if (scenario := loaded.load(path)) is not None:
+                scenarios.append(scenario)
+        except ScenarioError as exc:
+            problems += exc.problems
+    return scenarios, problems

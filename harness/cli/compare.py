@@ -1,0 +1,62 @@
+"""``python -m harness compare --base SPEC --head SPEC SCENARIO...``: base against head on one machine, the pull-request
+gate (docs/base-against-head.md): 0 pass, 1 a regression, 2 an error, 3 inconclusive (as ``gate``)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from rich.markup import escape
+
+from harness.cli.console import console, live_line, sweep
+from harness.errors import HarnessError, ScenarioError
+from harness.pipeline.base_head import run_comparison, write_reports
+from harness.scenario.loader import load_scenarios
+from harness.targets.spec import parse_target
+from harness.training.devices import skip_reason
+from harness.training.monitor import Show, Watch
+from harness.training.runs import results_dir
+
+
+def _watch(show: Show) -> Watch:
+    try:
+        return Watch.configure(show=show)
+    except ValueError as exc:
+        raise HarnessError(str(exc)) from None
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    scenarios, problems = load_scenarios(args.paths, args.executor)
+    if problems:
+        raise ScenarioError(problems)
+    base = parse_target(args.base, args.msprobe, args.series, "--base")
+    head = parse_target(args.head, args.msprobe, args.series, "--head")
+    runnable, skipped = [], []
+    for s in scenarios:
+        if reason := skip_reason(s):
+            console.print(f"[yellow]SKIPPED[/] {escape(reason)}", soft_wrap=True)
+            skipped.append(reason)
+        else:
+            runnable.append(s)
+    results = results_dir(args.results)
+    started = time.monotonic()
+    sweep()
+    comparison, observed = run_comparison(
+        runnable,
+        base,
+        head,
+        results,
+        args.repeats,
+        args.executor,
+        say=lambda m: console.print(escape(m), soft_wrap=True),
+        judge=args.judge,
+        watch=_watch(live_line(15.0)),
+        max_repeats=args.max_repeats,
+        skipped=skipped,
+    )
+    for line in comparison.lines():
+        print(line)
+    reports = write_reports(comparison, observed, results / "report")
+    print(f"compare.json, compare.txt in {results}; report: {', '.join(str(p) for p in reports)}")
+    print(f"wall {time.monotonic() - started:.1f}s")
+    return comparison.exit_code

@@ -1,0 +1,64 @@
+"""The terminal of ``run`` and ``compare``: live bars (or periodic lines in a CI log), the verdict colours, and the
+sweep of what dead harnesses left."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, TaskID, TextColumn
+from rich.progress import Progress as Bars
+
+from harness.training.monitor import PeriodicLines, Progress, Show
+from harness.training.registry import EXECUTORS
+
+console = Console(highlight=False)
+
+COLOURS = {
+    "pass": "green",
+    "fail": "red",
+    "inconclusive": "magenta",
+    "not checked": "yellow",
+    "xfail": "yellow",
+    "xpass": "red",
+}
+
+
+class LiveBars:
+    """The live line in a terminal: a bar per running training, left behind as its last line when it ends."""
+
+    def __init__(self, console: Console) -> None:
+        self.bars = Bars(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.fields[detail]}"),
+            console=console,
+            transient=True,
+        )
+        self.tasks: dict[tuple[str, str], TaskID] = {}
+
+    def __call__(self, p: Progress) -> None:
+        key = (p.scenario, p.mode)
+        if key not in self.tasks:
+            if not self.tasks:
+                self.bars.start()
+            self.tasks[key] = self.bars.add_task(escape(p.label), total=p.steps, detail="")
+        self.bars.update(self.tasks[key], completed=p.done, detail=escape(p.detail()))
+        if p.outcome:
+            self.bars.remove_task(self.tasks.pop(key))
+            self.bars.console.print(escape(p.line()), soft_wrap=True, highlight=False)
+            if not self.tasks:
+                self.bars.stop()
+
+
+def live_line(every_s: float) -> Show:
+    """Bars in a terminal; plain lines every ``every_s`` elsewhere (a CI log)."""
+    if console.is_terminal:
+        return LiveBars(console)
+    return PeriodicLines(lambda line: console.print(escape(line), soft_wrap=True), every_s)
+
+
+def sweep() -> None:
+    """Remove what dead harnesses left (containers of a SIGKILLed harness), one line each."""
+    for executor in EXECUTORS.values():
+        for line in executor.sweep():
+            console.print(f"harness: {escape(line)}", soft_wrap=True)

@@ -1,0 +1,220 @@
+"""Every command's arguments, in one parser; each command is the module of its name (``harness.cli.<command>``)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from harness.artifacts.figures import FAMILIES
+from harness.cli import (
+    baseline,
+    bisect,
+    compare,
+    dry_run,
+    gate,
+    github,
+    image,
+    junit_merge,
+    numerics,
+    report,
+    run,
+    schema,
+    target,
+    validate,
+)
+from harness.gate.baseline import DEFAULT_POLICY
+from harness.gate.numerics.compare import ENGINES
+from harness.pipeline import options as shared
+from harness.scenario.model import ExecutorSettings
+from harness.scenario.settings import EXECUTORS
+from harness.targets.spec import SERIES_HELP, TARGET_HELP
+
+DESCRIPTION = """Exit codes: 0 all good; 1 a check failed (or, for gate and compare, a regression); 2 invalid input or
+an infrastructure error; 3 INCONCLUSIVE: nothing failed, but the noise left a figure undecided (its line says how
+wide the noise was and how many more repeats would decide it); 128+N on signal N (SIGINT, SIGTERM, SIGHUP: the
+running training is stopped first)."""
+
+
+def build() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m harness", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("validate", help="schema-check scenario files (one line per problem)")
+    p.add_argument("paths", nargs="+")
+    p.set_defaults(func=validate.cmd_validate)
+    p = sub.add_parser("run", help="run scenarios (trainings off and on, then checks) into a results dir")
+    p.add_argument("paths", nargs="+")
+    p.add_argument("--results", default="results")
+    shared.add(p.add_argument, (shared.EXECUTOR, shared.REUSE, *shared.TARGET, *shared.WATCH, shared.TIMING))
+    p.set_defaults(func=run.cmd_run)
+    p = sub.add_parser(
+        "compare",
+        help="base against head: each scenario run for both verl targets, interleaved; exit 1 on a regression, 3 "
+        "INCONCLUSIVE (more repeats up to --max-repeats did not decide)",
+    )
+    p.add_argument("paths", nargs="+")
+    p.add_argument("--base", required=True, metavar="SPEC", help=f"the verl before the change: {TARGET_HELP}")
+    p.add_argument("--head", required=True, metavar="SPEC", help="the verl with the change (SPEC as --base)")
+    p.add_argument("--msprobe", metavar="SPEC", help="the msprobe of both sides: a version or a .whl")
+    p.add_argument("--series", help=SERIES_HELP)
+    p.add_argument("--results", default="results/compare")
+    shared.add(p.add_argument, (shared.REPEATS, shared.MAX_REPEATS, shared.EXECUTOR))
+    p.add_argument(
+        "--judge",
+        type=_families,
+        default=FAMILIES,
+        metavar="FAMILY[,FAMILY]",
+        help=f"figure families decided ({','.join(FAMILIES)}; default all); others are reported. Checks and dump "
+        "entry names are always decided",
+    )
+    p.set_defaults(func=compare.cmd_compare)
+    p = sub.add_parser("dry-run", help="print what each training would run (image, devices, mounts, env, argv)")
+    p.add_argument("paths", nargs="+")
+    p.add_argument("--results", default="results", help="the results dir the real run would use (nothing written)")
+    p.add_argument("--executor", choices=list(EXECUTORS), help="as run's: describe the runs under this executor")
+    shared.add(p.add_argument, shared.TARGET)
+    p.set_defaults(func=dry_run.cmd_dry_run)
+    p = sub.add_parser("target", help="make (or reuse) the environment of a verl/msprobe under test and describe it")
+    shared.add(p.add_argument, shared.TARGET)
+    p.add_argument("--json", action="store_true", help="also print the target block results.json records")
+    p.set_defaults(func=target.cmd_target)
+    p = sub.add_parser("image", help="make container images for the docker executor")
+    isub = p.add_subparsers(dest="image_command", required=True)
+    p = isub.add_parser("build-cpu", help="import a bare rootfs image that runs this venv (no registry; CI uses it)")
+    p.add_argument("--tag", default=ExecutorSettings().options("docker").image)
+    p.add_argument("--check", action="store_true", help="then import torch, msprobe, verl and harness inside it")
+    p.set_defaults(func=image.cmd_build_cpu)
+    p = isub.add_parser("ascend-context", help="the Ascend image's build context for a verl under test, and its build")
+    shared.add(p.add_argument, shared.TARGET)
+    p.add_argument("--out", required=True, help="an empty dir for the build context")
+    p.add_argument("--tag", default="verl-msprobe-harness:ascend-target")
+    p.add_argument("--build", action="store_true", help="then run docker build (Ascend runners)")
+    p.add_argument("--base-tag", help="the base image's tag to build on (default: Dockerfile.ascend's)")
+    p.add_argument(
+        "--build-arg",
+        action="append",
+        default=[],
+        type=_key_value,
+        metavar="KEY=VALUE",
+        help="one more Dockerfile.ascend ARG (VERL_ASCEND_IMAGE, PIP_INDEX_URL, PIP_TRUSTED_HOST, VERL_NO_DEPS_EXTRAS)",
+    )
+    p.set_defaults(func=image.cmd_ascend_context)
+    p = sub.add_parser("schema", help="print (or write) the scenario format's JSON Schema")
+    p.add_argument("-o", "--output")
+    p.set_defaults(func=schema.cmd_schema)
+    p = sub.add_parser("baseline", help="baselines: merge results directories into one")
+    bsub = p.add_subparsers(dest="baseline_command", required=True)
+    m = bsub.add_parser("merge", help="merge results dirs (figures averaged) into a baseline file")
+    m.add_argument("results", nargs="+", metavar="RESULTS_DIR")
+    m.add_argument("-o", "--output", required=True)
+    m.add_argument("--tolerances-from", metavar="BASELINE", help="carry calibrated tolerances forward from a baseline")
+    _policy_args(m)
+    m.set_defaults(func=baseline.cmd_merge)
+    p = sub.add_parser("calibrate", help="baseline plus tolerances from N repeated runs of the same scenarios")
+    p.add_argument("results", nargs="+", metavar="RESULTS_DIR")
+    p.add_argument("-o", "--output", required=True)
+    _policy_args(p)
+    p.set_defaults(func=baseline.cmd_calibrate)
+    p = sub.add_parser(
+        "gate", help="compare results against a baseline; exit 1 on a regression, 3 when the noise leaves one undecided"
+    )
+    p.add_argument("--baseline", required=True)
+    p.add_argument("--results", required=True, nargs="+", metavar="RESULTS_DIR")
+    p.add_argument("--compare-across-env", action="store_true", help="compare even across device kind / msprobe")
+    p.add_argument("--json", metavar="FILE", help="also write the verdicts as JSON")
+    p.set_defaults(func=gate.cmd_gate)
+    p = sub.add_parser("report", help="markdown summary, PNG per scenario and verl's doc tables")
+    p.add_argument("results", nargs="+", metavar="RESULTS_DIR")
+    p.add_argument(
+        "--gate",
+        action="append",
+        metavar="GATE_JSON",
+        help="what `gate --json` decided for these results dirs (repeatable: one per gate run); the report never "
+        "judges again",
+    )
+    p.add_argument("--out", default="report")
+    p.set_defaults(func=report.cmd_report)
+    p = sub.add_parser("junit-merge", help="merge JUnit files: each testcase once, with its properties")
+    p.add_argument("output", metavar="OUT")
+    p.add_argument("inputs", nargs="+", metavar="IN")
+    p.set_defaults(func=junit_merge.cmd_junit_merge)
+    p = sub.add_parser(
+        "github",
+        help="what a GitHub job publishes of compare.json or a gate's JSON (stdout): annotations (::error lines, "
+        "one per finding) or the step summary",
+    )
+    p.add_argument("what", choices=["annotations", "summary"])
+    p.add_argument("json", metavar="JSON", help="compare.json, or the file of `harness gate --json`")
+    p.add_argument("--markdown", metavar="MD", help="summary: the report below the verdict (report/summary.md)")
+    p.add_argument("--heading", default="", help="summary: a heading above the verdict")
+    p.set_defaults(func=github.cmd_github)
+    p = sub.add_parser("numerics", help="the numerics report of two runs' dumps: HEAD against BASE")
+    p.add_argument("base", help="base's on-dump tree (<results>/<scenario>/on/dumps) or a dump.json")
+    p.add_argument("head", help="head's, the same kind")
+    p.add_argument("--results", default="numerics-results", help="where the CSVs go (default ./numerics-results)")
+    p.add_argument("--nonfinite-ok", action="append", default=[], metavar="REGEX",
+                   help="entries whose non-pass rows are counted apart (a scenario's expect.nonfinite_ok)")  # fmt: skip
+    p.add_argument(
+        "--engine", choices=ENGINES, help="who computes the statistics (default HARNESS_NUMERICS, else harness)"
+    )
+    p.add_argument("--python", default=sys.executable, help="the python with msprobe, for -da and --engine msprobe")
+    p.add_argument("--label", default="numerics", help="the name the findings carry (a scenario's)")
+    p.set_defaults(func=numerics.cmd_numerics)
+    p = sub.add_parser(
+        "bisect",
+        help="the first bad (or, --find fix, first good) verl commit between two refs: one run per probe",
+    )
+    p.add_argument("paths", nargs="+", metavar="SCENARIO")
+    p.add_argument("--verl-repo", required=True, metavar="REPO", help="a verl git checkout or bare repository")
+    p.add_argument("--good", required=True, metavar="REF", help="a commit whose verdict is pass")
+    p.add_argument("--bad", required=True, metavar="REF", help="a commit whose verdict is FAIL")
+    p.add_argument(
+        "--find",
+        choices=["bad", "fix"],
+        default="bad",
+        help="bad (default): --good is the older ref, find the first FAIL; fix: --bad is the older, find the first "
+        "pass",
+    )
+    p.add_argument(
+        "--check",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="judge only this check (and crash); repeatable; default every check but overhead",
+    )
+    p.add_argument("--results", default="results/bisect", help="each probe's results in RESULTS/<sha12>")
+    p.add_argument("--executor", choices=list(EXECUTORS))
+    p.add_argument("--msprobe", metavar="SPEC", help="the msprobe of every probe: a version or a .whl")
+    p.set_defaults(func=bisect.cmd_bisect)
+    return parser
+
+
+def _policy_args(p: argparse.ArgumentParser) -> None:
+    defaults = ", ".join(f"{f} k={v.k:g} floor={v.floor:g}" for f, v in DEFAULT_POLICY.items())
+    p.add_argument("--k", action="append", metavar="FAMILY=K", help=f"noise multiplier per family ({defaults})")
+    p.add_argument("--floor", action="append", metavar="FAMILY=F", help="smallest relative tolerance per family")
+
+
+def _families(text: str) -> tuple[str, ...]:
+    if bad := [f for f in text.split(",") if f not in FAMILIES]:
+        raise argparse.ArgumentTypeError(f"unknown figure families {bad}; expected some of {', '.join(FAMILIES)}")
+    return tuple(text.split(","))
+
+
+def _key_value(text: str) -> str:
+    if "=" not in text or not text.split("=", 1)[0]:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    return text
+
+
+def unprintable(arg: str) -> str:
+    """Why an argument is refused before anything reads it: a byte that is not UTF-8 (Python keeps it as a lone
+    surrogate) ends a report or a print in a traceback; a line break or another control character, printed in a
+    verdict line, could forge one (``--series $'main\\nREGRESSED'``)."""
+    try:
+        arg.encode()
+    except UnicodeEncodeError:
+        return f"{os.fsencode(arg)!r} is not UTF-8 (a path with such a byte: rename it)"
+    return f"{arg!r} holds a line break or another control character"

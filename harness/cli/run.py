@@ -1,0 +1,80 @@
+"""``python -m harness run SCENARIO...``: each scenario's trainings off and on and every check, outside pytest, into a
+results dir; a table of verdicts and the wall time spent in and outside the trainings."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import uuid
+
+from rich.markup import escape
+from rich.table import Table
+
+from harness import outcomes
+from harness.cli.console import COLOURS, console, live_line, sweep
+from harness.errors import HarnessError, one_line
+from harness.pipeline import options as shared
+from harness.pipeline.evaluate import evaluate
+from harness.scenario.loader import load_scenarios
+from harness.targets.environment import ensure_env
+from harness.targets.spec import parse_target
+from harness.training.devices import skip_reason
+from harness.training.monitor import Watch
+from harness.training.runs import results_dir
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    scenarios, problems = load_scenarios(args.paths, args.executor)
+    if problems:
+        for line in problems:
+            print(line, file=sys.stderr)
+        return 2
+    try:
+        watch = Watch.configure(args.max_dump, args.min_free, show=live_line(args.progress_every))
+    except ValueError as exc:
+        print(f"harness run: {exc}", file=sys.stderr)
+        return 2
+    session, results, status = uuid.uuid4().hex, results_dir(args.results), 0
+    sweep()
+    started, trained = time.monotonic(), 0.0
+    gate_timing = shared.gates_timing(args.timing)
+    env = ensure_env(parse_target(args.verl, args.msprobe, args.series))  # once, for every scenario
+    console.print(f"target: {escape(env.label())}", soft_wrap=True)
+    table = Table("scenario", "check", "verdict", "key figures", title=f"results in {results}")
+    for s in scenarios:
+        if reason := skip_reason(s):
+            console.print(f"[yellow]SKIPPED[/] {escape(reason)}", soft_wrap=True)  # one line, as pytest shows it
+            table.add_row(s.name, "-", "[yellow]skipped[/]", "")
+            continue
+        console.print(
+            f"[bold]{s.name}[/]: training off and on ({s.executor.kind if not args.executor else args.executor})"
+        )
+        try:
+            seconds, checks = evaluate(s, results, session, args.executor, args.reuse, env, watch, gate_timing)
+            trained += seconds
+        except HarnessError as exc:
+            console.print(f"[red]{escape(one_line(exc))}[/]", soft_wrap=True)
+            table.add_row(s.name, "-", "[red]ERROR[/]", "")
+            status = outcomes.worse(status, outcomes.EXIT_ERROR)
+            continue
+        for r in checks:
+            outcome = outcomes.check_outcome(r, expected_failure=bool(r.xfail_reason))
+            status = outcomes.worse(status, outcomes.check_exit(outcome))
+            verdict = f"[{COLOURS[outcome]}]{escape(outcomes.WORDS[outcome])}[/]"
+            table.add_row(s.name, r.check, verdict, r.not_checked or r.summary)
+            mark = "[yellow]~" if r.xfail_reason else "[red]-"
+            for p in r.problems:
+                console.print(f"  {mark}[/] {r.check}: {escape(p)}", soft_wrap=True)
+            for p in r.inconclusive:
+                console.print(f"  [magenta]?[/] {r.check}: {escape(p)}", soft_wrap=True)
+            if outcome in ("xfail", "xpass"):
+                line = f"{outcomes.WORDS[outcome]}: {r.xfail_reason}"
+                console.print(f"  [yellow]~[/] {r.check}: {escape(line)}", soft_wrap=True)
+    console.print(table)
+    wall = time.monotonic() - started
+    console.print(
+        f"wall {wall:.1f}s; inside training processes {trained:.1f}s; "
+        f"harness overhead {wall - trained:.1f}s ({100 * (wall - trained) / max(wall, 1e-9):.0f}%)"
+    )
+    return status
