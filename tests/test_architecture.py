@@ -1,0 +1,51 @@
+"""docs/architecture.md's table of packages is the code's: every package of ``harness/`` has a row, every module (and
+sub-package) of a package is named in its row, and every module a row names exists in that package.
+
+In the table a backticked lowercase name is a module (``name``) or a package (``name/``); anything else that is
+backticked (a command, a class, a flag) is not one of those."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+HARNESS = ROOT / "harness"
+ROW = re.compile(r"^\| (?:`(?P<package>\w+)/`|top level) \| (?P<text>.+) \|$", re.M)
+NAME = re.compile(r"`([a-z_][a-z0-9_]*/?)`")
+
+
+def _rows() -> dict[str, set[str]]:
+    """Each row's names, by package ("" for the top level)."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    return {m["package"] or "": set(NAME.findall(m["text"])) for m in ROW.finditer(text)}
+
+
+def _names(directory: Path, deep: bool) -> set[str]:
+    """The modules (``name``) and packages (``name/``) in ``directory``, or anywhere under it."""
+    out = set()
+    for path in directory.rglob("*") if deep else directory.iterdir():
+        if path.suffix == ".py":
+            out.add(path.stem)
+        elif (path / "__init__.py").is_file():
+            out.add(f"{path.name}/")
+    return out
+
+
+def test_every_package_has_a_row_and_every_row_a_package() -> None:
+    packages = {p.name for p in HARNESS.iterdir() if (p / "__init__.py").is_file()}
+    assert set(_rows()) == packages | {""}
+
+
+@pytest.mark.parametrize("package", sorted(_rows()), ids=lambda p: p or "top level")
+def test_a_row_names_every_module_of_its_package_and_nothing_else(package: str) -> None:
+    named = _rows()[package]
+    if package:
+        directory = HARNESS / package
+        assert _names(directory, deep=False) - named - {"__init__"} == set(), "modules the row does not name"
+        assert named - _names(directory, deep=True) == set(), "names the row gives that are no module here"
+    else:
+        modules = {p.stem for p in HARNESS.glob("*.py")} - {"__init__"}
+        assert named == modules
