@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 from harness.artifacts.figures import FAMILIES
 from harness.cli import (
@@ -22,6 +23,7 @@ from harness.cli import (
     schema,
     target,
     validate,
+    wheelhouse,
 )
 from harness.gate.baseline import DEFAULT_POLICY
 from harness.gate.numerics.compare import ENGINES
@@ -104,6 +106,27 @@ def build() -> argparse.ArgumentParser:
     p = sub.add_parser("schema", help="print (or write) the scenario format's JSON Schema")
     p.add_argument("-o", "--output")
     p.set_defaults(func=schema.cmd_schema)
+    p = sub.add_parser(
+        "wheelhouse",
+        help="the harness's runtime closure as wheels in DIR, for a runner without network (pip install --no-index "
+        "--find-links DIR -r DIR/requirements.txt there)",
+    )
+    p.add_argument("dir", metavar="DIR", help="an empty or new dir")
+    p.add_argument(
+        "--python-version",
+        default=f"{sys.version_info.major}.{sys.version_info.minor}",
+        metavar="X.Y",
+        help="the runner's Python (default this one's)",
+    )
+    p.add_argument(
+        "--platform",
+        action="append",
+        default=[],
+        metavar="TAG",
+        help="the runner's wheel platform tags, e.g. manylinux_2_28_x86_64 (repeatable; default this machine's)",
+    )
+    p.add_argument("--held", type=Path, metavar="FREEZE", help="the runner's `pip freeze`: what it has is not packed")
+    p.set_defaults(func=wheelhouse.cmd_wheelhouse)
     p = sub.add_parser("baseline", help="baselines: merge results directories into one")
     bsub = p.add_subparsers(dest="baseline_command", required=True)
     m = bsub.add_parser("merge", help="merge results dirs (figures averaged) into a baseline file")

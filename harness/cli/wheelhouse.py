@@ -1,0 +1,106 @@
+"""``python -m harness wheelhouse DIR``: the harness's runtime closure as a folder of wheels, for a runner without
+network (docs/air-gapped.md). On the runner, pip alone installs it: ``python3 -m pip install --no-index --find-links
+DIR -r DIR/requirements.txt``.
+
+The closure is the harness with its ``cpu`` extra (msprobe, verl and what they need), at the versions this
+environment holds: what ``.ci/setup`` resolved and the tests ran. ``--held``, the runner's ``pip freeze``, leaves out
+what the runner has (a GPU image's torch, CUDA libraries, vLLM), and everything only those need. Wheels of any size;
+a distribution published only as a source archive is built here (pure Python ones only are portable).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+from importlib import metadata
+from pathlib import Path
+
+from packaging.markers import default_environment
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from harness.errors import HarnessError, InfraError
+
+HARNESS = "verl-msprobe-harness"
+EXTRAS = frozenset({"cpu"})  # msprobe and verl: every scenario needs them
+SOURCE = Path(__file__).resolve().parents[2]  # the checkout the harness runs from (its own wheel is built there)
+
+
+def held(freeze: Path | None) -> set[str]:
+    """The distributions a ``pip freeze`` lists (``name==version``, ``name @ url``), by canonical name."""
+    names: set[str] = set()
+    for line in freeze.read_text().splitlines() if freeze else []:
+        try:
+            names.add(canonicalize_name(Requirement(line.strip()).name))
+        except InvalidRequirement:
+            continue  # comments, blank lines, ``-e`` lines
+    return names
+
+
+def closure(python_version: str, leave_out: set[str]) -> dict[str, str]:
+    """{distribution: version} the harness needs at run time, as installed here, markers read for ``python_version``;
+    ``leave_out`` (and what only they need) is not followed; the harness itself always is (its wheel is built here)."""
+    env = {str(k): str(v) for k, v in default_environment().items()}
+    env.update(python_version=python_version, python_full_version=f"{python_version}.0")
+    out: dict[str, str] = {}
+    missing: set[str] = set()
+    seen: dict[str, frozenset[str]] = {}
+    todo = [(HARNESS, EXTRAS)]
+    while todo:
+        name, extras = todo.pop()
+        key = canonicalize_name(name)
+        if (key in leave_out and name != HARNESS) or (key in seen and extras <= seen[key]):
+            continue
+        seen[key] = extras | seen.get(key, frozenset())
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            missing.add(key)
+            continue
+        out[key] = dist.version
+        for req in map(Requirement, dist.requires or []):
+            if req.marker is None or any(req.marker.evaluate({**env, "extra": e}) for e in {"", *extras}):
+                todo.append((req.name, frozenset(req.extras)))
+    if missing:
+        raise InfraError(
+            f"wheelhouse: {', '.join(sorted(missing))} needed for Python {python_version} but not installed here: "
+            "make the wheelhouse from a venv of that Python (PYTHON=python3.X bash .ci/setup)"
+        )
+    del out[canonicalize_name(HARNESS)]
+    return out
+
+
+def _pip(*args: str) -> bool:
+    return subprocess.run([sys.executable, "-m", "pip", *args], check=False).returncode == 0
+
+
+def cmd_wheelhouse(args: argparse.Namespace) -> int:
+    out = Path(args.dir)
+    if out.exists() and any(out.iterdir()):
+        raise HarnessError(f"wheelhouse: {out} is not empty (nothing is overwritten)")
+    if not (SOURCE / "pyproject.toml").is_file():
+        raise InfraError(f"wheelhouse: the harness does not run from a checkout ({SOURCE}): its wheel is built there")
+    pins = [f"{d}=={v}" for d, v in sorted(closure(args.python_version, held(args.held)).items())]
+    out.mkdir(parents=True, exist_ok=True)
+    tags = ["--python-version", args.python_version, *(f"--platform={p}" for p in args.platform)]
+    download = ["download", "--no-deps", "--only-binary=:all:", *tags, "--dest", str(out)]
+    print(f"wheelhouse: {len(pins)} distributions for Python {args.python_version} into {out}", flush=True)
+    if pins and not _pip(*download, *pins):  # one pip for all; else one at a time, building the sdist-only ones
+        for pin in pins:
+            if not _pip(*download, "--quiet", pin) and not _pip("wheel", "--no-deps", "--wheel-dir", str(out), pin):
+                raise InfraError(
+                    f"wheelhouse: no wheel of {pin} for Python {args.python_version} and none could be built"
+                )
+    with tempfile.TemporaryDirectory(prefix="harness-wheel-") as tmp:  # setuptools writes build/ beside the source
+        for name in ("pyproject.toml", "README.md"):
+            shutil.copy2(SOURCE / name, tmp)
+        shutil.copytree(SOURCE / "harness", Path(tmp, "harness"), ignore=shutil.ignore_patterns("__pycache__"))
+        if not _pip("wheel", "--no-deps", "--no-build-isolation", "--wheel-dir", str(out.resolve()), tmp):
+            raise InfraError(f"wheelhouse: the harness's own wheel could not be built from {SOURCE}")
+    pins.append(f"{HARNESS}=={metadata.version(HARNESS)}")
+    (out / "requirements.txt").write_text("\n".join(pins) + "\n")
+    print(f"on the runner: python3 -m pip install --no-index --find-links {out} -r {out}/requirements.txt")
+    return 0
