@@ -1,4 +1,4 @@
-"""Every bad input of issues 16 and 30, given to the real command line: what each prints and its exit code.
+"""Every bad input of tests/test_bad_input.py, given to the real command line: what each prints and its exit code.
 
 Not a test (the tests are tests/test_bad_input.py): a table for people, run by hand. Each case runs
 ``python -m harness ...`` (or ``python -m pytest ...``; leading ``NAME=value`` words set the environment) in a
@@ -7,7 +7,7 @@ file that was there before it ran (an output written over an input) is marked BA
 (the lock, ENOSPC inside a run) are tests, not rows here.
 
     .venv/bin/python benchmarks/bad_input_table.py            # markdown table on stdout
-    .venv/bin/python benchmarks/bad_input_table.py "^[1-7] "  # only the rows whose name matches a regex (issue 30)
+    .venv/bin/python benchmarks/bad_input_table.py "^[1-7] "  # only the rows whose name matches a regex
 """
 
 from __future__ import annotations
@@ -189,7 +189,7 @@ for cmd in ("gate", "merge", "report"):
     ]
 
 
-# --- issue 30: the second battery --------------------------------------------------------------------------------
+# --- the second battery -----------------------------------------------------------------------------------------
 
 SHA = "1" + "a" * 39  # a sha that starts with a digit: the old version pattern's worst case (0.8 s at 24 characters)
 REAL_CPU = str(ROOT / "scenarios" / "real_fsdp_l1.yaml")  # verl's trainer, device cpu: the local executor only
@@ -593,7 +593,7 @@ def main(only: str = "") -> int:
             shutil.rmtree(tmp, ignore_errors=True)
         print(f"| {name} | - | - | `{line[:260]}` |", flush=True)
     if not only:
-        print("| dump tree `step_9 -> /`, FIFO/link named dump.json | - | - | issue 15 (dump-tree readers) |")
+        print("| dump tree `step_9 -> /`, FIFO/link named dump.json | - | - | the dump-tree readers' tests |")
     print(f"\n{rows} cases, {bad} with a traceback or a hang or a changed input")
     return 1 if bad else 0
 

@@ -7,11 +7,12 @@ profiler's start sleeps 0.25 s a stage; ``wait_short`` 0.11 s, ~+30 %), ``gc`` (
 stage: a few per cent in the embedded workload, whose start-up objects are frozen) and ``profile`` (cProfile on in
 each dumped stage: CPU time; ``profile_actor`` in the actor's stages only).
 Each runs the job as a workflow does, from this checkout (warm: .venv and the targets' environments as they are) or
-from a fresh clone with an empty harness cache (``--cold``: .ci/setup makes the venv from this machine's package
-mirror, as .ci/run does, since the lock's indexes are unreachable here; every target environment and asset is made
-again). Phases, from the job's own lines (timestamped as they arrive) and its results: set-up (.ci/setup --locked),
-the environment of each side, then per scenario its runs' start-up (outside the steps, off and on), steps, the rest
-of each run (launching, checks), numerics, and the reports (after the last numerics to the job's end).
+from a fresh clone with an empty harness cache (``--cold``: .ci/setup makes the venv from pip's configured indexes,
+as .ci/run does, a mirror where the lock's indexes are unreachable, then .ci/setup --locked; every target environment
+and asset is made again). Phases, from the job's own lines (timestamped as they arrive) and its results: set-up
+(.ci/setup --locked), the environment of each side, then per scenario its runs' start-up (outside the steps, off and
+on), steps, the rest of each run (launching, checks), numerics, and the reports (after the last numerics to the job's
+end).
 
     .venv/bin/python benchmarks/pr_verdict.py run --out /tmp/prv --cases neutral,bad   # warm, appends results.jsonl
     .venv/bin/python benchmarks/pr_verdict.py run --out /tmp/prv --cases neutral --cold
@@ -120,7 +121,7 @@ def run_case(
     shutil.rmtree(out / case, ignore_errors=True)
     (out / case).mkdir(parents=True)
     setup_rc, _, setup_s = 0, [], 0.0
-    if cold:  # this machine installs from its package mirror (the lock's indexes are unreachable here)
+    if cold:  # pip's configured indexes first: a mirror, where the lock's indexes are unreachable
         setup_rc, _, setup_s = timed(["bash", ".ci/setup"], checkout, env, out / case / "setup-mirror.log")
     locked_rc, _, locked_s = timed(["bash", ".ci/setup", "--locked"], checkout, env, out / case / "setup.log")
     setup_rc, setup_s = setup_rc or locked_rc, setup_s + locked_s

@@ -19,7 +19,7 @@ ENV: dict[str, Any] = {
     "transformers": "5.10.4",
     "device": "cpu",
     "executor": "local",
-    "packages_dir": "/work/main/.venv/lib/python3.11/site-packages",
+    "packages_dir": "/opt/venv/lib/python3.11/site-packages",
 }
 SETTINGS: dict[str, Any] = {
     "engine": "fsdp",

@@ -1,4 +1,4 @@
-"""Issue 16: nothing written outside the results dir, nothing half-written, one line for every bad input.
+"""Bad input: nothing written outside the results dir, nothing half-written, one line for every bad input.
 
 Each defect found by the hostile-user pass has a test here that fails on the code before the fix: files and links
 on disk, real child processes (a FIFO that would hang, a lock held by another process, a full tmpfs in a mount
@@ -376,7 +376,7 @@ def test_a_timer_that_is_not_a_number_is_one_line(good_case, value):
     assert result.problems == [f"{path}: step 3: timing_s/step is {value!r}, not a number of seconds"]
 
 
-# --- issue 30: the second battery --------------------------------------------------------------------------------
+# --- the second battery -----------------------------------------------------------------------------------------
 
 SHA = "1" + "a" * 39  # starts with a digit: the old version pattern tried every split of the 39 letters
 

@@ -51,7 +51,7 @@ def test_ray_hops_are_unwrapped_to_the_remote_exception() -> None:
         ("/src/verl/verl/utils/profiler/profile.py", "verl", "verl/utils/profiler/profile.py"),
         ("/usr/lib/python3/dist-packages/msprobe/pytorch/dump.py", "msprobe", "msprobe/pytorch/dump.py"),
         (
-            "/work/verl-harness/harness/training/workloads/verl_cpu/patches.py",
+            "/home/ci/verl-harness/harness/training/workloads/verl_cpu/patches.py",
             "harness",
             "harness/training/workloads/verl_cpu/",
         ),
@@ -72,7 +72,7 @@ def _traceback(*frames: str, exception: str) -> str:
     return "\n".join([*lines, exception, ""])
 
 
-HARNESS = "/work/main/harness/workloads/cpu_ppo_train.py"
+HARNESS = "/home/ci/verl-msprobe-harness/harness/training/workloads/cpu_ppo/train.py"
 VERL = "/v/lib/python3.11/site-packages/verl/utils/profiler/precision_debugger_profile.py"
 MSPROBE = "/v/lib/python3.11/site-packages/msprobe/pytorch/debugger/precision_debugger.py"
 TORCH = "/v/lib/python3.11/site-packages/torch/nn/functional.py"

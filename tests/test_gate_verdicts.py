@@ -176,7 +176,7 @@ def test_other_versions_are_noted_and_still_compared(tmp_path, baseline):
 
 
 def test_a_moved_install_is_named_next_to_disk_figures(tmp_path, baseline):
-    moved = "/check/work/main/.venv/lib/python3.11/site-packages"
+    moved = "/srv/ci/checkout/.venv/lib/python3.11/site-packages"
     write_results(tmp_path / "now", disk=1_030_000, env={**ENV, "packages_dir": moved})
     s = gate_dirs(baseline, [tmp_path / "now"]).scenarios[0]
     assert s.status == "ok"
@@ -255,7 +255,7 @@ def test_gate_cli_exit_codes_and_output(tmp_path, baseline, capsys):
 
 
 def test_a_baseline_from_before_the_wall_clock_shows_the_wall_figures_as_new(tmp_path, baseline):
-    """Stored before issue 28, a baseline gated CPU-time ratios under the old names (``overhead.profiled``,
+    """Stored before the wall clock, a baseline gated CPU-time ratios under the old names (``overhead.profiled``,
     ``overhead.stage.<stage>``): those are not gated any more, so the wall figures are new, never missing or
     regressed against a CPU figure."""
     old = baseline.model_copy(deep=True)

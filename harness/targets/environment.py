@@ -1,6 +1,6 @@
 """One Python environment per target, made once with uv and cached by the target's identity.
 
-Layering (measured in /work/shared/notes/per-target-environments.md): ``uv venv`` with the project venv's
+Layering: ``uv venv`` with the project venv's
 interpreter, a ``.pth`` that runs ``site.addsitedir(<project venv site-packages>)`` (so torch, msprobe, the
 harness and the rest come from there, ``.pth`` files and the harness's editable install included, while the
 environment's own site-packages comes first), then ``uv pip install --no-deps`` of the target alone. The CPU

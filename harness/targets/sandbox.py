@@ -6,7 +6,7 @@ the harness, its caches. Here it runs as an unprivileged uid of its own (one per
 behind by one target cannot write the next one's files), with no supplementary groups, ``no_new_privs`` (a
 setuid binary such as sudo gives nothing back), a scrubbed environment (no runner tokens), in a network
 namespace of its own (no network at all: builds are ``--no-deps``, nothing is downloaded) and a mount namespace
-where every directory others may not enter (``/root``, pytest's 0700 temp dirs) is an empty tmpfs with only what
+where every directory others may not enter (root's home, pytest's 0700 temp dirs) is an empty tmpfs with only what
 the call needs bound back: the interpreter, the project venv, the harness, the target's files. It may write only
 what it is given (``writable``: chowned to it for the call) and a private home.
 

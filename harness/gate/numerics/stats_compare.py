@@ -1,9 +1,9 @@
 """msprobe's statistics and md5 compare of two dump.json files, on the harness's streaming reader.
 
 msprobe 26.2's ``compare`` loads both dump.json files whole into pandas (0.67 MB/s, 731 MB peak RSS on a 16.9 MB
-pair, measured in issue 31); real L1 dumps are hundreds of MB per rank. This module computes what its default
-mode (``msprobe compare -tp NPU -gp BENCH``: no fuzzy match, no mappings, same framework) writes, entry by entry,
-from ``harness.artifacts.dumpfile``. Read from msprobe 26.2 (``msprobe/core/compare/acc_compare.py``,
+pair, measured by benchmarks/numerics_compare.py); real L1 dumps are hundreds of MB per rank. This module computes
+what its default mode (``msprobe compare -tp NPU -gp BENCH``: no fuzzy match, no mappings, same framework) writes,
+entry by entry, from ``harness.artifacts.dumpfile``. Read from msprobe 26.2 (``msprobe/core/compare/acc_compare.py``,
 ``compare/utils.py``, ``compare/indicator_analysis/``), not guessed; msprobe's own compare stays the oracle in the
 tests:
 

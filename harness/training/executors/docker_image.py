@@ -71,7 +71,7 @@ def build_cpu_image(tag: str) -> str:
         rootfs_tar(),
         repository=repository,
         tag=version,
-        changes=[f"ENV PATH={PATH}", "ENV LANG=C.UTF-8", f"LABEL {IMAGE_KIND_LABEL}={HOST_PYTHON}", "WORKDIR /work"],
+        changes=[f"ENV PATH={PATH}", "ENV LANG=C.UTF-8", f"LABEL {IMAGE_KIND_LABEL}={HOST_PYTHON}", "WORKDIR /tmp"],
     )
     for line in str(out).splitlines():
         msg = json.loads(line) if line.strip().startswith("{") else {}
