@@ -1,11 +1,17 @@
 """``python -m harness wheelhouse DIR``: the harness's runtime closure as a folder of wheels, for a runner without
-network (docs/air-gapped.md). On the runner, pip alone installs it: ``python3 -m pip install --no-index --find-links
-DIR -r DIR/requirements.txt``.
+network (docs/air-gapped.md). On the runner, pip alone installs it: ``python3 -m pip install --no-index --no-deps
+--find-links DIR -r DIR/requirements.txt`` (the line heads requirements.txt).
 
 The closure is the harness with its ``cpu`` extra (msprobe, verl and what they need), at the versions this
 environment holds: what ``.ci/setup`` resolved and the tests ran. ``--held``, the runner's ``pip freeze``, leaves out
 what the runner has (a GPU image's torch, CUDA libraries, vLLM), and everything only those need. Wheels of any size;
 a distribution published only as a source archive is built here (pure Python ones only are portable).
+
+The install takes the pinned closure as it is (``--no-deps``), as verl's own GPU and NPU jobs install verl beside their
+image's stack: requirements.txt already names every distribution the runner lacks, and a resolving install refuses a
+runner whose held stack is newer than a pin allows (a CUDA image's transformers 5.17 against verl 0.9.1's
+``transformers<5.11``; its packaging 26 against pyvers' ``packaging<26``), although the harness runs on it (both seen
+on a CUDA runner, docs/cuda.md). ``pip check`` afterwards lists such mismatches.
 """
 
 from __future__ import annotations
@@ -101,6 +107,14 @@ def cmd_wheelhouse(args: argparse.Namespace) -> int:
         if not _pip("wheel", "--no-deps", "--no-build-isolation", "--wheel-dir", str(out.resolve()), tmp):
             raise InfraError(f"wheelhouse: the harness's own wheel could not be built from {SOURCE}")
     pins.append(f"{HARNESS}=={metadata.version(HARNESS)}")
-    (out / "requirements.txt").write_text("\n".join(pins) + "\n")
-    print(f"on the runner: python3 -m pip install --no-index --find-links {out} -r {out}/requirements.txt")
+    how = install_line(out)
+    head = [f"# the harness's runtime closure for Python {args.python_version}, the runner's stack held out"]
+    head.append(f"# {how}")
+    (out / "requirements.txt").write_text("\n".join([*head, *pins]) + "\n")
+    print(f"on the runner: {how}")
     return 0
+
+
+def install_line(house: Path) -> str:
+    """What installs a wheelhouse on its runner: no index, the pins as they are (the module's docstring says why)."""
+    return f"python3 -m pip install --no-index --no-deps --find-links {house} -r {house}/requirements.txt"
