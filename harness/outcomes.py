@@ -56,14 +56,29 @@ def exit_word(code: int) -> str:
     return {EXIT_PASS: "PASS", EXIT_INCONCLUSIVE: "INCONCLUSIVE"}.get(code, "FAIL")
 
 
-def final(statuses: Iterable[str], compared: int, total: int) -> tuple[int, str]:
+# The pull-request label that says a change of head is intended (docs/verl-caller-example.yml's changes job reads it
+# and passes ``compare --accept``); the report names it wherever a regression could be one.
+ACCEPT_LABEL = "precision-debugger-intended"
+ACCEPT_HINT = (
+    f"an intended change? label the pull request {ACCEPT_LABEL} and re-run the gate (or compare --accept REASON): "
+    "the findings stay listed, the verdict becomes ACCEPTED"
+)
+
+
+def final(statuses: Iterable[str], compared: int, total: int, accepted: str | None = None) -> tuple[int, str]:
     """The exit code and last words of a gate or comparison of ``total`` scenarios, ``compared`` of which had at
     least one figure or check judged on both sides: none compared is NOTHING COMPARED (exit 2), never a pass; a
-    partial one says how many were."""
-    code = exit_code(statuses)
+    partial one says how many were. ``accepted`` (why: the pull request's label, a maintainer's input): head's
+    regressions are an intended change, so a regression alone passes, as ACCEPTED; an error (2) stays one, and
+    an undecided figure keeps the comparison INCONCLUSIVE."""
+    seen = list(statuses)
+    code = exit_code(seen)
     if compared == 0 and code in (EXIT_PASS, EXIT_INCONCLUSIVE):
         return EXIT_ERROR, f"{NOTHING_COMPARED} (0 of {total} scenarios had a figure or check judged on both sides)"
     word = exit_word(code)
+    if accepted and code == EXIT_FAIL:
+        code = EXIT_INCONCLUSIVE if "inconclusive" in seen else EXIT_PASS
+        word = f"ACCEPTED as intended ({accepted})" + (", INCONCLUSIVE otherwise" if code else "")
     return code, word if compared == total else f"{word} ({compared} of {total} scenarios compared)"
 
 

@@ -7,6 +7,7 @@ from harness.gate.baseline import floor
 from harness.gate.judge import Judgement, Policy, Side, interleaved
 from harness.gate.judge import compare_runs as compare_scenario
 from harness.gate.observe import Observation
+from harness.targets.census import Census
 
 NAMES = {"Functional.linear.forward": 4, "Functional.linear.backward": 4}
 
@@ -134,6 +135,7 @@ def test_inconclusive_scenarios_get_more_abba_pairs_up_to_the_cap(tmp_path, monk
     monkeypatch.setattr(
         bh, "ensure_env", lambda target: type("Env", (), {"label": lambda self: "env", "python": None})()
     )
+    monkeypatch.setattr(bh, "census_of", lambda target, env: Census(source="verl"))  # no source: the same census
     monkeypatch.setattr(bh, "write_comparison", lambda c, results: None)
     monkeypatch.setattr(bh, "add_numerics", lambda *args: None)  # msprobe's compare of real dumps: not here
     target = type("T", (), {"describe": lambda self: "verl"})()
@@ -189,6 +191,7 @@ def test_a_tier_that_cannot_decide_overhead_runs_base_head_base_and_decides_the_
     monkeypatch.setattr(
         bh, "ensure_env", lambda target: type("Env", (), {"label": lambda self: "env", "python": None})()
     )
+    monkeypatch.setattr(bh, "census_of", lambda target, env: Census(source="verl"))  # no source: the same census
     monkeypatch.setattr(bh, "write_comparison", lambda c, results: None)
     monkeypatch.setattr(bh, "add_numerics", lambda *args: None)
     target = type("T", (), {"describe": lambda self: "verl"})()

@@ -130,7 +130,7 @@ def test_a_nightly_gate_json_gives_one_error_per_regressed_metric(tmp_path, caps
 
 def test_a_file_of_another_kind_is_one_line(tmp_path, capsys):
     other = tmp_path / "compare.json"
-    other.write_text(json.dumps({"order": [], "base": "a"}))
+    other.write_text(json.dumps({"order": [], "base": "a", "schema_version": 3}))
     assert main(["github", "annotations", str(other)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"ERROR: {other}: head: Field required") and "not a harness compare.json" in err

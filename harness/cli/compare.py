@@ -53,6 +53,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         watch=_watch(live_line(15.0)),
         max_repeats=args.max_repeats,
         skipped=skipped,
+        accepted=args.accept,
     )
     for line in comparison.lines():
         print(line)

@@ -27,6 +27,7 @@ from harness.cli import (
 )
 from harness.gate.baseline import DEFAULT_POLICY
 from harness.gate.numerics.compare import ENGINES
+from harness.outcomes import ACCEPT_LABEL
 from harness.pipeline import options as shared
 from harness.scenario.model import ExecutorSettings
 from harness.scenario.settings import EXECUTORS
@@ -71,6 +72,15 @@ def build() -> argparse.ArgumentParser:
         help=f"figure families decided ({','.join(FAMILIES)}; default all); others are reported. Checks and dump "
         "entry names are always decided",
     )
+    p.add_argument(
+        "--accept",
+        metavar="REASON",
+        default=os.environ.get("HARNESS_ACCEPT") or None,
+        type=_accept_reason,
+        help=f"head's regressions are an intended change (REASON: the pull request's label {ACCEPT_LABEL}, who "
+        "decided): every finding is still reported, the verdict is ACCEPTED (exit 0) unless an error or an undecided "
+        "figure remains; default $HARNESS_ACCEPT",
+    )
     p.set_defaults(func=compare.cmd_compare)
     p = sub.add_parser("dry-run", help="print what each training would run (image, devices, mounts, env, argv)")
     p.add_argument("paths", nargs="+")
@@ -81,6 +91,15 @@ def build() -> argparse.ArgumentParser:
     p = sub.add_parser("target", help="make (or reuse) the environment of a verl/msprobe under test and describe it")
     shared.add(p.add_argument, shared.TARGET)
     p.add_argument("--json", action="store_true", help="also print the target block results.json records")
+    p.add_argument(
+        "--stages",
+        action="store_true",
+        help="list every DistProfiler.annotate role of that verl (file:line) and what its precision_debugger does "
+        "with each (read by ast, not imported; no environment made for a checkout, a repository or a wheel)",
+    )
+    p.add_argument(
+        "--trigger", action="store_true", help="the pull-request gate's trigger (paths, changed lines) it implies"
+    )
     p.set_defaults(func=target.cmd_target)
     p = sub.add_parser("image", help="make container images for the docker executor")
     isub = p.add_subparsers(dest="image_command", required=True)
@@ -224,6 +243,16 @@ def _families(text: str) -> tuple[str, ...]:
     if bad := [f for f in text.split(",") if f not in FAMILIES]:
         raise argparse.ArgumentTypeError(f"unknown figure families {bad}; expected some of {', '.join(FAMILIES)}")
     return tuple(text.split(","))
+
+
+def _accept_reason(text: str) -> str:
+    """``--accept``'s reason: printed in the verdict line, so one printable line of reasonable length."""
+    if not text.strip() or not text.isprintable() or len(text) > 200:
+        raise argparse.ArgumentTypeError(
+            f"{text[:60]!r}: the reason an intended change is accepted is one printable line of 1-200 characters "
+            f"(e.g. 'label {ACCEPT_LABEL}')"
+        )
+    return text.strip()
 
 
 def _key_value(text: str) -> str:

@@ -181,18 +181,22 @@ class CompareScenario(_Doc):
 
 
 class CompareDoc(Versioned):
-    """compare.json: every figure of both sides and every verdict. Schema 1 (no ``schema_version``): the same
-    fields but a figure's ``detail``."""
+    """compare.json: every figure of both sides and every verdict. Schema 2: the same fields but the census
+    findings, the targets' notes and the acceptance (read as none)."""
 
     FILE = "compare.json"
     REDO = "re-run compare with this harness"
-    schema_version: Literal[2] = 2
+    schema_version: Literal[3] = 3
     base: str
     head: str
     order: list[str]
     exit_code: int
     verdict: str
     skipped: list[str] = []
+    census: list[str] = []  # head's annotated roles against base's: findings, read first
+    notes: list[str] = []
+    accepted: str | None = None
+    head_lines: list[str] = []  # what the reader reads first (Judgement.head_lines), as the console said it
     scenarios: list[CompareScenario]
 
     @classmethod
@@ -210,6 +214,10 @@ class CompareDoc(Versioned):
             exit_code=c.exit_code,
             verdict=c.verdict[1],
             skipped=c.skipped,
+            census=c.census,
+            notes=c.notes,
+            accepted=c.accepted,
+            head_lines=c.head_lines(),
             scenarios=[
                 CompareScenario(
                     scenario=s.scenario,

@@ -528,7 +528,10 @@ COMPARE_COUNTS: tuple[Status, ...] = ("regressed", "inconclusive", "error", "ok"
 @dataclass
 class Judgement:
     """Every scenario judged, head against base: a gate (``base`` describes the baseline) or base against head
-    (``order``: the run order of one scenario; ``skipped``: scenarios not run here, with why)."""
+    (``order``: the run order of one scenario; ``skipped``: scenarios not run here, with why). ``census``: head's
+    annotated roles against base's (``harness.targets.census.diff``), findings whether or not a training reached
+    them, read first; ``notes``: what the reader must know of both targets (a census that could not be read, the
+    stack each side was installed on); ``accepted``: why head's regressions are an intended change (a label)."""
 
     kind: Literal["gate", "compare"]
     base: str
@@ -536,12 +539,32 @@ class Judgement:
     scenarios: list[ScenarioVerdict]
     order: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    census: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    accepted: str | None = None
 
     @property
     def verdict(self) -> tuple[int, str]:
-        """``outcomes.final``: nothing compared is never a pass."""
+        """``outcomes.final``: nothing compared is never a pass; a census finding is a regression of head."""
         compared = sum(s.compared for s in self.scenarios)
-        return outcomes.final((s.status for s in self.scenarios), compared, len(self.scenarios) + len(self.skipped))
+        statuses = [s.status for s in self.scenarios] + (["regressed"] if self.census else [])
+        total = len(self.scenarios) + len(self.skipped)
+        return outcomes.final(statuses, compared, total, self.accepted)
+
+    @property
+    def regressed(self) -> bool:
+        """Head has a regression (accepted or not): the report says how to accept an intended one."""
+        return bool(self.census) or any(s.status == "regressed" for s in self.scenarios)
+
+    def head_lines(self) -> list[str]:
+        """What a reviewer reads first: the census findings, the targets' notes, and how an intended change is
+        accepted (or that it was)."""
+        out = [f"REGRESSED census: {c}" for c in self.census] + [f"note: {n}" for n in self.notes]
+        if self.accepted:
+            out.append(f"ACCEPTED as intended ({self.accepted}): every finding below is reported, none fails the gate")
+        elif self.regressed:
+            out.append(f"note: {outcomes.ACCEPT_HINT}")
+        return out
 
     @property
     def exit_code(self) -> int:
@@ -557,7 +580,7 @@ class Judgement:
                 out += s.lines()
             counts = ", ".join(f"{self.count(st)} {st}" for st in GATE_COUNTS if self.count(st))
             return [*out, f"gate: {counts or 'no scenarios'} -> {self.verdict[1]}"]
-        out = [f"compare: base {self.base}", f"         head {self.head}"]
+        out = [*self.head_lines(), f"compare: base {self.base}", f"         head {self.head}"]
         out += [f"order per scenario: {', '.join(self.order)}"]
         out += [f"SKIPPED {why}" for why in self.skipped]
         for s in self.scenarios:

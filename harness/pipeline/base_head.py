@@ -26,6 +26,8 @@ from harness.gate.observe import Observation, observe_results
 from harness.pipeline.evaluate import evaluate
 from harness.safeio import write_atomic
 from harness.scenario.model import Scenario
+from harness.targets.census import census_of
+from harness.targets.census import diff as census_diff
 from harness.targets.environment import ensure_env
 from harness.targets.spec import Target
 from harness.training.monitor import Watch
@@ -89,16 +91,23 @@ def run_comparison(
     watch: Watch | None = None,
     max_repeats: int | None = None,
     skipped: Collection[str] = (),
+    accepted: str | None = None,
 ) -> tuple[Judgement, dict[str, dict[str, list[Observation]]]]:
     """Run and compare; returns the comparison and, per scenario and side, the observations of the repeats.
     ``judge``: the figure families decided (the others are reported); structure names and checks always are.
     ``max_repeats``: while a scenario is INCONCLUSIVE after ``repeats``, one more base/head pair (the ABBA order
     goes on) at a time, up to this many per side (sequential sampling); default: ``DEFAULT_MAX_REPEATS`` within
     ``DEFAULT_BUDGET_S`` per scenario.
-    ``skipped``: the scenarios not run here, with why (they count in the total a comparison compares)."""
+    ``skipped``: the scenarios not run here, with why (they count in the total a comparison compares).
+    ``accepted``: why head's regressions are intended (``outcomes.final``). Head's annotated stages are compared
+    with base's first, from their sources (``harness.targets.census``): a finding whether or not a training
+    reaches the stage."""
     envs = {side: ensure_env(target) for side, target in (("base", base), ("head", head))}  # once, before training:
     for side, env in envs.items():  # a bad SPEC fails at once
         say(f"{side}: {env.label()}")
+    census, census_notes = census_diff(census_of(base, envs["base"]), census_of(head, envs["head"]))
+    for line in census:
+        say(f"REGRESSED census: {line}")
     cap = max(repeats, max_repeats or DEFAULT_MAX_REPEATS)
     budget = DEFAULT_BUDGET_S if max_repeats is None else None
     session = uuid.uuid4().hex
@@ -144,7 +153,9 @@ def run_comparison(
             add_numerics(sc, scenario, sides, results, envs["head"].python)
         compared.append(sc)
     labels = [f"{side} {i + 1}" for side, i in ran]
-    comparison = Judgement("compare", base.describe(), head.describe(), compared, labels, list(skipped))
+    comparison = Judgement(
+        "compare", base.describe(), head.describe(), compared, labels, list(skipped), census, census_notes, accepted
+    )
     write_comparison(comparison, results)
     return comparison, observed
 

@@ -33,9 +33,12 @@ def _figure_rows(s: ScenarioVerdict) -> list[str]:
 
 
 def compare_markdown(c: Judgement, png_dir: Path | None = None) -> str:
+    first = [f"- **{line}**" if line.startswith("REGRESSED") else f"- {line}" for line in c.head_lines()]
     out = [
         "## precision_debugger: base against head",
         "",
+        *first,
+        *([""] if first else []),
         f"- base: {c.base}",
         f"- head: {c.head}",
         f"- run order per scenario, on one machine: {', '.join(c.order)}",

@@ -74,11 +74,14 @@ def _findings(doc: CompareDoc | GateDoc) -> list[tuple[Level, str, str]]:
     """(level, title, message) per finding, in the order the console prints them."""
     out: list[tuple[Level, str, str]] = []
     if isinstance(doc, CompareDoc):
+        found: Level = "warning" if doc.accepted else "error"  # an accepted change is reported, not failed
+        out += [(found, "REGRESSED census (head's annotated stages)", c) for c in doc.census]
+        out += [("notice", "ACCEPTED as intended", doc.accepted)] if doc.accepted else []
         out += [("notice", "SKIPPED", why) for why in doc.skipped]
         for s in doc.scenarios:
             out += [("error", f"ERROR {s.scenario} (not a verdict on verl)", e) for e in s.errors]
-            out += [("error", f"{_word(f)} {s.scenario}", f) for f in s.findings]
-            out += [("error", f"{f.verdict.upper()} {s.scenario}", f.line) for f in s.figures
+            out += [(found, f"{_word(f)} {s.scenario}", f) for f in s.findings]
+            out += [(found, f"{f.verdict.upper()} {s.scenario}", f.line) for f in s.figures
                     if f.verdict in ("regressed", "missing")]  # fmt: skip
             out += [("warning", f"INCONCLUSIVE {s.scenario}", u) for u in s.undecided]
             out += [("warning", f"INCONCLUSIVE {s.scenario}", f.line) for f in s.figures if f.verdict == "inconclusive"]
