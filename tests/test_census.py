@@ -26,6 +26,7 @@ from harness.targets.census import (
     annotations_of,
     census,
     census_of,
+    changed_lines,
     diff,
     read_tables,
     trigger_of,
@@ -33,7 +34,7 @@ from harness.targets.census import (
 from harness.targets.spec import parse_target, pinned_target
 
 ROOT = Path(__file__).resolve().parents[1]
-WORKERS = '''\
+WORKERS = """\
 from verl.utils.profiler import DistProfiler as DP, DistProfilerExtension
 
 ROLE = "computed"
@@ -56,12 +57,12 @@ class Worker:
 
 def plain():
     return DistProfiler.annotate(role="ref_compute_log_prob")(lambda self: None)
-'''
-TABLES = '''\
+"""
+TABLES = """\
 _STAGE_TO_ROLE = {"actor_update": "actor", "ref_compute_log_prob": "ref", "compute_rm_score": "reward_model"}
 _MODEL_ATTRS_BY_ROLE = {"actor": ("actor.engine.module", "actor_module"), "ref": ("ref.engine.module",)}
 _SKIP_STAGES = {"rollout_generate"}
-'''
+"""
 
 
 def test_every_annotation_form_with_its_function_and_role():
@@ -112,8 +113,8 @@ def test_head_against_base_renamed_added_removed_and_treatment_changed():
     renamed = WORKERS.replace('role="actor_update"', 'role="actor_updates"')
     assert diff(base, _census(TABLES, renamed)) == (
         [
-        "annotated role renamed: actor_update -> actor_updates at verl/workers/w.py:7 (Worker.update_actor): on head "
-        "UNKNOWN to precision_debugger: never dumped, a warning each call, ValueError under strict: true"
+            "annotated role renamed: actor_update -> actor_updates at verl/workers/w.py:7 (Worker.update_actor): on "
+            "head UNKNOWN to precision_debugger: never dumped, a warning each call, ValueError under strict: true"
         ],
         [],
     )
@@ -187,6 +188,33 @@ def test_the_census_of_a_pull_requests_commits_names_the_renamed_annotation_and_
     assert census_of(pinned_target()).model_dump(exclude={"source"}) == base.model_dump(exclude={"source"})
 
 
+def test_a_patch_as_the_trigger_reads_it():
+    patch = """diff --git a/verl/a.py b/verl/b.py
+similarity index 90%
+rename from verl/a.py
+rename to verl/b.py
+--- a/verl/a.py
++++ b/verl/b.py
+@@ -1 +1 @@
+--- a removed line that looks like a header
++DistProfiler
+diff --git a/docs/new.md b/docs/new.md
+new file mode 100644
+--- /dev/null
++++ b/docs/new.md
+@@ -0,0 +1 @@
++precision_debugger
+"""
+    changes = changed_lines(patch)
+    assert changes == {
+        "verl/a.py": [],
+        "verl/b.py": ["--- a removed line that looks like a header", "+DistProfiler"],
+        "docs/new.md": ["+precision_debugger"],
+    }
+    trigger = trigger_of(Census(source="x"))
+    assert trigger.fires(changes) and not trigger.fires({"docs/new.md": ["+precision_debugger"]})
+
+
 def test_the_callers_trigger_is_the_one_the_census_implies_and_fires_on_what_it_must(repo: VerlRepo):
     """docs/verl-caller-example.yml's changes job carries what ``target --trigger`` derives from verl (verl main and
     the pinned 0.9.1 annotate in the same files); on the test repository's commits it fires on those that change
@@ -197,9 +225,7 @@ def test_the_callers_trigger_is_the_one_the_census_implies_and_fires_on_what_it_
     assert CALLER in trigger.paths and "verl/workers/engine_workers.py" in trigger.paths
 
     def fires(commit: str) -> bool:
-        files = git(repo.path, "diff", "--name-only", f"{commit}~1", commit).split()
-        patch = git(repo.path, "diff", "-U0", f"{commit}~1", commit).splitlines()
-        return trigger.fires(files, [ln for ln in patch if ln[:1] in "+-" and not ln.startswith(("+++", "---"))])
+        return trigger.fires(changed_lines(git(repo.path, "show", "--format=", "-M", "-U0", commit)))
 
     assert all(fires(c) for c in (repo.annotation, repo.bad, repo.drift, repo.wait, repo.bloat))
     assert not any(fires(c) for c in (repo.numerics, repo.kwarg, repo.patch, repo.fp32))
@@ -208,7 +234,8 @@ def test_the_callers_trigger_is_the_one_the_census_implies_and_fires_on_what_it_
 @pytest.mark.skipif(shutil.which("jq") is None, reason="jq is not installed (the changes job's filter runs in gh's jq)")
 def test_the_changes_jobs_filter_on_a_files_api_answer(tmp_path):
     """The changes job's jq program, run by jq on what the files API returns: a path, a renamed path, a changed
-    line naming the integration, a file whose diff the API leaves out under verl/; not a changed config key."""
+    line naming the integration, a file whose diff the API leaves out under verl/; not a changed config key, not a
+    document."""
     job = yaml.safe_load((ROOT / "docs" / "verl-caller-example.yml").read_text())["jobs"]["changes"]
     step = job["steps"][0]
     program = re.search(r"--jq '(.*?)'\)", step["run"], re.S)
@@ -231,8 +258,7 @@ def test_the_changes_jobs_filter_on_a_files_api_answer(tmp_path):
         "verl/trainer/ppo/ray_trainer.py",
         "verl/workers/new.py",
         "verl/big.py",
-        "docs/precision_debugger.md",  # a changed line names it: docs too (cheap to include, never missed)
-    ]
+    ]  # not a document that names it, nor a line that only stands beside a change
 
 
 @pytest.mark.integration

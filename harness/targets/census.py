@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 import re
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -355,18 +355,18 @@ def diff(base: Census, head: Census) -> tuple[list[str], list[str]]:
     return findings, notes
 
 
-# A changed line (added or removed, in any file of verl) that names the integration: its classes, its tool name, the
-# calls a trainer makes to start and stop it. On verl main's last 300 commits this and the paths below triggered 14
-# (docs/verl-first-hour.md, benchmarks/trigger_history.py).
+# A changed line (added or removed, in a file of verl) that names the integration: its classes, its tool name, the
+# calls a trainer makes to start and stop it (benchmarks/trigger_history.py measures the trigger on verl's history).
 TRIGGER_LINES = r"DistProfiler|PrecisionDebugger|precision_debugger|start_profile|stop_profile"
 CALLER = ".github/workflows/precision-debugger-gate.yml"  # the caller example, once copied into verl
 
 
 class Trigger(_Model):
     """When the pull-request gate runs: a change to one of ``paths`` (a prefix ending in ``/``, else a file), or a
-    changed line matching ``lines`` in any file. Derived from a census: the profiler package and its config group,
-    every file that annotates, and the caller itself; the trainers and role configs that only call or configure the
-    integration trigger through their changed lines, not on every edit (they change with most pull requests)."""
+    changed line of a file of verl matching ``lines``. Derived from a census: the profiler package and its config
+    group, every file that annotates, and the caller itself; the trainers and role configs that only call or
+    configure the integration trigger through their changed lines, not on every edit (they change with most pull
+    requests); a document that names it does not (it changes no behaviour)."""
 
     paths: list[str]
     lines: str = TRIGGER_LINES
@@ -376,10 +376,34 @@ class Trigger(_Model):
         parts = [p.replace(".", r"\.") + ("" if p.endswith("/") else "$") for p in self.paths]
         return "^(" + "|".join(parts) + ")"
 
-    def fires(self, files: Iterable[str], changed_lines: Iterable[str]) -> bool:
-        """Whether a change of ``files`` whose added and removed lines are ``changed_lines`` runs the gate."""
+    def fires(self, changes: Mapping[str, Sequence[str]]) -> bool:
+        """Whether a change runs the gate: ``changes`` maps each file it touches (a rename: both names) to its
+        added and removed lines."""
         paths, lines = re.compile(self.path_regex()), re.compile(self.lines)
-        return any(paths.match(f) for f in files) or any(lines.search(line) for line in changed_lines)
+        return any(
+            paths.match(f) or (f.startswith("verl/") and any(lines.search(line) for line in changed))
+            for f, changed in changes.items()
+        )
+
+
+def changed_lines(patch: str) -> dict[str, list[str]]:
+    """A git patch (``git show`` / ``git diff``, renames detected) as the trigger reads a change: each file it
+    touches (a rename: both names) with its added and removed lines, as the files API gives the caller's job."""
+    out: dict[str, list[str]] = {}
+    current: list[str] = []
+    header = False
+    for line in patch.splitlines():
+        if line.startswith("diff --git "):
+            header = True
+        elif header and line.startswith(("--- ", "+++ ", "rename from ", "rename to ")):
+            name = line.split(" ", 2)[-1] if line.startswith("rename") else line[4:]
+            if name != "/dev/null":
+                current = out.setdefault(name.removeprefix("a/").removeprefix("b/") if line[0] in "+-" else name, [])
+        elif line.startswith("@@"):
+            header = False
+        elif not header and line[:1] in "+-":
+            current.append(line)
+    return out
 
 
 def trigger_of(c: Census) -> Trigger:
