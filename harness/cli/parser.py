@@ -100,6 +100,12 @@ def build() -> argparse.ArgumentParser:
     p.add_argument(
         "--trigger", action="store_true", help="the pull-request gate's trigger (paths, changed lines) it implies"
     )
+    p.add_argument(
+        "--stack",
+        action="store_true",
+        help="the stack that verl's own uv.lock pins (its cpu extra) and where each pin comes from; without the lock's "
+        "own indexes, what the package index gives instead",
+    )
     p.set_defaults(func=target.cmd_target)
     p = sub.add_parser("image", help="make container images for the docker executor")
     isub = p.add_subparsers(dest="image_command", required=True)

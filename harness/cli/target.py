@@ -1,21 +1,41 @@
 """``python -m harness target``: make (or reuse) the environment of a verl / msprobe under test and describe it; CI
 runs it once before the scenarios. ``--stages``: which stages that verl annotates and what its precision_debugger
 does with each (read from its source, no environment made where it has one); ``--trigger``: the pull-request
-gate's trigger that census implies (docs/verl-caller-example.yml's ``changes`` job)."""
+gate's trigger that census implies (docs/verl-caller-example.yml's ``changes`` job); ``--stack``: the stack that
+verl's own uv.lock pins (harness.targets.stack), and what the package index gives of it."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+import tempfile
+from pathlib import Path
 
 from harness.targets.census import census_of, trigger_of
-from harness.targets.environment import ensure_env
-from harness.targets.spec import parse_target
+from harness.targets.environment import ensure_env, source_tree, uv_bin
+from harness.targets.spec import Target, cache_dir, parse_target
+from harness.targets.stack import locked_stack
+
+
+def stack_lines(target: Target) -> list[str]:
+    """The stack the target's own uv.lock pins, or that it has none (a release, a wheel, a verl before #7127)."""
+    pkg = target.verl
+    if pkg.kind not in ("checkout", "git"):
+        return [f"stack: {pkg.identity} is a {pkg.kind}, no uv.lock: the harness's lock (.ci/cpu.lock)"]
+    (cache_dir() / "tmp").mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=cache_dir() / "tmp") as tmp:
+        tree = Path(source_tree(pkg, Path(tmp)))
+        stack = locked_stack(tree, uv_bin())
+    if stack is None:
+        return [f"stack: {pkg.identity} has no uv.lock: the harness's lock (.ci/cpu.lock)"]
+    return stack.lines()
 
 
 def cmd_target(args: argparse.Namespace) -> int:
     target = parse_target(args.verl, args.msprobe, args.series)
+    if args.stack:
+        print("\n".join(stack_lines(target)))
     if args.stages or args.trigger:
         found = census_of(target)
         if args.stages:
@@ -24,6 +44,7 @@ def cmd_target(args: argparse.Namespace) -> int:
             trigger = trigger_of(found)
             print(f"trigger paths: {trigger.path_regex()}")
             print(f"trigger lines: {trigger.lines}")
+    if args.stages or args.trigger or args.stack:
         return 0
     env = ensure_env(target)
     print(f"target: {env.target.describe()}")

@@ -84,7 +84,7 @@ def project_site_packages() -> str:
     return sysconfig.get_paths()["purelib"]
 
 
-def _uv() -> str:
+def uv_bin() -> str:
     from uv import find_uv_bin
 
     return find_uv_bin()
@@ -183,7 +183,7 @@ def _build(target: Target, root: Path) -> dict[str, Any]:
     """uv's venv and the ``.pth`` as the harness (no target code yet), the install in the sandbox: the build
     backend may write this environment and its source tree, nothing else."""
     shutil.rmtree(root, ignore_errors=True)
-    uv = _uv()
+    uv = uv_bin()
     base = ["--no-config", "--quiet"]
     _run([uv, "venv", *base, "--no-python-downloads", "--python", sys.executable, str(root)], f"uv venv {root}")
     python = root / "bin" / "python"
