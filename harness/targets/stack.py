@@ -92,7 +92,8 @@ def _sources(lock: dict) -> dict[tuple[str, str], tuple[Origin, str]]:
     for pkg in lock.get("package", []):
         if not isinstance(pkg, dict):
             continue
-        source = pkg.get("source") if isinstance(pkg.get("source"), dict) else {}
+        found = pkg.get("source")
+        source: dict[str, object] = found if isinstance(found, dict) else {}
         name, version = canonicalize_name(str(pkg.get("name"))), str(pkg.get("version"))
         if "registry" in source:
             url = str(source["registry"])
