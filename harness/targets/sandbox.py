@@ -65,24 +65,30 @@ def run(
     cwd: Path | None = None,
     timeout: float,
     network: bool = False,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """``argv`` as the sandbox user of ``key``; ``writable`` dirs are its own for the call, ``readable`` ones are
-    bound back where a directory on their path is closed to others. Without root: as the harness's user."""
+    bound back where a directory on their path is closed to others; ``env``: variables of the call's own (over the
+    scrubbed environment). Without root: as the harness's user."""
     home = Path(tempfile.mkdtemp(prefix="harness-sandbox-"))
+    given = env or {}
     env = {k: v for k, v in os.environ.items() if k in KEEP_ENV or k.startswith(KEEP_PREFIXES)}
     env.pop("UV_CACHE_DIR", None)  # the harness user's: uv caches in the private home instead
-    env |= {"HOME": str(home), "TMPDIR": str(home)}
+    # a user name too: the sandbox uid has no passwd entry, and getpass.getuser() (torch's cache dirs at import)
+    # raises without one
+    env |= {"HOME": str(home), "TMPDIR": str(home), "USER": "harness-sandbox", "LOGNAME": "harness-sandbox", **given}
     try:
         if not available():
             return _call(argv, env, cwd, timeout, what)
         uid = uid_for(key)
         for path in [home, *writable]:
             own(path, uid)
+        paths = [*_interpreter_paths(), *_uv_folders(env), *readable, *writable, home]
         spec = {
             "argv": argv,
             "env": env,
             "cwd": str(cwd or home),
-            "paths": sorted({str(p.resolve()) for p in [*_interpreter_paths(), *readable, *writable, home]}),
+            "paths": sorted({str(p.resolve()) for p in paths}),
             "network": network,
         }
         return _call(
@@ -106,6 +112,21 @@ def _call(
         )  # fmt: skip
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise InfraError(f"{what}: {exc}") from None
+
+
+UV_SOURCES = ("UV_FIND_LINKS", "UV_INDEX_URL", "UV_DEFAULT_INDEX", "UV_EXTRA_INDEX_URL", "UV_INDEX")
+
+
+def _uv_folders(env: dict[str, str]) -> list[Path]:
+    """The local folders the runner's uv variables name (a wheelhouse, a ``file://`` index): every uv call in the
+    sandbox reads them, as uv outside it would."""
+    found = []
+    for var in UV_SOURCES:
+        for item in env.get(var, "").replace(",", " ").split():
+            path = Path(item.split("=", 1)[-1].removeprefix("file://"))  # UV_INDEX: name=url
+            if path.is_absolute() and path.exists():
+                found.append(path)
+    return found
 
 
 def _interpreter_paths() -> list[Path]:
@@ -187,7 +208,11 @@ def _enter(uid: int, spec: dict[str, object]) -> None:
         for p in sorted(inside):
             if p.exists():
                 continue  # under one bound already
-            p.mkdir(parents=True) if stat.S_ISDIR(os.fstat(fds[p]).st_mode) else p.touch()
+            if stat.S_ISDIR(os.fstat(fds[p]).st_mode):
+                p.mkdir(parents=True)
+            else:  # a file (a wheel): its folders on the tmpfs first
+                p.parent.mkdir(parents=True, exist_ok=True)
+                p.touch()
             _mount(libc, f"/proc/self/fd/{fds[p]}", str(p), None, MS_BIND | MS_REC)
         for fd in fds.values():
             os.close(fd)
