@@ -133,7 +133,11 @@ def test_inconclusive_scenarios_get_more_abba_pairs_up_to_the_cap(tmp_path, monk
     monkeypatch.setattr(bh, "evaluate", evaluate)
     monkeypatch.setattr(bh, "observe_results", observe)
     monkeypatch.setattr(
-        bh, "ensure_env", lambda target: type("Env", (), {"label": lambda self: "env", "python": None})()
+        bh,
+        "ensure_env",
+        lambda target: type(
+            "Env", (), {"label": lambda self: "env", "describe": lambda self: "verl", "python": None}
+        )(),
     )
     monkeypatch.setattr(bh, "census_of", lambda target, env: Census(source="verl"))  # no source: the same census
     monkeypatch.setattr(bh, "write_comparison", lambda c, results: None)
@@ -189,7 +193,11 @@ def test_a_tier_that_cannot_decide_overhead_runs_base_head_base_and_decides_the_
     monkeypatch.setattr(bh, "evaluate", evaluate)
     monkeypatch.setattr(bh, "observe_results", observe)
     monkeypatch.setattr(
-        bh, "ensure_env", lambda target: type("Env", (), {"label": lambda self: "env", "python": None})()
+        bh,
+        "ensure_env",
+        lambda target: type(
+            "Env", (), {"label": lambda self: "env", "describe": lambda self: "verl", "python": None}
+        )(),
     )
     monkeypatch.setattr(bh, "census_of", lambda target, env: Census(source="verl"))  # no source: the same census
     monkeypatch.setattr(bh, "write_comparison", lambda c, results: None)

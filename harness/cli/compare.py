@@ -29,8 +29,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     scenarios, problems = load_scenarios(args.paths, args.executor)
     if problems:
         raise ScenarioError(problems)
-    base = parse_target(args.base, args.msprobe, args.series, "--base")
-    head = parse_target(args.head, args.msprobe, args.series, "--head")
+    base = parse_target(args.base, args.msprobe, args.series, "--base", args.stack)
+    head = parse_target(args.head, args.msprobe, args.series, "--head", args.stack)
     runnable, skipped = [], []
     for s in scenarios:
         if reason := skip_reason(s):

@@ -65,7 +65,7 @@ def describe(
 
 
 def cmd_dry_run(args: argparse.Namespace) -> int:
-    env = ensure_env(parse_target(args.verl, args.msprobe, args.series))
+    env = ensure_env(parse_target(args.verl, args.msprobe, args.series, stack=args.stack))
     print(f"target: {env.label()}\n")
     return dry_run(args.paths, Path(args.results).resolve(), env, args.executor)
 

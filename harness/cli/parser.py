@@ -50,7 +50,9 @@ def build() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run scenarios (trainings off and on, then checks) into a results dir")
     p.add_argument("paths", nargs="+")
     p.add_argument("--results", default="results")
-    shared.add(p.add_argument, (shared.EXECUTOR, shared.REUSE, *shared.TARGET, *shared.WATCH, shared.TIMING))
+    shared.add(
+        p.add_argument, (shared.EXECUTOR, shared.REUSE, *shared.TARGET, shared.STACK, *shared.WATCH, shared.TIMING)
+    )
     p.set_defaults(func=run.cmd_run)
     p = sub.add_parser(
         "compare",
@@ -63,7 +65,7 @@ def build() -> argparse.ArgumentParser:
     p.add_argument("--msprobe", metavar="SPEC", help="the msprobe of both sides: a version or a .whl")
     p.add_argument("--series", help=SERIES_HELP)
     p.add_argument("--results", default="results/compare")
-    shared.add(p.add_argument, (shared.REPEATS, shared.MAX_REPEATS, shared.EXECUTOR))
+    shared.add(p.add_argument, (shared.REPEATS, shared.MAX_REPEATS, shared.EXECUTOR, shared.STACK))
     p.add_argument(
         "--judge",
         type=_families,
@@ -86,10 +88,10 @@ def build() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+")
     p.add_argument("--results", default="results", help="the results dir the real run would use (nothing written)")
     p.add_argument("--executor", choices=list(EXECUTORS), help="as run's: describe the runs under this executor")
-    shared.add(p.add_argument, shared.TARGET)
+    shared.add(p.add_argument, (*shared.TARGET, shared.STACK))
     p.set_defaults(func=dry_run.cmd_dry_run)
     p = sub.add_parser("target", help="make (or reuse) the environment of a verl/msprobe under test and describe it")
-    shared.add(p.add_argument, shared.TARGET)
+    shared.add(p.add_argument, (*shared.TARGET, shared.STACK))
     p.add_argument("--json", action="store_true", help="also print the target block results.json records")
     p.add_argument(
         "--stages",
@@ -101,10 +103,10 @@ def build() -> argparse.ArgumentParser:
         "--trigger", action="store_true", help="the pull-request gate's trigger (paths, changed lines) it implies"
     )
     p.add_argument(
-        "--stack",
+        "--pins",
         action="store_true",
-        help="the stack that verl's own uv.lock pins (its cpu extra) and where each pin comes from; without the lock's "
-        "own indexes, what the package index gives instead",
+        help="what that verl's own uv.lock pins (its cpu extra) and where each pin comes from; without the lock's "
+        "own sources, what the package index gives instead (read, nothing installed)",
     )
     p.set_defaults(func=target.cmd_target)
     p = sub.add_parser("image", help="make container images for the docker executor")

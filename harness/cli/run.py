@@ -39,7 +39,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     sweep()
     started, trained = time.monotonic(), 0.0
     gate_timing = shared.gates_timing(args.timing)
-    env = ensure_env(parse_target(args.verl, args.msprobe, args.series))  # once, for every scenario
+    env = ensure_env(parse_target(args.verl, args.msprobe, args.series, stack=args.stack))  # once, for every scenario
     console.print(f"target: {escape(env.label())}", soft_wrap=True)
     table = Table("scenario", "check", "verdict", "key figures", title=f"results in {results}")
     for s in scenarios:

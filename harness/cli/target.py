@@ -1,8 +1,9 @@
 """``python -m harness target``: make (or reuse) the environment of a verl / msprobe under test and describe it; CI
 runs it once before the scenarios. ``--stages``: which stages that verl annotates and what its precision_debugger
 does with each (read from its source, no environment made where it has one); ``--trigger``: the pull-request
-gate's trigger that census implies (docs/verl-caller-example.yml's ``changes`` job); ``--stack``: the stack that
-verl's own uv.lock pins (harness.targets.stack), and what the package index gives of it."""
+gate's trigger that census implies (docs/verl-caller-example.yml's ``changes`` job); ``--pins``: what that verl's own
+uv.lock pins (harness.targets.stack), and what the package index gives of it, read without installing anything.
+``--stack verl``: the environment is made on that lock, and what it was installed from is said."""
 
 from __future__ import annotations
 
@@ -18,8 +19,8 @@ from harness.targets.spec import Target, cache_dir, parse_target
 from harness.targets.stack import locked_stack
 
 
-def stack_lines(target: Target) -> list[str]:
-    """The stack the target's own uv.lock pins, or that it has none (a release, a wheel, a verl before #7127)."""
+def pin_lines(target: Target) -> list[str]:
+    """What the target's own uv.lock pins, or that it has none (a release, a wheel, a verl before #7127)."""
     pkg = target.verl
     if pkg.kind not in ("checkout", "git"):
         return [f"stack: {pkg.identity} is a {pkg.kind}, no uv.lock: the harness's lock (.ci/cpu.lock)"]
@@ -33,9 +34,9 @@ def stack_lines(target: Target) -> list[str]:
 
 
 def cmd_target(args: argparse.Namespace) -> int:
-    target = parse_target(args.verl, args.msprobe, args.series)
-    if args.stack:
-        print("\n".join(stack_lines(target)))
+    target = parse_target(args.verl, args.msprobe, args.series, stack=args.stack)
+    if args.pins:
+        print("\n".join(pin_lines(target)))
     if args.stages or args.trigger:
         found = census_of(target)
         if args.stages:
@@ -44,13 +45,14 @@ def cmd_target(args: argparse.Namespace) -> int:
             trigger = trigger_of(found)
             print(f"trigger paths: {trigger.path_regex()}")
             print(f"trigger lines: {trigger.lines}")
-    if args.stages or args.trigger or args.stack:
+    if args.stages or args.trigger or args.pins:
         return 0
     env = ensure_env(target)
     print(f"target: {env.target.describe()}")
     print(f"python: {env.python or sys.executable}")
     how = "project venv (no environment of its own)" if env.root is None else f"{env.root}"
     print(f"environment: {how}; {'reused' if env.reused else 'made'} in {env.setup_s:.2f}s")
+    print("\n".join(env.stack.lines()))
     if args.json:
         print(json.dumps(env.target.block(), indent=1))
     return 0

@@ -154,7 +154,15 @@ def run_comparison(
         compared.append(sc)
     labels = [f"{side} {i + 1}" for side, i in ran]
     comparison = Judgement(
-        "compare", base.describe(), head.describe(), compared, labels, list(skipped), census, census_notes, accepted
+        "compare",
+        envs["base"].describe(),
+        envs["head"].describe(),
+        compared,
+        labels,
+        list(skipped),
+        census,
+        census_notes,
+        accepted,
     )
     write_comparison(comparison, results)
     return comparison, observed

@@ -14,7 +14,7 @@ from typing import Any
 from harness.errors import InfraError
 from harness.pipeline.base_head import repeats_option
 from harness.scenario.settings import EXECUTORS
-from harness.targets.spec import SERIES_HELP, TARGET_HELP
+from harness.targets.spec import SERIES_HELP, STACK_HELP, STACKS, TARGET_HELP
 from harness.training.monitor import MAX_DUMP_ENV, MIN_FREE_ENV, positive_seconds
 
 
@@ -33,6 +33,7 @@ MSPROBE = Option(
     "msprobe", {"metavar": "SPEC", "help": "the msprobe under test: a version or a .whl (HARNESS_MSPROBE)"}, "msprobe"
 )
 SERIES = Option("series", {"help": f"{SERIES_HELP} (env HARNESS_SERIES)"}, "series")
+STACK = Option("stack", {"choices": list(STACKS), "help": f"the stack: {STACK_HELP} (env HARNESS_STACK)"}, "stack")
 EXECUTOR = Option("executor", {"choices": list(EXECUTORS), "help": "override every scenario's executor"}, "executor")
 REUSE = Option(
     "reuse",

@@ -61,13 +61,18 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SCENARIOS] = ScenarioList(config.getoption("executor", None))
     try:
         config.stash[TARGET] = parse_target(
-            config.getoption("verl", None), config.getoption("msprobe", None), config.getoption("series", None)
+            config.getoption("verl", None),
+            config.getoption("msprobe", None),
+            config.getoption("series", None),
+            stack=config.getoption("stack", None),
         )
     except HarnessError as exc:
         raise pytest.UsageError(one_line(exc)) from None
     if spec := config.getoption("harness_compare_base", None):
         try:
-            config.stash[COMPARE_BASE] = parse_target(spec, config.getoption("msprobe", None))
+            config.stash[COMPARE_BASE] = parse_target(
+                spec, config.getoption("msprobe", None), stack=config.getoption("stack", None)
+            )
         except HarnessError as exc:
             raise pytest.UsageError(f"--harness-compare-base: {one_line(exc)}") from None
     try:

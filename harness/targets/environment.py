@@ -1,10 +1,18 @@
-"""One Python environment per target, made once with uv and cached by the target's identity.
+"""One Python environment per target, made once with uv and cached by the target's identity and its stack.
 
-Layering: ``uv venv`` with the project venv's
+On the harness's stack (the default): ``uv venv`` with the project venv's
 interpreter, a ``.pth`` that runs ``site.addsitedir(<project venv site-packages>)`` (so torch, msprobe, the
 harness and the rest come from there, ``.pth`` files and the harness's editable install included, while the
 environment's own site-packages comes first), then ``uv pip install --no-deps`` of the target alone. The CPU
 torch is shared and never moved: nothing is resolved, so no requirement can pull another torch.
+
+On the verl's own stack (``--stack verl``: what verl's CPU jobs install): ``uv venv`` with the Python the verl's
+``uv.lock`` is made for (``harness.targets.stack.stack_python``), the lock's cpu extra exactly (``uv sync --frozen``)
+where the runner reaches its sources, else the same versions from the package index (said in the record: which pins
+were substituted, what came beyond the lock), then the harness's runtime requirements and msprobe held to the
+lock's versions (the harness's modules run inside verl's processes), a link to the harness's package, and the
+target ``--no-deps`` as above. Nothing of the project venv is layered in. A verl without ``uv.lock`` gets the
+harness's stack, said.
 
 Environments live in ``<cache>/envs/<16 hex>``: a fixed-width name, so every target's verl sits at a path of
 the same length (msprobe's stack.json records each frame's source path: dump bytes grow with it). A file lock
@@ -34,16 +42,19 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import tomllib
 from filelock import FileLock
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from harness.artifacts.crash import declared, missing_module
 from harness.errors import EnvironmentProblem, HarnessError, InfraError, TargetError
 from harness.targets import sandbox
 from harness.targets.probe import PACKAGES, facts
-from harness.targets.spec import Package, Target, cache_dir, git, repository, worktree_files
+from harness.targets.spec import Package, StackChoice, Target, cache_dir, git, repository, worktree_files
+from harness.targets.stack import EXTRA, LOCK, Lock, StackRecord, locked_stack, stack_python
 
-FORMAT = 3  # bump when the layout of an environment changes: every cached one is rebuilt
+FORMAT = 4  # bump when the layout of an environment changes: every cached one is rebuilt
 MARKER = "harness-target.json"
 PROBE_TIMEOUT_S = 600
 
@@ -58,17 +69,76 @@ class TargetEnv:
     facts: dict[str, Any]
     setup_s: float
     reused: bool
+    stack: StackRecord
 
     @property
     def versions(self) -> dict[str, str | None]:
         return self.facts["versions"]
 
+    def describe(self) -> str:
+        """The target and the stack it was installed on, in one line (the reports' base and head)."""
+        return f"{self.target.describe()}; {self.stack.summary()}"
+
     def label(self) -> str:
         how = "project venv" if self.root is None else f"{'reused' if self.reused else 'made'} {self.root}"
-        return f"{self.target.describe()} ({how}, {self.setup_s:.1f}s)"
+        return f"{self.describe()} ({how}, {self.setup_s:.1f}s)"
 
 
-def env_key(target: Target) -> str:
+@dataclass(frozen=True)
+class StackPlan:
+    """The stack a target's environment is made on, decided before anything is installed: its key holds it."""
+
+    requested: StackChoice
+    lock: Lock | None = None  # None: the harness's stack
+    python: str | None = None  # the interpreter the lock's environment is made with, and its version
+    python_version: str | None = None
+    why: str = ""  # why the harness's stack where the verl's was asked for
+
+    def key(self) -> dict[str, str | None]:
+        if self.lock is None:  # the same environment whichever was asked for
+            return {"stack": "harness"}
+        return {"stack": "verl", "lock": self.lock.sha256, "python": self.python, "version": self.python_version}
+
+    def record(self) -> StackRecord:
+        """The harness's stack as a record (a lock's is made by installing it)."""
+        return StackRecord(requested=self.requested, source="harness", why=self.why)
+
+
+def lock_of(pkg: Package) -> bytes | None:
+    """The uv.lock a checkout or a repository commit would be installed with; None without one."""
+    if pkg.kind == "checkout":
+        top = Path(str(pkg.source))
+        path = top / LOCK
+        if LOCK not in worktree_files(top) or not path.resolve().is_relative_to(top.resolve()):
+            return None  # ignored, or a link out of the tree (refused when the tree is copied)
+        return path.read_bytes() if path.is_file() else None
+    if pkg.kind == "git":
+        repo = repository(str(pkg.source))
+        if not git("ls-tree", "--name-only", str(pkg.commit), "--", LOCK, cwd=repo):
+            return None
+        return git("show", f"{pkg.commit}:{LOCK}", cwd=repo, binary=True)  # type: ignore[return-value]
+    return None
+
+
+def stack_plan(target: Target) -> StackPlan:
+    """Which stack ``target``'s environment gets: the harness's, or its verl's own uv.lock (``--stack verl``) with
+    the interpreter it is made for. TargetError when that lock is no uv.lock; EnvironmentProblem when no Python
+    it supports is found (both one line, exit 2)."""
+    pkg = target.verl
+    if target.stack == "harness":
+        return StackPlan("harness")
+    if pkg.kind not in ("checkout", "git"):
+        what = "the release pinned in the project venv" if pkg.kind == "pinned" else f"a {pkg.kind}"
+        return StackPlan("verl", why=f"{pkg.identity} is {what}, no uv.lock")
+    data = lock_of(pkg)
+    if data is None:
+        return StackPlan("verl", why=f"{pkg.identity} has no uv.lock")
+    lock = Lock.parse(data, f"{pkg.identity}:{LOCK}")
+    python, version = stack_python(lock, uv_bin(), pkg.identity)
+    return StackPlan("verl", lock, python, version)
+
+
+def env_key(target: Target, plan: StackPlan) -> str:
     """16 hex digits of everything the environment depends on."""
     doc = {
         "format": FORMAT,
@@ -76,6 +146,7 @@ def env_key(target: Target) -> str:
         "base": project_site_packages(),
         "verl": target.verl.key(),
         "msprobe": target.msprobe.key(),
+        "stack": plan.key(),
     }
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -90,14 +161,20 @@ def uv_bin() -> str:
     return find_uv_bin()
 
 
-def _run(argv: list[str], what: str, cwd: Path | None = None, jail: dict[str, Any] | None = None) -> str:
-    """``argv``'s stdout; in the target's sandbox when ``jail`` (``sandbox.run``'s key, readable, writable)."""
+def _run(
+    argv: list[str],
+    what: str,
+    cwd: Path | None = None,
+    jail: dict[str, Any] | None = None,
+    timeout: float = PROBE_TIMEOUT_S,
+) -> str:
+    """``argv``'s stdout; in the target's sandbox when ``jail`` (``sandbox.run``'s key, readable, writable, env)."""
     if jail is not None:  # one call per sandbox uid at a time: each ends by killing what its uid left running
         with FileLock(cache_dir() / "envs" / f"{jail['key']}.sandbox.lock"):
-            out = sandbox.run(argv, what=what, cwd=cwd, timeout=PROBE_TIMEOUT_S, **jail)
+            out = sandbox.run(argv, what=what, cwd=cwd, timeout=timeout, **jail)
     else:
         try:
-            out = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, check=False, timeout=PROBE_TIMEOUT_S)
+            out = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, check=False, timeout=timeout)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise InfraError(f"{what}: {exc}") from None
     if out.returncode != 0:
@@ -107,10 +184,22 @@ def _run(argv: list[str], what: str, cwd: Path | None = None, jail: dict[str, An
     return out.stdout
 
 
+def interpreter_home(root: Path) -> list[Path]:
+    """The installation an environment's interpreter links to (``pyvenv.cfg``'s home, its prefix): what a sandbox
+    must read besides the environment (the harness's own interpreter is read anyway)."""
+    try:
+        cfg = (root / "pyvenv.cfg").read_text()
+    except OSError:
+        return []
+    home = next((ln.split("=", 1)[1].strip() for ln in cfg.splitlines() if ln.split("=")[0].strip() == "home"), "")
+    return [Path(home).parent] if home else []
+
+
 def _probe(python: str, *args: str, what: str) -> dict[str, Any]:
     """The probe, in the sandbox of the environment ``python`` belongs to (a target's code is imported there)."""
     root = Path(python).parent.parent
-    jail = {"key": root.name, "readable": [root], "writable": []} if root.parent == cache_dir() / "envs" else None
+    inside = root.parent == cache_dir() / "envs"
+    jail = {"key": root.name, "readable": [root, *interpreter_home(root)], "writable": []} if inside else None
     out = _run([python, "-m", "harness.targets.probe", *args], what, jail=jail)
     line = next((ln for ln in reversed(out.splitlines()) if ln.startswith("HARNESS-PROBE ")), None)
     if line is None:
@@ -179,36 +268,168 @@ def copy_checkout(repo: Path, dst: Path) -> None:
         os.symlink(os.path.relpath(real, (top / f).parent), dst / f)
 
 
-def _build(target: Target, root: Path) -> dict[str, Any]:
-    """uv's venv and the ``.pth`` as the harness (no target code yet), the install in the sandbox: the build
+def _build(target: Target, root: Path, plan: StackPlan) -> tuple[dict[str, Any], StackRecord]:
+    """uv's venv and the ``.pth`` as the harness (no target code yet), the installs in the sandbox: a build
     backend may write this environment and its source tree, nothing else."""
     shutil.rmtree(root, ignore_errors=True)
     uv = uv_bin()
-    base = ["--no-config", "--quiet"]
-    _run([uv, "venv", *base, "--no-python-downloads", "--python", sys.executable, str(root)], f"uv venv {root}")
+    _venv(root, plan.python or sys.executable)
     python = root / "bin" / "python"
     site = Path(_run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], "venv").strip())
-    (site / "_harness_project_venv.pth").write_text(f"import site; site.addsitedir({project_site_packages()!r})\n")
+    record = plan.record()
     tmp_parent = cache_dir() / "tmp"
     tmp_parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=tmp_parent) as tmp:
+        trees: dict[str, str] = {}
+        if plan.lock is None:
+            layered = f"import site; site.addsitedir({project_site_packages()!r})\n"
+            (site / "_harness_project_venv.pth").write_text(layered)
+        else:
+            trees["verl"] = source_tree(target.verl, Path(tmp))
+            record = _install_stack(target, plan, root, Path(trees["verl"]), Path(tmp))
+            _link_harness(root, site)
         for pkg in (target.verl, target.msprobe):
-            if pkg.kind == "pinned":
-                continue
-            source = source_tree(pkg, Path(tmp))
-            install = [uv, "pip", "install", *base, "--python", str(python), "--no-deps", "--no-build-isolation"]
+            if pkg.kind == "pinned" or (plan.lock is not None and pkg.name == "msprobe"):
+                continue  # on a lock's stack msprobe came with its requirements (_install_stack)
+            source = trees.get(pkg.name) or source_tree(pkg, Path(tmp))
+            install = [uv, "pip", "install", *UV_QUIET, "--python", str(python), "--no-deps", "--no-build-isolation"]
             _run(
                 [*install, "--compile-bytecode", source],  # compiled now: a later import writes no .pyc there
                 f"cannot install {pkg.identity} ({pkg.spec}) into {root}",
                 cwd=Path(tmp),
                 jail={
                     "key": root.name,
-                    "readable": [Path(source)] if pkg.kind == "wheel" else [],
+                    "readable": [*interpreter_home(root), *([Path(source)] if pkg.kind == "wheel" else [])],
                     "writable": [root, Path(tmp)],
                     "network": pkg.kind == "release",  # from the package index; else nothing is downloaded
                 },
             )
-    return _probe(str(python), "facts", what=f"probing {root}")
+    return _probe(str(python), "facts", what=f"probing {root}"), record
+
+
+UV_QUIET = ["--no-config", "--quiet"]
+STACK_TIMEOUT_S = 3600  # a lock's stack from the package index: several GB where its torch is a CUDA build
+
+
+def _venv(root: Path, python: str) -> None:
+    shutil.rmtree(root, ignore_errors=True)
+    _run([uv_bin(), "venv", *UV_QUIET, "--no-python-downloads", "--python", python, str(root)], f"uv venv {root}")
+
+
+def _install_stack(target: Target, plan: StackPlan, root: Path, tree: Path, tmp: Path) -> StackRecord:
+    """The verl's uv.lock (its cpu extra) into ``root``: exactly where its sources are reachable, else its versions
+    from the package index; then the harness's runtime requirements and msprobe, held to what is installed. Each
+    install in the sandbox (a lock's git pins and sdists are built: code the pull request names), with network, its
+    downloads in a uv cache of this lock's own, copied (never linked: a later sandbox writes that cache)."""
+    uv, python = uv_bin(), str(root / "bin" / "python")
+    stack = locked_stack(tree, uv, python_version=plan.python_version)  # TargetError: does not resolve
+    assert plan.lock is not None
+    if stack is None or stack.lock.sha256 != plan.lock.sha256:
+        raise InfraError(f"{target.verl.identity}: its uv.lock changed while the environment was made: run again")
+    cache = cache_dir() / "uv" / plan.lock.sha256[:16]
+    cache.mkdir(parents=True, exist_ok=True)
+    uv_opts = [*UV_QUIET, "--python", python, "--cache-dir", str(cache), "--link-mode", "copy"]
+    # the interpreter, and a lock's own local folders (a registry that is a folder of wheels: a runner's mirror)
+    local = {Path(p.where) for p in stack.pins if p.origin != "git" and Path(p.where).is_absolute()}
+    readable = [*interpreter_home(root), *sorted(f for f in local if f.is_dir())]
+    jail: dict[str, Any] = {"key": root.name, "readable": readable, "writable": [root, tmp, cache], "network": True}
+    where = f"{target.verl.identity}'s uv.lock"
+    record: dict[str, Any] = {"requested": "verl", "lock_sha256": plan.lock.sha256, "python": plan.python_version}
+    with FileLock(f"{cache}.lock"):  # one sandbox at a time owns the cache
+        try:
+            _run(
+                [uv, "sync", "--frozen", "--extra", EXTRA, "--no-install-project", *uv_opts],
+                f"uv sync --frozen --extra {EXTRA} of {where}",
+                cwd=tree,
+                jail={**jail, "env": {"UV_PROJECT_ENVIRONMENT": str(root)}},
+                timeout=STACK_TIMEOUT_S,
+            )
+            record |= {"source": "lock"}
+        except InfraError as exc:  # its own sources unreachable (PyTorch's CPU index, git): the package index's
+            requirements, substituted, missing = stack.package_index()
+            if missing:
+                raise EnvironmentProblem(
+                    f"{where} cannot be installed here: {exc}; and the package index has nothing for "
+                    f"{', '.join(missing)}"
+                ) from None
+            _venv(root, str(plan.python))  # nothing half-synced stays
+            listed = tmp / "stack-requirements.txt"
+            listed.write_text("\n".join(requirements) + "\n")
+            _run(
+                [uv, "pip", "install", *uv_opts, "-r", str(listed)],
+                f"{where}'s versions from the package index",
+                jail=jail,
+                timeout=STACK_TIMEOUT_S,
+            )
+            said = str(exc).split(": exit ", 1)[-1]  # uv's own lines, the cause last
+            said = said if len(said) <= 440 else f"{said[:240]} ... {said[-200:]}"
+            why = f"uv sync --frozen failed (exit {said})"
+            record |= {"source": "package index", "why": why, "substituted": substituted}
+        held = tmp / "stack-installed.txt"
+        held.write_text("\n".join(_installed(python)) + "\n")
+        # the harness's requirements, msprobe, and verl's build requirements (its build runs offline, no isolation)
+        wanted, wheel = [*harness_requirements(), *build_requirements(tree)], []
+        if target.msprobe.kind == "wheel":
+            wanted.append(str(target.msprobe.source))
+            wheel.append(Path(str(target.msprobe.source)))
+        else:
+            wanted.append(f"{target.msprobe.distribution}=={target.msprobe.version}")
+        _run(
+            [uv, "pip", "install", *uv_opts, "--constraints", str(held), *wanted],
+            f"the harness's requirements and {target.msprobe.identity} on {where}",
+            jail={**jail, "readable": [*readable, *wheel]},
+            timeout=STACK_TIMEOUT_S,
+        )
+    pinned = {canonicalize_name(p.name) for p in stack.pins}
+    record["added"] = [line for line in _installed(python) if canonicalize_name(line.split("==")[0]) not in pinned]
+    return StackRecord.model_validate(record)
+
+
+def _installed(python: str) -> list[str]:
+    """``name==version`` of every distribution in an environment (read by uv from its metadata, nothing run)."""
+    out = _run([uv_bin(), "pip", "list", *UV_QUIET, "--format", "json", "--python", python], f"uv pip list {python}")
+    try:
+        listed = json.loads(out)
+        return sorted((f"{d['name']}=={d['version']}" for d in listed), key=str.lower)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise InfraError(f"uv pip list --python {python}: not the JSON expected ({exc})") from None
+
+
+def harness_requirements() -> list[str]:
+    """The harness's runtime requirements (its pyproject's dependencies, its extras apart): its modules run inside
+    the target's processes (the CPU plugin and launcher, the embedded workload, the probes), so a lock's stack
+    must hold them too."""
+    from importlib import metadata
+
+    out = []
+    for text in metadata.requires("verl-msprobe-harness") or []:
+        req = Requirement(text)
+        if req.marker is None or req.marker.evaluate({"extra": ""}):
+            out.append(str(req))
+    return out
+
+
+def build_requirements(tree: Path) -> list[str]:
+    """What a source tree's ``[build-system]`` requires (PEP 518); TargetError when its pyproject does not parse."""
+    path = tree / "pyproject.toml"
+    if not path.is_file():
+        return ["setuptools"]  # PEP 517's default backend
+    try:
+        requires = tomllib.loads(path.read_text()).get("build-system", {}).get("requires", ["setuptools"])
+        return [str(Requirement(r)) for r in requires]
+    except (UnicodeDecodeError, ValueError, InvalidRequirement, AttributeError) as exc:
+        raise TargetError(f"{path.name} of the verl under test: [build-system] does not parse ({exc})") from None
+
+
+def _link_harness(root: Path, site: Path) -> None:
+    """The harness importable in a lock's environment, and nothing else of its checkout: a folder holding a link to
+    its package, on the path by a ``.pth``."""
+    import harness
+
+    folder = root / "harness-import"
+    folder.mkdir()
+    (folder / "harness").symlink_to(Path(harness.__file__).parent)
+    (site / "_harness.pth").write_text(f"{folder}\n")
 
 
 def tree_hash(root: Path) -> str:
@@ -240,11 +461,13 @@ _MADE: dict[str, TargetEnv] = {}
 
 
 def ensure_env(target: Target) -> TargetEnv:
-    """The target's environment: the project venv for the pinned target, else made once and reused."""
+    """The target's environment: the project venv for the pinned target on the harness's stack, else made once
+    and reused."""
     started = time.monotonic()
-    if target.pinned:
-        return TargetEnv(target, None, None, facts(), time.monotonic() - started, reused=True)
-    key = env_key(target)
+    plan = stack_plan(target)
+    if target.pinned and plan.lock is None:
+        return TargetEnv(target, None, None, facts(), time.monotonic() - started, reused=True, stack=plan.record())
+    key = env_key(target, plan)
     if key in _MADE:
         return _MADE[key]
     root = cache_dir() / "envs" / key
@@ -254,15 +477,17 @@ def ensure_env(target: Target) -> TargetEnv:
         try:
             doc = json.loads(marker.read_text())
             reused = doc["key"] == key and doc["tree_sha256"] == tree_hash(root)
+            record = StackRecord.model_validate(doc["stack"]) if plan.lock else plan.record()
         except (OSError, ValueError, KeyError):
             reused = False
         if not reused:
             try:
-                facts_made = _build(target, root)
+                facts_made, record = _build(target, root, plan)
             except HarnessError:  # a refused or failed target leaves no half-made environment behind
                 shutil.rmtree(root, ignore_errors=True)
                 raise
             doc = {"key": key, "target": target.model_dump(mode="json"), "facts": facts_made}
+            doc["stack"] = record.model_dump(mode="json")
             doc["tree_sha256"] = tree_hash(root)
             doc["setup_s"] = round(time.monotonic() - started, 3)
             tmp = marker.with_suffix(".tmp")
@@ -275,6 +500,7 @@ def ensure_env(target: Target) -> TargetEnv:
         doc["facts"],
         time.monotonic() - started,
         reused,
+        record,
     )
     check_identity(env)
     _MADE[key] = env
@@ -358,6 +584,7 @@ def environment(env: TargetEnv) -> dict[str, Any]:
     out.update(
         packages_dir=env.facts.get("packages_dir"),
         series=t.series,
+        stack=env.stack.model_dump(mode="json"),
         target=t.verl.identity,
         verl_commit=t.verl.commit,
         verl_dirty=t.verl.dirty,

@@ -26,6 +26,10 @@ from harness.errors import InfraError, TargetError
 
 Kind = Literal["pinned", "release", "wheel", "checkout", "git"]
 Name = Literal["verl", "msprobe"]
+# what the target's environment is installed on: the harness's own stack (its project venv), or the verl's own
+# uv.lock (harness.targets.stack), as verl's CPU jobs install it; a verl without one gets the harness's
+StackChoice = Literal["harness", "verl"]
+STACKS: tuple[StackChoice, ...] = ("harness", "verl")
 DISTRIBUTION: dict[str, str] = {"verl": "verl", "msprobe": "mindstudio-probe"}
 _HEX = re.compile(r"^[0-9a-fA-F]{7,40}$")
 TARGET_HELP = (
@@ -33,7 +37,11 @@ TARGET_HELP = (
     "default: the release pinned in the project venv"
 )
 SERIES_HELP = "the baseline series this run belongs to (default: the ref, or the release)"
-ENV_VARS = {"verl": "HARNESS_VERL", "msprobe": "HARNESS_MSPROBE", "series": "HARNESS_SERIES"}
+STACK_HELP = (
+    "harness: the harness's own stack (its project venv; the default); verl: the verl's own uv.lock, its cpu extra, "
+    "as verl's CPU jobs install it (the harness's stack where it has none); the Python: $HARNESS_STACK_PYTHON"
+)
+ENV_VARS = {"verl": "HARNESS_VERL", "msprobe": "HARNESS_MSPROBE", "series": "HARNESS_SERIES", "stack": "HARNESS_STACK"}
 
 
 def cache_dir() -> Path:
@@ -131,6 +139,7 @@ class Target(BaseModel):
     verl: Package
     msprobe: Package
     series: str
+    stack: StackChoice = "harness"
 
     @property
     def pinned(self) -> bool:
@@ -138,11 +147,12 @@ class Target(BaseModel):
         return self.verl.kind == self.msprobe.kind == "pinned"
 
     def describe(self) -> str:
-        return f"{self.verl.describe()}; {self.msprobe.describe()}; series {self.series}"
+        stack = "; on verl's own uv.lock" if self.stack == "verl" else ""
+        return f"{self.verl.describe()}; {self.msprobe.describe()}; series {self.series}{stack}"
 
     def block(self) -> dict[str, object]:
         """The ``target`` block of run.json and results.json."""
-        out: dict[str, object] = {"series": self.series}
+        out: dict[str, object] = {"series": self.series, "stack": self.stack}
         for p in (self.verl, self.msprobe):
             out[p.name] = {"identity": p.identity, **p.model_dump(exclude={"name"})}
         return out
@@ -313,12 +323,19 @@ def _given(name: str, value: str | None, option: str | None = None) -> tuple[str
 
 
 def parse_target(
-    verl: str | None = None, msprobe: str | None = None, series: str | None = None, verl_option: str = "--verl"
+    verl: str | None = None,
+    msprobe: str | None = None,
+    series: str | None = None,
+    verl_option: str = "--verl",
+    stack: str | None = None,
 ) -> Target:
-    """The target from the options, falling back to HARNESS_VERL / HARNESS_MSPROBE / HARNESS_SERIES;
-    ``verl_option``: the option that gave ``verl`` (``--base``), as its error lines name it."""
+    """The target from the options, falling back to HARNESS_VERL / HARNESS_MSPROBE / HARNESS_SERIES /
+    HARNESS_STACK; ``verl_option``: the option that gave ``verl`` (``--base``), as its error lines name it."""
     (verl, verl_flag), (msprobe, msprobe_flag) = _given("verl", verl, verl_option), _given("msprobe", msprobe)
     series = _given("series", series)[0]
+    stack, stack_flag = _given("stack", stack)
+    if stack is not None and stack not in STACKS:
+        raise TargetError(f"{stack_flag} {stack!r}: one of {', '.join(STACKS)}")
     v = _parse_verl(verl, verl_flag) if verl else _pinned("verl")
     m = _parse_msprobe(msprobe, msprobe_flag) if msprobe else _pinned("msprobe")
-    return Target(verl=v, msprobe=m, series=series or v.series)
+    return Target(verl=v, msprobe=m, series=series or v.series, stack="verl" if stack == "verl" else "harness")

@@ -1,32 +1,39 @@
 """The stack a verl pins in its own ``uv.lock``: what verl's CPU jobs install (``uv run --frozen --all-packages
---extra cpu``) and where each pin comes from.
+--extra cpu``), where each pin comes from, which Python the lock is made for, and what an environment made on it
+ended up holding (``StackRecord``).
 
-verl's lock takes torch from PyTorch's CPU index, some wheels from verl's own wheelhouse and a few packages from git;
-a runner that reaches those gets exactly the lock (``uv sync --frozen``), elsewhere the same versions come from the
-package index where it has them, and the report says which do not (a git commit is no release; a ``+cpu`` build is
-not on the package index). A verl without ``uv.lock`` (releases before verl #7127) has no stack of its own: the
-harness's lock (``.ci/cpu.lock``) is its stack. Read with ``uv export --frozen --offline`` (nothing resolved, nothing
-downloaded); markers are read for the lock's own environment (Python 3.12, Linux x86_64), not this interpreter's.
+verl's lock takes torch from PyTorch's CPU index and a few packages from git; a runner that reaches those gets
+exactly the lock (``uv sync --frozen``, ``harness.targets.environment``), elsewhere the same versions come from the
+package index (a ``+cpu`` build as its public version, a git pin as the release its version names) and the record
+says which were substituted and what the package index added (on Linux x86_64 its torch is the CUDA build: the
+nvidia libraries come with it). A verl without ``uv.lock`` (releases before verl #7127) has no stack of its own:
+the harness's is its stack. Read with ``uv export --frozen --offline`` (nothing resolved, nothing downloaded);
+markers are read for the lock's own environment (Python 3.12, Linux x86_64) unless an interpreter is named.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 from pathlib import Path
 from typing import Literal
 
 import tomllib
-from packaging.markers import default_environment
+from packaging.markers import InvalidMarker, Marker, default_environment
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict
 
-from harness.errors import InfraError, TargetError
+from harness.errors import EnvironmentProblem, InfraError, TargetError
+from harness.targets.spec import StackChoice
 
 LOCK = "uv.lock"
+EXTRA = "cpu"  # the extra verl's CPU jobs install
 PACKAGE_INDEX = "https://pypi.org/simple"
+PYTHON_ENV = "HARNESS_STACK_PYTHON"  # the interpreter a verl stack's environment is made with (uv's --python)
 # the environment verl's lock is made for ([tool.uv] environments): its markers are read there
 LOCK_ENVIRONMENT = {"python_version": "3.12", "python_full_version": "3.12.0", "sys_platform": "linux",
                     "platform_system": "Linux", "platform_machine": "x86_64", "os_name": "posix"}  # fmt: skip
@@ -42,48 +49,122 @@ class Pin(BaseModel):
     where: str  # the index URL, the git URL, the path
 
     def from_package_index(self) -> str | None:
-        """The requirement that gets this pin from the package index, or None where it cannot (a git commit, a
-        path); a local build (``2.11.0+cpu``) as its public version."""
-        if self.origin in ("git", "path", "url"):
+        """The requirement that gets this pin from the package index, or None where nothing there can stand for it
+        (a path, a URL): a local build (``2.11.0+cpu``) as its public version, a git pin as the release its version
+        names (``0.1.9.dev0`` at a commit: ``0.1.9``; the commit itself is no release)."""
+        if self.origin in ("path", "url"):
             return None
         try:
-            return f"{self.name}=={Version(self.version).public}"
+            version = Version(self.version)
         except InvalidVersion:
             return None
+        return f"{self.name}=={version.base_version if self.origin == 'git' else version.public}"
+
+
+class Lock(BaseModel):
+    """What the harness reads of a uv.lock before anything is installed: its identity and the Pythons it is for."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    sha256: str
+    requires_python: str | None
+    environments: list[str]  # the lock's supported-markers (verl's [tool.uv] environments); empty: any
+
+    @classmethod
+    def parse(cls, data: bytes, where: str) -> Lock:
+        """TargetError in one line when ``data`` is no uv.lock."""
+        try:
+            doc = tomllib.loads(data.decode())
+            requires, markers = doc.get("requires-python"), doc.get("supported-markers", [])
+            if not isinstance(requires, str | None) or not isinstance(markers, list):
+                raise ValueError("requires-python or supported-markers of the wrong type")
+        except (UnicodeDecodeError, ValueError) as exc:  # tomllib.TOMLDecodeError is a ValueError
+            raise TargetError(f"{where}: not a uv.lock ({exc}): fix or regenerate it (uv lock)") from None
+        return cls(sha256=hashlib.sha256(data).hexdigest(), requires_python=requires, environments=markers)
+
+    def python_problem(self, version: str) -> str | None:
+        """Why a Python of ``version`` on this host is not one the lock is made for, or None."""
+        env = {**{str(k): str(v) for k, v in default_environment().items()}}
+        env.update(python_version=".".join(version.split(".")[:2]), python_full_version=version)
+        try:
+            if self.requires_python and not SpecifierSet(self.requires_python).contains(version, prereleases=True):
+                return f"the lock requires Python {self.requires_python}"
+            if self.environments and not any(Marker(m).evaluate(env) for m in self.environments):
+                return f"the lock supports {' or '.join(self.environments)} only"
+        except (InvalidSpecifier, InvalidMarker) as exc:
+            return f"the lock's Python constraints do not parse ({exc})"
+        return None
 
 
 class Stack(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    lock_sha256: str
+    lock: Lock
     extra: str
     pins: list[Pin]
 
-    def package_index(self) -> tuple[list[str], list[str]]:
-        """(requirements, notes): the lock's versions from the package index, and every pin that differs there."""
-        requirements, notes = [], []
+    def package_index(self) -> tuple[list[str], list[str], list[str]]:
+        """(requirements, substituted, missing): the lock's versions from the package index, a line for every pin
+        that comes from elsewhere there, and the pins nothing there stands for."""
+        requirements, substituted, missing = [], [], []
         for p in self.pins:
             req = p.from_package_index()
             if req is None:
-                notes.append(
-                    f"{p.name} {p.version} ({p.origin} {p.where}): not on the package index, the harness's own"
-                )
+                missing.append(f"{p.name} {p.version} ({p.origin} {p.where})")
                 continue
             requirements.append(req)
             if p.origin != "package index":
-                notes.append(f"{p.name} {p.version} from {p.where}: {req} from the package index instead")
-        return requirements, notes
+                substituted.append(f"{p.name} {p.version} from {p.origin} {p.where}: {req} from the package index")
+        return requirements, substituted, missing
 
     def lines(self) -> list[str]:
         by: dict[str, int] = {}
         for p in self.pins:
             by[p.origin] = by.get(p.origin, 0) + 1
         key = ", ".join(f"{n} from {o}" for o, n in sorted(by.items()))
-        head = [f"stack: uv.lock (sha256 {self.lock_sha256[:12]}), extra {self.extra}: {len(self.pins)} pins ({key})"]
+        head = [f"stack: uv.lock (sha256 {self.lock.sha256[:12]}), extra {self.extra}: {len(self.pins)} pins ({key})"]
         main = [p for p in self.pins if canonicalize_name(p.name) in ("torch", "transformers", "ray", "numpy")]
         head += [f"  {p.name}=={p.version} ({p.origin}: {p.where})" for p in main]
-        _, notes = self.package_index()
-        return head + [f"  without the lock's own indexes: {n}" for n in notes]
+        _, substituted, missing = self.package_index()
+        return (
+            head
+            + [f"  without the lock's own sources: {n}" for n in substituted]
+            + [f"  without the lock's own sources: {n}: not on the package index" for n in missing]
+        )
+
+
+class StackRecord(BaseModel):
+    """What a target's environment was installed from: recorded with it, in results.json and the reports."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    requested: StackChoice
+    source: Literal["harness", "lock", "package index"]  # lock: exactly (uv sync --frozen)
+    lock_sha256: str | None = None
+    python: str | None = None  # the interpreter's version (None: the harness's own)
+    why: str = ""  # why not the requested one, or not the lock exactly
+    substituted: list[str] = []  # pins installed from elsewhere than the lock says
+    added: list[str] = []  # installed beyond the lock (name==version): what the package index or the harness needs
+
+    def summary(self) -> str:
+        """One line for people."""
+        if self.source == "harness":
+            return "stack: the harness's own (its project venv)" + (f": {self.why}" if self.why else "")
+        how = "exactly (uv sync --frozen)" if self.source == "lock" else "its versions from the package index"
+        lock = f"verl's uv.lock (sha256 {(self.lock_sha256 or '')[:12]}, extra {EXTRA})"
+        line = f"stack: {lock}, {how}, Python {self.python}"
+        if self.substituted:
+            line += f"; {len(self.substituted)} pins substituted"
+        return line + f"; {len(self.added)} installed beyond the lock"
+
+    def lines(self) -> list[str]:
+        out = [self.summary()]
+        if self.why and self.source != "harness":
+            out.append(f"  not exactly the lock: {self.why}")
+        out += [f"  substituted: {s}" for s in self.substituted]
+        if self.added:
+            out.append(f"  beyond the lock: {', '.join(self.added)}")
+        return out
 
 
 def _sources(lock: dict) -> dict[tuple[str, str], tuple[Origin, str]]:
@@ -107,17 +188,15 @@ def _sources(lock: dict) -> dict[tuple[str, str], tuple[Origin, str]]:
     return out
 
 
-def locked_stack(tree: Path, uv: str, extra: str = "cpu") -> Stack | None:
-    """The stack ``tree``'s uv.lock pins for ``extra``; None when it has no uv.lock (the harness's lock then);
-    TargetError in one line when the lock does not parse or does not resolve for ``extra``."""
+def locked_stack(tree: Path, uv: str, extra: str = EXTRA, python_version: str | None = None) -> Stack | None:
+    """The stack ``tree``'s uv.lock pins for ``extra``; None when it has no uv.lock (the harness's then);
+    TargetError in one line when the lock does not parse or does not resolve for ``extra``. Markers are read for
+    ``python_version`` (an interpreter's) where given, else for the lock's Python 3.12."""
     path = tree / LOCK
     if not path.is_file():
         return None
     data = path.read_bytes()
-    try:
-        lock = tomllib.loads(data.decode())
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise TargetError(f"{path}: not a uv.lock ({exc}): fix or regenerate it (uv lock)") from None
+    lock = Lock.parse(data, str(path))
     argv = [uv, "export", "--frozen", "--offline", "--no-config", "--extra", extra, "--no-emit-project",
             "--no-hashes", "--no-header", "--no-annotate", "--format", "requirements.txt"]  # fmt: skip
     try:
@@ -127,8 +206,10 @@ def locked_stack(tree: Path, uv: str, extra: str = "cpu") -> Stack | None:
     if out.returncode != 0:
         why = [ln.strip() for ln in out.stderr.splitlines() if ln.strip()]
         raise TargetError(f"{path} does not resolve for extra {extra!r}: uv: {' | '.join(why)[-400:] or 'no output'}")
-    sources = _sources(lock)
+    sources = _sources(tomllib.loads(data.decode()))
     env = {**{str(k): str(v) for k, v in default_environment().items()}, **LOCK_ENVIRONMENT}
+    if python_version:
+        env.update(python_version=".".join(python_version.split(".")[:2]), python_full_version=python_version)
     pins = []
     for line in out.stdout.splitlines():
         if not line.strip() or line.lstrip().startswith(("#", "-")):
@@ -144,4 +225,39 @@ def locked_stack(tree: Path, uv: str, extra: str = "cpu") -> Stack | None:
         match = [(v, o) for (n, v), o in sources.items() if n == name and (not version or v == version)]
         (ver, (origin, where)) = match[0] if match else (version, ("url", req.url or "?"))
         pins.append(Pin(name=req.name, version=ver, origin=origin, where=where))
-    return Stack(lock_sha256=hashlib.sha256(data).hexdigest(), extra=extra, pins=pins)
+    return Stack(lock=lock, extra=extra, pins=pins)
+
+
+def stack_python(lock: Lock, uv: str, where: str) -> tuple[str, str]:
+    """(path, version) of the interpreter a stack's environment is made with: ``$HARNESS_STACK_PYTHON`` (a path or
+    a version, as uv's ``--python`` takes it), else what uv finds for the lock's requires-python; one line when there
+    is none, or it is not one the lock is made for (a workflow names it: actions/setup-python's python-path)."""
+    given = os.environ.get(PYTHON_ENV)
+    request = given or lock.requires_python or "3"
+    said = f"{PYTHON_ENV}={given}" if given else f"uv's Python for the lock's requires-python {request!r}"
+    try:
+        found = subprocess.run(
+            [uv, "python", "find", "--no-config", "--no-python-downloads", request],
+            capture_output=True, text=True, check=False, timeout=60,
+        )  # fmt: skip
+        path = found.stdout.strip()
+        version = ""
+        if found.returncode == 0 and path:
+            asked = subprocess.run(
+                [path, "-c", "import platform; print(platform.python_version())"],
+                capture_output=True, text=True, check=False, timeout=60,
+            )  # fmt: skip
+            version = asked.stdout.strip()
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise InfraError(f"finding {said}: {exc}") from None
+    if not version:
+        why = " ".join(ln.strip() for ln in found.stderr.splitlines() if ln.strip())[-300:] or "not found"
+        raise EnvironmentProblem(
+            f"{where}'s uv.lock: no Python for it ({said}: {why}): set {PYTHON_ENV} to one it supports"
+        )
+    if problem := lock.python_problem(version):
+        raise EnvironmentProblem(
+            f"{where}'s uv.lock: {said} is Python {version} ({path}), but {problem}: set {PYTHON_ENV} to one it "
+            "supports"
+        )
+    return path, version

@@ -23,7 +23,7 @@ from filelock import FileLock
 from harness.artifacts.crash import Crash, classify, transient
 from harness.artifacts.record import ExecResult, RunRecord
 from harness.artifacts.rundir import MODES, Mode, ScenarioDir
-from harness.errors import EnvironmentProblem, HarnessBug, HarnessError, InfraError
+from harness.errors import EnvironmentProblem, HarnessBug, HarnessError, InfraError, WorkloadError
 from harness.safeio import MB, InputError, Versioned
 from harness.scenario.model import Scenario
 from harness.targets.environment import TargetEnv, check_api, ensure_env, environment
@@ -181,8 +181,13 @@ def ensure_runs(
     with scenario_lock(sdir):
         runs = _load(sdir, session, scenario, env, reuse)
         if runs is None:
-            check_target(scenario, env)
             kind = executor or scenario.executor.kind
+            if kind == "docker" and env.stack.source != "harness":
+                raise WorkloadError(
+                    f"{scenario.name}: {env.stack.summary()}: the docker executor runs the harness's stack only (its "
+                    "image mounts the harness's interpreter): run it with --executor local, or --stack harness"
+                )
+            check_target(scenario, env)
             runs = _run_both(scenario, sdir, session, kind, env, watch := watch or Watch.configure())
             if isinstance(failed := runs.error, InfraError) and failed.transient:
                 # the machine's, and it may pass the next time: one flake would cost a nightly or a whole comparison
