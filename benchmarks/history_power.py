@@ -5,14 +5,15 @@ hours apart, and the real series takes a night per commit.
 
     # 1. the pool, in batches hours apart: rounds of (quiet, +15 % computing, quiet, +15 % waiting) nights, one run each
     flock /tmp/heavy.lock .venv/bin/python benchmarks/history_power.py record --pool P --batch b1 --rounds 7
-    # 2. synthetic series, whole nights resampled from the pool, each night a verl commit of its own; what
+    # 2. synthetic series, whole nights drawn from the pool, each night a verl commit of its own; what
     #    `history check` says night after night (its exit code, through the product's own judge)
     .venv/bin/python benchmarks/history_power.py series --pool P [--seed 1]
     # 3. one series of real nights, one run a night, a verl commit a night in a test repository, a real waiting step
     flock /tmp/heavy.lock .venv/bin/python benchmarks/history_power.py real --out R --nights 12 --step-at 8
 
-Series (``series``), each night's identity rewritten: a date and a verl commit (a made-up sha, 3 first-parent
-commits a night) of its own, the pool night's sources made distinct (a resample is appended as a night of its own):
+Series (``series``): whole nights drawn from the pool (each at most once in a series while the pool lasts), each
+night's identity rewritten: a date and a verl commit (a made-up sha, 3 first-parent commits a night) of its own, the
+pool night's sources made distinct (a drawn night is appended as a night of its own):
 - ``computing`` / ``waiting``: ``--series`` series each, nights 1..K-1 drawn from the quiet pool, nights K.. from the
   kind's (+15 % of each profiled stage: CPU burned, or slept); flagged = the first exit 1, counted within 3 nights
   (K, K+1, K+2), and any exit 1 before K is a false alarm;
@@ -35,6 +36,7 @@ import sys
 import time
 from pathlib import Path
 
+from harness.history.detect import CONFIRM_NIGHTS, MAX_PVALUE, Settings
 from harness.history.night import night_of
 from harness.history.store import History, Night, ScenarioRun, add
 from harness.history.verdict import judge
@@ -110,27 +112,36 @@ def synthetic(night: Night, i: int, tag: str, processor: str | None = None, scal
     return night.model_copy(update={"identity": ident, "id": ident.night_id(), "scenarios": scenarios})
 
 
-def replay(nights: list[Night]) -> list[tuple[int, list[str]]]:
+def draw(rng: random.Random, pool: list[Night], k: int) -> list[Night]:
+    """``k`` nights of ``pool``, each at most once while the pool lasts: a night drawn twice would make two nights of
+    exactly the same figures, a series no runner makes (a segment of them has no spread, and Student's t calls any
+    step beside it significant)."""
+    return rng.sample(pool, k) if k <= len(pool) else rng.choices(pool, k=k)
+
+
+def replay(nights: list[Night], settings: Settings) -> list[tuple[int, list[str]]]:
     """Append the nights one by one and check after each: per night, the exit code and the findings' lines."""
     history = History()
     out = []
     for night in nights:
         history, _ = add(history, night)
-        v = judge(history)
+        v = judge(history, settings)
         out.append((v.exit_code, [f.line for f in v.findings if f.status != "ok"]))
     return out
 
 
-def series(pool: Path, n_series: int, step_at: int, after: int, quiet_nights: int, seed: int) -> None:
+def series(
+    pool: Path, n_series: int, step_at: int, after: int, quiet_nights: int, seed: int, settings: Settings
+) -> None:
     rng = random.Random(seed)
+    print(settings.text())
     nights = pool_nights(pool)
     print("pool:", {k: len(v) for k, v in nights.items()})
     for kind in ("computing", "waiting"):
         flagged, early, within = [], 0, 0
         for j in range(n_series):
-            drawn = [rng.choice(nights["quiet"]) for _ in range(step_at - 1)]
-            drawn += [rng.choice(nights[kind]) for _ in range(after)]
-            codes = [c for c, _ in replay([synthetic(n, i, f"{kind}{j}") for i, n in enumerate(drawn, 1)])]
+            drawn = draw(rng, nights["quiet"], step_at - 1) + draw(rng, nights[kind], after)
+            codes = [c for c, _ in replay([synthetic(n, i, f"{kind}{j}") for i, n in enumerate(drawn, 1)], settings)]
             early += any(c == 1 for c in codes[: step_at - 1])
             first = next((i for i, c in enumerate(codes, 1) if c == 1 and i >= step_at), None)
             flagged.append(first)
@@ -142,8 +153,8 @@ def series(pool: Path, n_series: int, step_at: int, after: int, quiet_nights: in
         )
     false_nights = false_findings = nights_judged = metrics = 0
     for j in range(n_series):
-        drawn = [rng.choice(nights["quiet"]) for _ in range(quiet_nights)]
-        result = replay([synthetic(n, i, f"quiet{j}") for i, n in enumerate(drawn, 1)])
+        drawn = draw(rng, nights["quiet"], quiet_nights)
+        result = replay([synthetic(n, i, f"quiet{j}") for i, n in enumerate(drawn, 1)], settings)
         codes = [c for c, _ in result]
         metrics = len({m for n in drawn for r in n.scenarios["tiny_fsdp_l1"] for m in r.tolerances})
         nights_judged += len(codes)
@@ -155,12 +166,12 @@ def series(pool: Path, n_series: int, step_at: int, after: int, quiet_nights: in
         f"{false_findings} REGRESSED findings"
     )
     for j in range(max(1, n_series // 5)):
-        drawn = [rng.choice(nights["quiet"]) for _ in range(quiet_nights)]
+        drawn = draw(rng, nights["quiet"], quiet_nights)
         half = quiet_nights // 2
         made = [synthetic(n, i, f"cpu{j}", *(("Other CPU model", 1.2) if i > half else (None, 1.0)))
                 for i, n in enumerate(drawn, 1)]  # fmt: skip
-        result = replay(made)
-        last = judge(_history(made))
+        result = replay(made, settings)
+        last = judge(_history(made), settings)
         print(
             f"cpu change series {j}: exit codes by night {''.join(str(c) for c, _ in result)}; at the end: "
             f"{last.total} series, {last.word}"
@@ -175,25 +186,33 @@ def _history(nights: list[Night]) -> History:
 
 
 def real(out: Path, nights: int, step_at: int) -> None:
-    """``nights`` real nights, one run each, verl's commit of that night from a test repository, each appended and
-    checked as a nightly would."""
+    """``nights`` real nights, one run each, verl's commit of that night from a test repository (the waiting step from
+    ``step_at`` on); then ``replay``."""
     sys.path.insert(0, str(ROOT / "tests"))
     from verl_repo import make_nightly_repo
 
     out.mkdir(parents=True, exist_ok=False)
     shas = make_nightly_repo(out / "verl", nights, step_at)
-    history = out / "history.json"
     for i, sha in enumerate(shas, 1):
-        results = out / f"night{i:02d}"
-        rec = run_night(results, "quiet", f"{out / 'verl'}@{sha}")
-        day = (datetime.date(2026, 12, 1) + datetime.timedelta(days=i)).isoformat()
-        append = _harness("history", "append", str(history), str(results), "--date", day, "--runner", "bench")
-        check = _harness("history", "check", str(history))
-        line = rec | {"night": i, "sha": sha, "append": append, "check": check}
+        rec = run_night(out / f"night{i:02d}", "quiet", f"{out / 'verl'}@{sha}") | {"night": i, "sha": sha}
         with (out / "real.jsonl").open("a") as f:
-            f.write(json.dumps(line) + "\n")
-        print(f"night {i} ({sha[:12]}{', the step' if i == step_at else ''}): check exit {check['exit']}")
-        for text in check["out"].splitlines():
+            f.write(json.dumps(rec) + "\n")
+        print(json.dumps(rec), flush=True)
+    replay_real(out)
+
+
+def replay_real(out: Path) -> None:
+    """The real nights appended one by one to a new history with ``harness history append`` (the repository gives
+    each commit's first-parent position), and ``harness history check`` after each: what a nightly would have said."""
+    history = out / "history.json"
+    history.unlink(missing_ok=True)
+    for line in (out / "real.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        day = (datetime.date(2026, 12, 1) + datetime.timedelta(days=rec["night"])).isoformat()
+        append = _harness("history", "append", str(history), rec["dir"], "--date", day, "--runner", "bench")
+        check = _harness("history", "check", str(history))
+        print(f"night {rec['night']} ({rec['sha'][:12]}): append exit {append['exit']}, check exit {check['exit']}")
+        for text in str(check["out"]).splitlines()[1:]:
             print("   ", text)
 
 
@@ -216,15 +235,21 @@ def main() -> None:
     r.add_argument("--after", type=int, default=4, help="nights after the step, the step's own included")
     r.add_argument("--quiet-nights", type=int, default=30)
     r.add_argument("--seed", type=int, default=1)
+    r.add_argument("--max-pvalue", type=float, default=MAX_PVALUE, help="instead of the shipped setting")
+    r.add_argument("--confirm-nights", type=int, default=CONFIRM_NIGHTS, help="instead of the shipped setting")
     r = sub.add_parser("real", help="one series of real nights with a real waiting step")
     r.add_argument("--out", type=Path, required=True)
+    r.add_argument("--replay", action="store_true", help="only check the nights recorded in --out again")
     r.add_argument("--nights", type=int, default=12)
     r.add_argument("--step-at", type=int, default=8)
     a = p.parse_args()
     if a.cmd == "record":
         record(a.pool, a.batch, a.rounds)
     elif a.cmd == "series":
-        series(a.pool, a.series, a.step_at, a.after, a.quiet_nights, a.seed)
+        settings = Settings(max_pvalue=a.max_pvalue, confirm_nights=a.confirm_nights)
+        series(a.pool, a.series, a.step_at, a.after, a.quiet_nights, a.seed, settings)
+    elif a.replay:
+        replay_real(a.out)
     else:
         real(a.out, a.nights, a.step_at)
 

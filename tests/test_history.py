@@ -7,9 +7,12 @@ tests/gate_builders.py, as the harness leaves them. The real nights are benchmar
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from gate_builders import ENV, write_results
+from test_blame import harness
+from verl_repo import VerlRepo
 
 from harness.cli import main
 from harness.history.detect import Settings, changes
@@ -272,8 +275,12 @@ def test_a_broken_history_is_one_line_and_left_alone(tmp_path, capsys, text, sai
 
 
 def test_check_of_a_missing_history(tmp_path, capsys):
-    code, out, _ = _cli(capsys, "check", str(tmp_path / "none.json"))
-    assert code == 2 and "no such file" in out
+    for argv in (["check"], ["accept", "--reason", "r"]):
+        code, _, err = _cli(
+            capsys, argv[0], str(tmp_path / "none.json"), *(["x:y@z"] if len(argv) > 1 else []), *argv[1:]
+        )
+        assert code == 2 and err.startswith("HISTORY ERROR: ") and "no such file" in err
+    assert not list(tmp_path.iterdir())
 
 
 def test_the_written_history_is_versioned(tmp_path, capsys):
@@ -298,3 +305,33 @@ def test_check_help_and_exit_meanings_come_from_outcomes():
     assert outcomes.HISTORY_EXIT == {"regressed": 1, "environment": 2, "suspected": 3, "ok": 0}
     assert outcomes.history_final(["ok", "suspected"], 2, 2) == (3, "INCONCLUSIVE")
     assert outcomes.history_final(["suspected", "regressed"], 1, 2) == (1, "FAIL (1 of 2 overhead series judged)")
+
+
+@pytest.mark.trains
+def test_real_nights_of_verl_commits_appended_and_checked(repo: VerlRepo, cache: Path, small: Path, tmp_path: Path):
+    """Two nights of real trainings (the small tiny_fsdp_l1), a verl commit each from the test repository: the
+    release, then a commit that raises inside a profiled stage (a crashed night: kept, marked, no point, so one night
+    of the series: nothing compared). Their identities come from the runs: verl's commit and first-parent position,
+    the versions, the device kind."""
+    history = tmp_path / "history.json"
+    scenario = str(small / "scenarios" / "tiny_fsdp_l1.yaml")
+    for day, ref in enumerate(("release", "crash"), 1):
+        results = tmp_path / ref
+        run = harness(cache, "run", scenario, "--verl", f"{repo.path}@{getattr(repo, ref)}", "--results", str(results))
+        assert run.returncode == day - 1, run.stdout[-3000:]
+        append = harness(cache, "history", "append", str(history), str(results), "--date", f"2026-11-0{day}")
+        assert append.returncode == 0 and f"{history}: {day} nights" in append.stdout, append.stdout + append.stderr
+    again = harness(cache, "history", "append", str(history), str(tmp_path / "release"), "--date", "2026-11-04")
+    assert again.returncode == 2 and "already in the history as night" in again.stderr
+    nights = History.read(history).nights
+    assert [(n.identity.verl_commit, n.identity.verl_position) for n in nights] == [(repo.release, 1), (repo.crash, 2)]
+    assert {(n.identity.msprobe, n.identity.torch, n.identity.device_kind) for n in nights} == {
+        ("26.2.0", "2.13.0+cpu", "cpu/x86_64")
+    }
+    ok, crashed = (n.scenarios["tiny_fsdp_l1"][0] for n in nights)
+    assert ok.status == "ok" and set(ok.samples[PROFILED]) == {"step2.rank0"}
+    assert crashed.status == "crashed" and "AttributeError" in crashed.why[0] and not crashed.samples
+    check = harness(cache, "history", "check", str(history))
+    assert check.returncode == 2, check.stdout
+    assert f"tiny_fsdp_l1: night {nights[1].id} (2026-11-02) crashed (kept, not a point): verl crashed" in check.stdout
+    assert check.stdout.splitlines()[-1].startswith("history check: NOTHING COMPARED (0 of ")

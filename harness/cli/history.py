@@ -14,7 +14,7 @@ from filelock import FileLock
 
 from harness.history.detect import Settings
 from harness.history.night import night_of
-from harness.history.store import History, add
+from harness.history.store import History, HistoryError, add
 from harness.history.verdict import accept, judge
 from harness.safeio import output_path
 
@@ -35,13 +35,17 @@ def cmd_append(args: argparse.Namespace) -> int:
     return 0
 
 
+def _existing(history: str) -> Path:
+    path = Path(history)
+    if not path.exists():
+        raise HistoryError(f"{path}: no such file (append a night first: history append {path} RESULTS_DIR)")
+    return path
+
+
 def cmd_check(args: argparse.Namespace) -> int:
-    path = Path(args.history)
+    path = _existing(args.history)
     with _lock(path):
         history = History.read(path)
-    if not path.exists():
-        print(f"HISTORY ERROR: {path}: no such file (append a night first: history append {path} RESULTS_DIR)")
-        return 2
     verdict = judge(history, Settings(confirm_nights=args.confirm_nights))
     for line in verdict.lines():
         print(line)
@@ -49,11 +53,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_accept(args: argparse.Namespace) -> int:
-    path = output_path(args.history, "HISTORY")
+    path = _existing(args.history)
     with _lock(path):
-        if not path.exists():
-            print(f"HISTORY ERROR: {path}: no such file")
-            return 2
         history = accept(History.read(path), args.change, args.reason)
         history.write(path)
     print(f"accepted {args.change}: {args.reason.strip()!r}; later nights stop failing on it")
