@@ -28,10 +28,10 @@ from harness.history.series import Point, Series
 
 # The settings the harness ships, judged by benchmarks/history_power.py (docs/history.md: detections within three
 # nights of a +15 % step, false alarms over quiet nights).
-MAX_PVALUE = 0.01  # Otava's significance level for a change point
+MAX_PVALUE = 0.001  # Otava's significance level for a change point
 WINDOW = 30  # Otava's sliding window, in nights
 CONFIRM_NIGHTS = 2  # further nights a change point must stay significant over to be confirmed
-CONFIDENCE = 0.99  # the interval of a change's size
+CONFIDENCE = 0.95  # the interval of a change's size: a regression's lower bound is past the tolerance
 
 
 @dataclass(frozen=True)
@@ -39,11 +39,12 @@ class Settings:
     max_pvalue: float = MAX_PVALUE
     window: int = WINDOW
     confirm_nights: int = CONFIRM_NIGHTS
+    confidence: float = CONFIDENCE
 
     def text(self) -> str:
         return (
             f"Otava E-Divisive, p <= {self.max_pvalue:g}, window {self.window} nights, confirmed after "
-            f"{self.confirm_nights} further nights"
+            f"{self.confirm_nights} further nights, sizes at {self.confidence:.0%}"
         )
 
 
@@ -90,7 +91,7 @@ def _otava() -> Any:
     return compute_change_points
 
 
-def _interval(before: list[float], after: list[float]) -> tuple[float, float, float]:
+def _interval(before: list[float], after: list[float], confidence: float) -> tuple[float, float, float]:
     """after/before in logs, with Student's t interval over the nights (one night a side: no spread, unbounded)."""
     delta = statistics.fmean(after) - statistics.fmean(before)
     dof = len(before) + len(after) - 2
@@ -98,7 +99,7 @@ def _interval(before: list[float], after: list[float]) -> tuple[float, float, fl
         return delta, -math.inf, math.inf
     spread = sum((x - statistics.fmean(s)) ** 2 for s in (before, after) for x in s) / dof
     se = math.sqrt(spread * (1 / len(before) + 1 / len(after)))
-    half = float(sps.t.ppf(0.5 + CONFIDENCE / 2, dof)) * se
+    half = float(sps.t.ppf(0.5 + confidence / 2, dof)) * se
     return delta, delta - half, delta + half
 
 
@@ -114,7 +115,7 @@ def changes(series: Series, settings: Settings) -> list[Change]:
     for i, at in enumerate(cuts):
         start = cuts[i - 1] if i else 0
         end = cuts[i + 1] if i + 1 < len(cuts) else len(values)
-        delta, lo, hi = _interval(values[start:at], values[at:end])
+        delta, lo, hi = _interval(values[start:at], values[at:end], settings.confidence)
         further = len(values) - 1 - at
         out.append(
             Change(

@@ -1,12 +1,15 @@
 """``history check``: every overhead series of a history through the detector, each change point judged and blamed.
 
 A change point is a regression when the figure got slower by at least its tolerance (the one the gate judges it by,
-stored with each night). Confirmed, it fails the check (exit 1) with the verl commits between the last night before
-and the first after, or, when msprobe changed between those two nights, msprobe named as the likely cause. Where
-torch or the image changed there, the environment is the likely cause: no verdict on verl, and the check says so
-with exit 2 until a person accepts the change. A regression still waiting for its further nights is SUSPECTED
-(exit 3). Improvements, changes within tolerance and accepted changes are reported and pass. Disk and dump structure
-keep their exact per-night gate (``harness gate``); the history judges overhead, the figure one night cannot decide.
+stored with each night), its whole interval included: the detector picks the night that splits a series best, so the
+significance of that split is optimistic, and a series of quiet nights would otherwise cry wolf (benchmarks/
+history_power.py). Confirmed, it fails the check (exit 1) with the verl commits between the last night before and
+the first after, or, when msprobe changed between those two nights, msprobe named as the likely cause. Where torch or
+the image changed there, the environment is the likely cause: no verdict on verl, and the check says so with exit 2
+until a person accepts the change. A regression still waiting for its further nights, or whose interval still
+reaches below the tolerance, is SUSPECTED (exit 3). Improvements, changes within tolerance and accepted changes are
+reported and pass. Disk and dump structure keep their exact per-night gate (``harness gate``); the history judges
+overhead, the figure one night cannot decide.
 """
 
 from __future__ import annotations
@@ -111,11 +114,15 @@ def finding(change: Change, settings: Settings, accepted: list[Acceptance]) -> F
         return Finding(change, "ok", f"improved: {where}; {cause} {ok}")
     if change.size - 1 < tolerance:
         return Finding(change, "ok", f"within tolerance ({tolerance:.1%}): {where} {ok}")
-    if not change.confirmed:
+    if not change.confirmed or change.low - 1 < tolerance:
         more = settings.confirm_nights - change.further
+        wait = (
+            f"confirmed or dropped after {more} more night{'s' if more > 1 else ''}"
+            if not change.confirmed
+            else f"its interval still reaches below the tolerance ({tolerance:.1%}): decided as nights are added"
+        )
         status: outcomes.HistoryStatus = "suspected"
-        return Finding(change, status, f"{outcomes.HISTORY_WORDS[status]}: {where}; {cause}; confirmed or dropped "
-                       f"after {more} more night{'s' if more > 1 else ''} {ok}")  # fmt: skip
+        return Finding(change, status, f"{outcomes.HISTORY_WORDS[status]}: {where}; {cause}; {wait} {ok}")
     status = "environment" if env else "regressed"
     return Finding(change, status, f"{outcomes.HISTORY_WORDS[status]}: {where}; tolerance {tolerance:.1%}; {cause}; "
                    f"accept an intended change: history accept HISTORY {change.name} --reason TEXT")  # fmt: skip
