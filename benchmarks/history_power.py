@@ -29,14 +29,16 @@ import argparse
 import datetime
 import hashlib
 import json
+import math
 import os
 import random
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
-from harness.history.detect import CONFIRM_NIGHTS, MAX_PVALUE, Settings
+from harness.history.detect import CONFIDENCE, CONFIRM_NIGHTS, MAX_PVALUE, Settings
 from harness.history.night import night_of
 from harness.history.store import History, Night, ScenarioRun, add
 from harness.history.verdict import judge
@@ -138,33 +140,34 @@ def series(
     nights = pool_nights(pool)
     print("pool:", {k: len(v) for k, v in nights.items()})
     for kind in ("computing", "waiting"):
-        flagged, early, within = [], 0, 0
+        lag: Counter[str] = Counter()
+        early = 0
         for j in range(n_series):
             drawn = draw(rng, nights["quiet"], step_at - 1) + draw(rng, nights[kind], after)
-            codes = [c for c, _ in replay([synthetic(n, i, f"{kind}{j}") for i, n in enumerate(drawn, 1)], settings)]
+            result = replay([synthetic(n, i, f"{kind}{j}") for i, n in enumerate(drawn, 1)], settings)
+            codes = [c for c, _ in result]
             early += any(c == 1 for c in codes[: step_at - 1])
             first = next((i for i, c in enumerate(codes, 1) if c == 1 and i >= step_at), None)
-            flagged.append(first)
-            within += first is not None and first <= step_at + 2
-            print(f"{kind} series {j}: exit codes by night {''.join(map(str, codes))}; first exit 1 at night {first}")
-        print(
-            f"{kind}: flagged within 3 nights of the step (night {step_at}) in {within} of {n_series}; series with "
-            f"an exit 1 before the step: {early}"
-        )
-    false_nights = false_findings = nights_judged = metrics = 0
+            lag[f"+{first - step_at}" if first else "never"] += 1
+            flagged = sorted({_metric(line) for line in result[first - 1][1]} if first else set())
+            print(f"{kind} series {j}: exit codes by night {''.join(map(str, codes))}; first exit 1 at night {first} "
+                  f"{flagged}")  # fmt: skip
+        within = sum(lag[f"+{d}"] for d in range(3))
+        print(f"{kind}: flagged (exit 1) within 3 nights of the step (nights {step_at}-{step_at + 2}) in {within} of "
+              f"{n_series}; first exit 1 at {dict(sorted(lag.items()))}; series with an exit 1 before the step: "
+              f"{early}")  # fmt: skip
+    exits: Counter[int] = Counter()
+    regressed: Counter[str] = Counter()
+    metrics: set[str] = set()
     for j in range(n_series):
         drawn = draw(rng, nights["quiet"], quiet_nights)
         result = replay([synthetic(n, i, f"quiet{j}") for i, n in enumerate(drawn, 1)], settings)
-        codes = [c for c, _ in result]
-        metrics = len({m for n in drawn for r in n.scenarios["tiny_fsdp_l1"] for m in r.tolerances})
-        nights_judged += len(codes)
-        false_nights += sum(c == 1 for c in codes)
-        false_findings += sum(line.startswith("REGRESSED") for _, lines in result for line in lines)
-        print(f"quiet series {j}: exit codes by night {''.join(map(str, codes))}")
-    print(
-        f"quiet: {nights_judged} nights x {metrics} overhead metrics: {false_nights} nights with exit 1, "
-        f"{false_findings} REGRESSED findings"
-    )
+        metrics |= {m for n in drawn for r in n.scenarios["tiny_fsdp_l1"] for m in r.tolerances}
+        exits.update(c for c, _ in result)
+        regressed.update(_metric(line) for _, lines in result for line in lines if line.startswith("REGRESSED"))
+        print(f"quiet series {j}: exit codes by night {''.join(str(c) for c, _ in result)}")
+    print(f"quiet: {n_series} series x {quiet_nights} nights x {len(metrics)} overhead metrics: exit codes "
+          f"{dict(sorted(exits.items()))}; REGRESSED (night x metric): {dict(regressed) or 0}")  # fmt: skip
     for j in range(max(1, n_series // 5)):
         drawn = draw(rng, nights["quiet"], quiet_nights)
         half = quiet_nights // 2
@@ -172,10 +175,52 @@ def series(
                 for i, n in enumerate(drawn, 1)]  # fmt: skip
         result = replay(made, settings)
         last = judge(_history(made), settings)
-        print(
-            f"cpu change series {j}: exit codes by night {''.join(str(c) for c, _ in result)}; at the end: "
-            f"{last.total} series, {last.word}"
-        )
+        blamed = [f.line for f in last.findings if f.status != "ok"]
+        print(f"cpu change series {j} (another CPU model from night {half + 1}, its ratios x1.2): exit codes by night "
+              f"{''.join(str(c) for c, _ in result)}; at the end: {last.total} series, {last.word}; not ok: "
+              f"{blamed or 'none'}")  # fmt: skip
+
+
+def noise(pool: Path, spreads: list[float], n_series: int, step_at: int, settings: Settings, seed: int) -> None:
+    """What night-to-night spread the settings need (a simulation, not a measurement): a pool night's figures
+    replaced by a level times a Gaussian offset of ``spread`` (in logs, the same offset for every figure of the
+    night, its samples kept around it), +15 % from night ``step_at``; flagged within 3 nights, and exit 1 over
+    quiet series of 30 nights."""
+    rng = random.Random(seed)
+    template = pool_nights(pool)["quiet"][0]
+    print(settings.text())
+
+    def made(i: int, tag: str, spread: float, factor: float) -> Night:
+        offset = factor * math.exp(rng.gauss(0, spread))
+        n = synthetic(template, i, tag)
+        runs = [
+            r.model_copy(
+                update={
+                    "figures": {m: v * offset if m in r.tolerances else v for m, v in r.figures.items()},
+                    "samples": {m: {k: v * offset for k, v in x.items()} for m, x in r.samples.items()},
+                }
+            )
+            for r in n.scenarios["tiny_fsdp_l1"]
+        ]
+        return n.model_copy(update={"scenarios": {"tiny_fsdp_l1": runs}})
+
+    for spread in spreads:
+        within = 0
+        for j in range(n_series):
+            nights = [made(i, f"n{spread}/{j}", spread, 1.15 if i >= step_at else 1.0) for i in range(1, step_at + 3)]
+            codes = [c for c, _ in replay(nights, settings)]
+            within += 1 in codes[step_at - 1 :]
+        quiet: Counter[int] = Counter()
+        for j in range(n_series):
+            nights = [made(i, f"q{spread}/{j}", spread, 1.0) for i in range(1, 31)]
+            quiet.update(c for c, _ in replay(nights, settings))
+        print(f"night-to-night spread {spread:.1%}: +15 % flagged within 3 nights in {within} of {n_series}; "
+              f"{n_series} quiet series of 30 nights: exit codes {dict(sorted(quiet.items()))}")  # fmt: skip
+
+
+def _metric(line: str) -> str:
+    """The figure a finding's line names (``REGRESSED: tiny_fsdp_l1 overhead.wall.profiled (...)``)."""
+    return line.split(": ", 1)[1].split(" ")[1]
 
 
 def _history(nights: list[Night]) -> History:
@@ -221,6 +266,16 @@ def _harness(*args: str) -> dict[str, object]:
     return {"exit": proc.returncode, "out": proc.stdout + proc.stderr}
 
 
+def _settings(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-pvalue", type=float, default=MAX_PVALUE, help="instead of the shipped setting")
+    p.add_argument("--confirm-nights", type=int, default=CONFIRM_NIGHTS, help="instead of the shipped setting")
+    p.add_argument("--confidence", type=float, default=CONFIDENCE, help="instead of the shipped setting")
+
+
+def _chosen(a: argparse.Namespace) -> Settings:
+    return Settings(max_pvalue=a.max_pvalue, confirm_nights=a.confirm_nights, confidence=a.confidence)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -235,8 +290,14 @@ def main() -> None:
     r.add_argument("--after", type=int, default=4, help="nights after the step, the step's own included")
     r.add_argument("--quiet-nights", type=int, default=30)
     r.add_argument("--seed", type=int, default=1)
-    r.add_argument("--max-pvalue", type=float, default=MAX_PVALUE, help="instead of the shipped setting")
-    r.add_argument("--confirm-nights", type=int, default=CONFIRM_NIGHTS, help="instead of the shipped setting")
+    _settings(r)
+    r = sub.add_parser("noise", help="a simulation: the night-to-night spread the settings need")
+    r.add_argument("--pool", type=Path, required=True, help="one quiet night of it is the template")
+    r.add_argument("--spread", type=float, action="append", required=True, help="in logs (0.05: about 5 %%)")
+    r.add_argument("--series", type=int, default=10)
+    r.add_argument("--step-at", type=int, default=10)
+    r.add_argument("--seed", type=int, default=1)
+    _settings(r)
     r = sub.add_parser("real", help="one series of real nights with a real waiting step")
     r.add_argument("--out", type=Path, required=True)
     r.add_argument("--replay", action="store_true", help="only check the nights recorded in --out again")
@@ -246,8 +307,9 @@ def main() -> None:
     if a.cmd == "record":
         record(a.pool, a.batch, a.rounds)
     elif a.cmd == "series":
-        settings = Settings(max_pvalue=a.max_pvalue, confirm_nights=a.confirm_nights)
-        series(a.pool, a.series, a.step_at, a.after, a.quiet_nights, a.seed, settings)
+        series(a.pool, a.series, a.step_at, a.after, a.quiet_nights, a.seed, _chosen(a))
+    elif a.cmd == "noise":
+        noise(a.pool, a.spread, a.series, a.step_at, _chosen(a), a.seed)
     elif a.replay:
         replay_real(a.out)
     else:
