@@ -165,6 +165,10 @@ def test_accepted_change_stops_failing_and_is_shown():
     v = judge(h)
     assert v.exit_code == 0
     assert all(f.line.startswith("accepted: ") and "on purpose" in f.line for f in v.findings)
+    held = judge(h.model_copy(update={"nights": h.nights[:7]})).lines()  # the change gone: the acceptance still said
+    assert any(
+        n.startswith("accepted tiny:overhead.wall.") and n.endswith("no change point is there now") for n in held
+    )
     with pytest.raises(HistoryError, match="no such change point in the history now"):
         accept(h, "tiny:overhead.wall.profiled@0000000000", "why")
     with pytest.raises(HistoryError, match="already accepted"):

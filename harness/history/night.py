@@ -10,6 +10,7 @@ appended with.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import platform
 import re
@@ -30,8 +31,10 @@ AGREED = ("verl", "verl_commit", "series", "msprobe", "torch", "device_kind", "p
 
 
 def fingerprint(obs: Observation) -> str:
-    """The results.json's trainings (argv, exits, wall times) and its scenario: the same for a copy of the dir."""
-    return hashlib.sha256(f"{obs.scenario}\n{obs.trainings}".encode()).hexdigest()[:16]
+    """The scenario, its trainings (argv, exits, wall times) and its figures: the same for a copy of the dir, never
+    for two runs."""
+    figures = json.dumps(obs.figures, sort_keys=True)
+    return hashlib.sha256(f"{obs.scenario}\n{obs.trainings}\n{figures}".encode()).hexdigest()[:16]
 
 
 def scenario_run(obs: Observation) -> ScenarioRun:

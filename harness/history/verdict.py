@@ -142,6 +142,12 @@ def judge(history: History, settings: Settings | None = None) -> Verdict:
         verdict.notes.append("no nights in the history: append one (history append HISTORY RESULTS_DIR)")
     elif judged == 0:
         verdict.notes.append(f"{len(history.nights)} night(s): a series needs two nights or more to be judged")
+    held = {id(f.accepted) for f in found if f.accepted is not None}
+    verdict.notes += [
+        f"accepted {a.change} ({a.accepted}): {a.reason!r}; no change point is there now"
+        for a in history.accepted
+        if id(a) not in held
+    ]
     verdict.exit_code, verdict.word = outcomes.history_final((f.status for f in found), judged, verdict.total)
     return verdict
 
