@@ -95,3 +95,35 @@ def check_outcome(result: Judged, expected_failure: bool = False) -> CheckOutcom
 def check_exit(outcome: CheckOutcome) -> int:
     """A check outcome's exit code: a strict xfail that passes (the gap or bug is fixed) fails, so it is removed."""
     return {"fail": EXIT_FAIL, "xpass": EXIT_FAIL, "inconclusive": EXIT_INCONCLUSIVE}.get(outcome, EXIT_PASS)
+
+
+# ``history check`` (harness.history): what a change point of an overhead series, decided across nights, says.
+# ``regressed``: confirmed (still significant after the shipped number of further nights) and at least the figure's
+# tolerance slower, with verl or msprobe the likely cause (exit 1); ``environment``: the same, but torch or the image
+# changed between the two nights (no verdict on verl: exit 2 until a person accepts it); ``suspected``: a regression
+# waiting for its further nights (exit 3); ``ok``: accepted, an improvement, or within tolerance.
+HistoryStatus = Literal["regressed", "environment", "suspected", "ok"]
+HISTORY_EXIT: dict[HistoryStatus, int] = {
+    "regressed": EXIT_FAIL,
+    "environment": EXIT_ERROR,
+    "suspected": EXIT_INCONCLUSIVE,
+    "ok": EXIT_PASS,
+}
+HISTORY_WORDS: dict[HistoryStatus, str] = {
+    "regressed": "REGRESSED",
+    "environment": "CHANGED WITH THE ENVIRONMENT (not a verdict on verl)",
+    "suspected": "SUSPECTED (waits for more nights)",
+    "ok": "ok",
+}
+
+
+def history_final(statuses: Iterable[HistoryStatus], judged: int, total: int) -> tuple[int, str]:
+    """``history check``'s exit code and last words over ``total`` overhead series, ``judged`` of which had two nights
+    or more: none judged is NOTHING COMPARED (exit 2), never a pass."""
+    code = EXIT_PASS
+    for status in statuses:
+        code = worse(code, HISTORY_EXIT[status])
+    if judged == 0:
+        return EXIT_ERROR, f"{NOTHING_COMPARED} (0 of {total} overhead series had two nights or more)"
+    word = {EXIT_FAIL: "FAIL", EXIT_ERROR: "FAIL", EXIT_INCONCLUSIVE: "INCONCLUSIVE"}.get(code, "PASS")
+    return code, word if judged == total else f"{word} ({judged} of {total} overhead series judged)"

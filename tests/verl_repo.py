@@ -273,3 +273,28 @@ def make_verl_repo(root: Path) -> VerlRepo:
         root, release, bad, neutral, drift, numerics, crash, newdep, kwarg, patch, wait, annotation, bloat, gc, profile,
         profile_actor, wait_short, fp32,
     )  # fmt: skip
+
+
+def make_nightly_repo(root: Path, nights: int, step_at: int) -> list[str]:
+    """verl's main as a nightly sees it: ``nights`` commits on one first-parent line, one a night, the first the
+    installed release; from night ``step_at`` (1-based) on, the profiler's start backs off ``WAIT_SHORT_S`` before each
+    stage's dump (``wait_short``'s change: a slowdown that waits, in every profiled stage), the other commits a
+    comment each. Returns the commits, night 1 first."""
+    base = make_verl_repo(root)
+    shas = [base.release]
+    for night in range(2, nights + 1):
+        path = root / PROFILE
+        text = path.read_text()
+        if night == step_at:
+            text = re.sub(
+                PROFILER_START,
+                rf"\1import time\n\n\1time.sleep({WAIT_SHORT_S})  # let the previous stage's dump settle\n\g<0>",
+                text,
+                count=1,
+                flags=re.M,
+            )
+        path.write_text(text + f"# night {night}\n")
+        subject = "precision_debugger: a short back-off before each stage's dump" if night == step_at else "comment"
+        git(root, "commit", "-q", "-am", f"{subject} (night {night})")
+        shas.append(git(root, "rev-parse", "HEAD"))
+    return shas

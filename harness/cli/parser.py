@@ -15,6 +15,7 @@ from harness.cli import (
     dry_run,
     gate,
     github,
+    history,
     image,
     junit_merge,
     numerics,
@@ -28,6 +29,8 @@ from harness.cli import (
 from harness.gate.baseline import DEFAULT_POLICY
 from harness.gate.numerics.compare import ENGINES
 from harness.outcomes import ACCEPT_LABEL
+from harness.history.detect import CONFIRM_NIGHTS
+from harness.history.store import KEEP_NIGHTS
 from harness.pipeline import options as shared
 from harness.scenario.model import ExecutorSettings
 from harness.scenario.settings import EXECUTORS
@@ -238,7 +241,43 @@ def build() -> argparse.ArgumentParser:
     p.add_argument("--executor", choices=list(EXECUTORS))
     p.add_argument("--msprobe", metavar="SPEC", help="the msprobe of every probe: a version or a .whl")
     p.set_defaults(func=bisect.cmd_bisect)
+    _history(sub)
     return parser
+
+
+def _history(sub: argparse._SubParsersAction) -> None:
+    help = "overhead decided across nights: append a night, check for change points, accept an intended change"
+    h = sub.add_parser("history", help=f"{help} (docs/history.md)").add_subparsers(
+        dest="history_command", required=True
+    )
+    p = h.add_parser("append", help="add one night: every figure of every scenario of a results dir, its identity")
+    p.add_argument("history", metavar="HISTORY", help="the history file (made when absent)")
+    p.add_argument("results", metavar="RESULTS_DIR")
+    p.add_argument("--date", help="the night's day, YYYY-MM-DD (default: today, UTC)")
+    p.add_argument("--runner", help="the runner's name (default: $RUNNER_NAME, else the host's name)")
+    p.add_argument("--verl-repo", metavar="REPO", help="a verl clone: the commit's position in verl's first-parent "
+                   "history (default: the target's own repository when it is a local one)")  # fmt: skip
+    p.add_argument("--keep", type=_positive, default=KEEP_NIGHTS, metavar="N",
+                   help=f"nights kept: the oldest past N are pruned, and said (default {KEEP_NIGHTS})")  # fmt: skip
+    p.set_defaults(func=history.cmd_append)
+    p = h.add_parser("check", help="change points of every overhead series: exit 1 a confirmed regression, 3 a "
+                     "suspected one, 2 bad input or nothing compared, 0 none")  # fmt: skip
+    p.add_argument("history", metavar="HISTORY")
+    p.add_argument("--confirm-nights", type=_positive, default=CONFIRM_NIGHTS, metavar="K",
+                   help=f"further nights a change point stays significant over to be confirmed (default "
+                   f"{CONFIRM_NIGHTS})")  # fmt: skip
+    p.set_defaults(func=history.cmd_check)
+    p = h.add_parser("accept", help="acknowledge an intended change: later nights stop failing on it")
+    p.add_argument("history", metavar="HISTORY")
+    p.add_argument("change", metavar="CHANGE", help="as the check prints it: SCENARIO:METRIC@NIGHT")
+    p.add_argument("--reason", required=True, help="why the change is intended (reports show it)")
+    p.set_defaults(func=history.cmd_accept)
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of 1 or more")
+    return int(text)
 
 
 def _policy_args(p: argparse.ArgumentParser) -> None:

@@ -1,0 +1,61 @@
+"""``python -m harness history``: the nightly's overhead decided across nights (docs/history.md).
+
+``append HISTORY RESULTS_DIR`` adds a night, ``check HISTORY`` runs the change-point detector over every overhead
+series (exit 1 a confirmed regression, 3 a suspected one waiting for nights, 2 bad input or nothing compared, 0
+none), ``accept HISTORY CHANGE --reason TEXT`` acknowledges an intended change. Each writes the history whole to a
+new file renamed over the old one, under a lock beside it (two nightlies of one history never lose a night)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from filelock import FileLock
+
+from harness.history.detect import Settings
+from harness.history.night import night_of
+from harness.history.store import History, HistoryError, add
+from harness.history.verdict import accept, judge
+from harness.safeio import output_path
+
+
+def _lock(history: Path) -> FileLock:
+    return FileLock(str(history.with_name(f".{history.name}.lock")))
+
+
+def cmd_append(args: argparse.Namespace) -> int:
+    path = output_path(args.history, "HISTORY", [args.results])
+    night = night_of(Path(args.results), args.date, args.runner, Path(args.verl_repo) if args.verl_repo else None)
+    with _lock(path):
+        history, lines = add(History.read(path), night, args.keep)
+        history.write(path)
+    for line in lines:
+        print(line)
+    print(f"{path}: {len(history.nights)} nights")
+    return 0
+
+
+def _existing(history: str) -> Path:
+    path = Path(history)
+    if not path.exists():
+        raise HistoryError(f"{path}: no such file (append a night first: history append {path} RESULTS_DIR)")
+    return path
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    path = _existing(args.history)
+    with _lock(path):
+        history = History.read(path)
+    verdict = judge(history, Settings(confirm_nights=args.confirm_nights))
+    for line in verdict.lines():
+        print(line)
+    return verdict.exit_code
+
+
+def cmd_accept(args: argparse.Namespace) -> int:
+    path = _existing(args.history)
+    with _lock(path):
+        history = accept(History.read(path), args.change, args.reason)
+        history.write(path)
+    print(f"accepted {args.change}: {args.reason.strip()!r}; later nights stop failing on it")
+    return 0

@@ -1,0 +1,149 @@
+"""One night from a results dir: every scenario's figures and samples, the night's identity.
+
+Read through the gate's one reader of results dirs (``gate.observe``), so a night holds what the gate and the reports
+see. A scenario whose training crashed (verl or msprobe) or failed (the runner, the harness) is kept with its lines
+and marked; it is no point of any overhead series. Each overhead figure carries its tolerance as the gate would judge
+it (``gate.baseline.floor``), so a later ``history check`` judges every night's figure by the tolerance it was
+appended with.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from harness.artifacts.figures import family, parse, samples_of
+from harness.checks.results import read_results
+from harness.errors import BaselineError, HarnessError
+from harness.gate.baseline import floor
+from harness.gate.observe import Observation, observe_dir
+from harness.history.store import DATE, HistoryError, Identity, Night, RunStatus, ScenarioRun
+from harness.targets.spec import git
+
+# identity fields every scenario of one results dir must agree on: one night runs on one machine and one install
+AGREED = ("verl", "verl_commit", "series", "msprobe", "torch", "device_kind", "processor", "image")
+
+
+def fingerprint(obs: Observation) -> str:
+    """The scenario, its trainings (argv, exits, wall times) and its figures: the same for a copy of the dir, never
+    for two runs."""
+    figures = json.dumps(obs.figures, sort_keys=True)
+    return hashlib.sha256(f"{obs.scenario}\n{obs.trainings}\n{figures}".encode()).hexdigest()[:16]
+
+
+def scenario_run(obs: Observation) -> ScenarioRun:
+    status: RunStatus = "crashed" if obs.crashes or obs.known_crash else "error" if obs.errors else "ok"
+    why = obs.crashes or ([obs.known_crash] if obs.known_crash else obs.errors)
+    numbers = {
+        m: float(v)
+        for m, v in obs.figures.items()
+        if isinstance(v, int | float) and not isinstance(v, bool) and parse(m).kind != "overhead.sample"
+    }
+    overhead = sorted(m for m in numbers if family(m) == "overhead")
+    return ScenarioRun(
+        source=fingerprint(obs),
+        status=status,
+        why=list(why),
+        figures=numbers,
+        samples={m: s for m in overhead if (s := samples_of(m, obs.figures))},
+        tolerances={m: floor(m) for m in overhead},
+    )
+
+
+def _processor(env: dict[str, Any]) -> str:
+    """The NPU type where the device has a name of its own (Ascend), else the CPU model."""
+    return str(env.get("device_name") or env.get("cpu_model") or "?")
+
+
+def first_parent_position(commit: str, repo: Path) -> int:
+    """How many commits verl's first-parent line holds up to ``commit``: its place on the x-axis of every series."""
+    return int(str(git("rev-list", "--first-parent", "--count", commit, cwd=repo)))
+
+
+def _position(commit: str | None, repo: Path | None, source: str | None) -> int | None:
+    """The commit's position, from ``repo`` (``--verl-repo``) or else the target's own repository when it is a
+    local one; None for a release."""
+    if not commit:
+        return None
+    where = repo or (Path(source) if source and "://" not in source and Path(source).is_dir() else None)
+    if where is None:
+        return None
+    try:
+        return first_parent_position(commit, where)
+    except HarnessError as exc:
+        raise HistoryError(f"--verl-repo {where}: {exc} (the repository verl's commit {commit[:12]} is from)") from None
+
+
+def identity_of(observations: dict[str, Observation], date: str, runner: str, verl_repo: Path | None) -> Identity:
+    """The night's identity from its scenarios' environments; HistoryError naming the first field two scenarios
+    disagree on."""
+    fields: dict[str, dict[str, Any]] = {}
+    for name, obs in sorted(observations.items()):
+        env = obs.environment
+        fields[name] = {
+            "verl": str(env.get("verl") or "?"),
+            "verl_commit": env.get("verl_commit"),
+            "series": env.get("series"),
+            "msprobe": env.get("mindstudio-probe"),
+            "torch": env.get("torch"),
+            "device_kind": str(env.get("device_kind") or "?"),
+            "processor": _processor(env),
+            "image": env.get("image"),
+        }
+    first_name, first = next(iter(fields.items()))
+    for name, f in fields.items():
+        if bad := next((k for k in AGREED if f[k] != first[k]), None):
+            raise HistoryError(
+                f"{name}: {bad} {f[bad]!r} but {first_name}: {first[bad]!r}: one night is one install on one machine "
+                "(append each results dir to a history of its own)"
+            )
+    source = _source(observations[first_name])
+    return Identity(
+        date=date,
+        runner=runner,
+        verl_position=_position(first["verl_commit"], verl_repo, source),
+        **first,
+    )
+
+
+def _source(obs: Observation) -> str | None:
+    """Where the target's verl came from (a repository path, for its first-parent position)."""
+    assert obs.source is not None  # the target block is not part of an Observation
+    doc = read_results(obs.source / "results.json")
+    verl = (doc.target or {}).get("verl") or {}
+    return verl.get("source") if isinstance(verl, dict) else None
+
+
+def default_runner() -> str:
+    """GitHub's runner name where a job runs, else the host's name."""
+    return os.environ.get("RUNNER_NAME") or platform.node() or "?"
+
+
+def today() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%d")
+
+
+def night_of(results: Path, date: str | None = None, runner: str | None = None, verl_repo: Path | None = None) -> Night:
+    """The night a results dir holds; HistoryError in one line when it holds none or cannot be read."""
+    if date is not None and not re.match(DATE, date):
+        raise HistoryError(f"--date {date!r}: not a day (YYYY-MM-DD)")
+    try:
+        observations = observe_dir(results)
+    except BaselineError as exc:
+        raise HistoryError(str(exc)) from None
+    if not observations:
+        raise HistoryError(f"{results}: no <scenario>/results.json in it: nothing to append")
+    identity = identity_of(observations, date or today(), runner or default_runner(), verl_repo)
+    return Night(
+        id=identity.night_id(),
+        identity=identity,
+        appended=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        results=[str(results)],
+        scenarios={name: [scenario_run(obs)] for name, obs in sorted(observations.items())},
+    )

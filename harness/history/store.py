@@ -1,0 +1,194 @@
+"""The history file: every night's figures with their samples, the night's identity, and what a person accepted.
+
+One JSON document (``safeio.Versioned``: ``schema_version``, the schema before it read too), written whole to a new
+file and renamed over the old one, never edited in place. Nights are kept in the order they ran: a night older than
+the newest (by date, or by its verl commit's place in verl's first-parent history) is refused, so a series is never
+rewritten behind the change points already reported on it. The reader refuses, in one line, a truncated file, a file
+of another schema and a night appended by another schema than the file's (a history pieced together by hand from
+two harness versions): nothing is read as if it were this schema.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, model_validator
+
+from harness.errors import HarnessError
+from harness.safeio import MB, InputError, Versioned
+
+SCHEMA = 1
+MAX_BYTES = 256 * MB
+# the nights kept: past it the oldest are pruned (and ``append`` says which); over a year of nightlies, ~20 kB a
+# night for the tiny tier's eight scenarios
+KEEP_NIGHTS = 400
+DATE = r"^\d{4}-\d{2}-\d{2}$"
+RunStatus = Literal["ok", "crashed", "error"]
+
+
+class HistoryError(HarnessError):
+    """A history that cannot be read, appended to or accepted on as asked: one line, exit 2."""
+
+    label = "HISTORY ERROR"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Identity(_Model):
+    """What a night measured with, and where: two nights of the same identity are one point of every series. The
+    series a figure belongs to is keyed by ``device_kind`` and ``processor`` (``harness.history.series``); the rest
+    names the likely cause of a change between two nights."""
+
+    date: Annotated[str, Field(pattern=DATE)]  # the night's day (UTC)
+    verl: str  # verl's version as installed
+    verl_commit: str | None = None  # None: a release, not a commit of verl's history
+    verl_position: Annotated[int, Field(ge=0)] | None = None  # commits on verl's first-parent line up to verl_commit
+    series: str | None = None  # the verl ref the nightly follows (main, a release)
+    msprobe: str | None = None
+    torch: str | None = None
+    device_kind: str  # the device and the CPU architecture (``gate.observe.device_kind``)
+    processor: str  # the CPU model, or the NPU type on an NPU runner: step times move with it
+    image: str | None = None  # the container image the trainings ran in (docker executor)
+    runner: str  # the machine's name: shown, not keyed (a hosted runner's name changes every night)
+
+    def night_id(self) -> str:
+        """A short, stable name of a night, for ``accept`` and the reports."""
+        text = json.dumps(self.model_dump(), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+    def commit_text(self) -> str:
+        """``abc123def456 (#1234)``, ``0.9.1 (a release)``."""
+        if not self.verl_commit:
+            return f"verl {self.verl} (a release)"
+        at = f" (#{self.verl_position})" if self.verl_position is not None else ""
+        return f"verl {self.verl_commit[:12]}{at}"
+
+
+class ScenarioRun(_Model):
+    """One scenario of one results dir: every numeric figure, each overhead figure's samples (its on/off ratio per
+    step and rank) and tolerance. A run whose training crashed or failed is kept, marked, and is no point of any
+    series."""
+
+    source: str  # the results.json's fingerprint: the same results dir (or a copy of it) is appended once
+    status: RunStatus
+    why: list[str] = []  # the crash or error lines of a run that is not ``ok``
+    figures: dict[str, FiniteFloat] = {}
+    samples: dict[str, dict[str, Annotated[FiniteFloat, Field(gt=0)]]] = {}
+    tolerances: dict[str, Annotated[FiniteFloat, Field(ge=0)]] = {}
+
+
+class Night(_Model):
+    """One night: its identity and, per scenario, the runs of that night (two results dirs of the same identity are
+    one night with two runs)."""
+
+    schema_version: int = SCHEMA
+    id: str
+    identity: Identity
+    appended: str  # when it was appended (UTC, ISO 8601)
+    results: list[str] = []  # the results dirs it came from, as given
+    scenarios: dict[str, list[ScenarioRun]]
+
+    def sources(self) -> set[str]:
+        return {r.source for runs in self.scenarios.values() for r in runs}
+
+
+class Acceptance(_Model):
+    """A change point a person acknowledged as intended (``history accept``): later nights stop failing on it."""
+
+    change: str  # ``<scenario>:<metric>@<night id>``, the night being the change point's first night after
+    reason: str
+    accepted: str  # when (UTC, ISO 8601)
+
+
+class History(Versioned):
+    FILE = "history"
+    REDO = "append the nights again with this harness, or check it with the harness that wrote it"
+    schema_version: Literal[1] = 1
+    nights: list[Night] = []
+    accepted: list[Acceptance] = []
+    pruned: Annotated[int, Field(ge=0)] = 0  # nights pruned past the size cap so far
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_schema(cls, doc: Any) -> Any:
+        """Every night appended by this file's schema: a history pieced together from two harness versions is
+        refused naming the first night that is not, rather than read as if it were."""
+        for i, night in enumerate(doc.get("nights") or [] if isinstance(doc, dict) else []):
+            said = night.get("schema_version", SCHEMA) if isinstance(night, dict) else SCHEMA
+            if said != doc.get("schema_version", SCHEMA):
+                day = night.get("identity", {}).get("date", "?") if isinstance(night.get("identity"), dict) else "?"
+                raise ValueError(
+                    f"night {i + 1} ({day}) was appended by schema {said!r}, the file is schema "
+                    f"{doc.get('schema_version', SCHEMA)!r}: a mixed-version history"
+                )
+        return doc
+
+    @classmethod
+    def read(cls, path: Path) -> History:
+        """``path`` as a history; a path that does not exist is a new, empty one. HistoryError in one line (the
+        file, what is wrong, what to do) otherwise."""
+        if not path.exists() and not path.is_symlink():
+            return cls()
+        try:
+            return cls.read_file(path, MAX_BYTES)
+        except InputError as exc:
+            raise HistoryError(f"{path}: {exc}") from None
+
+    def night(self, night_id: str) -> tuple[int, Night] | None:
+        return next(((i, n) for i, n in enumerate(self.nights) if n.id == night_id), None)
+
+
+def add(history: History, night: Night, keep: int = KEEP_NIGHTS) -> tuple[History, list[str]]:
+    """``history`` with ``night`` added: merged into the newest night when their identities are the same, refused
+    (HistoryError, one line) when it is older than the newest or its results are already in; the oldest nights
+    pruned past ``keep``. Returns the new history and what was done, one line each."""
+    seen = {s: n for n in history.nights for s in n.sources()}
+    if dup := sorted(night.sources() & set(seen)):
+        first = seen[dup[0]]
+        raise HistoryError(
+            f"{', '.join(night.results)}: already in the history as night {first.id} ({first.identity.date}): a "
+            "results dir (or a copy of it) is appended once"
+        )
+    lines: list[str] = []
+    nights = list(history.nights)
+    newest = nights[-1] if nights else None
+    if newest is not None and newest.identity == night.identity:
+        scenarios = {k: list(v) for k, v in newest.scenarios.items()}
+        for name, runs in night.scenarios.items():
+            scenarios.setdefault(name, []).extend(runs)
+        nights[-1] = newest.model_copy(update={"scenarios": scenarios, "results": [*newest.results, *night.results]})
+        lines.append(f"merged into night {newest.id} ({newest.identity.date}): the same identity, one point more runs")
+    else:
+        if newest is not None:
+            _check_order(newest.identity, night.identity)
+        nights.append(night)
+        lines.append(f"night {night.id} ({night.identity.date}, {night.identity.commit_text()}) appended")
+    pruned = 0
+    if len(nights) > keep:
+        pruned = len(nights) - keep
+        gone = nights[:pruned]
+        nights = nights[pruned:]
+        lines.append(
+            f"pruned the {pruned} oldest night{'s' if pruned > 1 else ''} ({gone[0].identity.date} to "
+            f"{gone[-1].identity.date}): the history keeps {keep}"
+        )
+    return history.model_copy(update={"nights": nights, "pruned": history.pruned + pruned}), lines
+
+
+def _check_order(newest: Identity, night: Identity) -> None:
+    if night.date < newest.date:
+        raise HistoryError(
+            f"night of {night.date} is older than the newest night ({newest.date}): nights are appended in the "
+            "order they ran (the history is unchanged)"
+        )
+    was, now = newest.verl_position, night.verl_position
+    if was is not None and now is not None and now < was:
+        raise HistoryError(
+            f"night of {night.commit_text()} is older in verl's first-parent history than the newest night "
+            f"({newest.commit_text()}): nights are appended in verl's order (the history is unchanged)"
+        )

@@ -1,0 +1,340 @@
+"""The history of nights (harness/history): the store, its series, Otava's change points and the verdict on them.
+
+Nights are made by hand (a level per night, a few samples around it); the results dirs of ``append`` by
+tests/gate_builders.py, as the harness leaves them. The real nights are benchmarks/history_power.py's (docs/history.md).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from gate_builders import ENV, write_results
+from test_blame import harness
+from verl_repo import VerlRepo
+
+from harness.cli import main
+from harness.history.detect import Settings, changes
+from harness.history.night import night_of
+from harness.history.series import read
+from harness.history.store import History, HistoryError, Identity, Night, ScenarioRun, add
+from harness.history.verdict import accept, judge
+
+PROFILED = "overhead.wall.profiled"
+STAGE = "overhead.wall.stage.actor_update"
+# a night's offset from its level: the spread of a quiet nightly of one run (a few per cent), fixed so that every
+# verdict below is the same on every run
+NOISE = (0.012, -0.018, 0.004, 0.021, -0.009, -0.015, 0.017, -0.003, 0.008, -0.021, 0.013, -0.006, 0.019, -0.012)
+
+
+def identity(i: int, **over: object) -> Identity:
+    fields: dict[str, object] = {
+        "date": f"2026-11-{i:02d}",
+        "verl": "0.10.0.dev0",
+        "verl_commit": f"{i:040x}",
+        "verl_position": 100 + 3 * i,
+        "series": "main",
+        "msprobe": "26.2.0",
+        "torch": "2.13.0+cpu",
+        "device_kind": "cpu/x86_64",
+        "processor": "Xeon 8370C",
+        "image": None,
+        "runner": f"runner-{i % 3}",
+    }
+    return Identity.model_validate(fields | over)
+
+
+def night(
+    i: int, level: float = 4.0, status: str = "ok", metrics: tuple[str, ...] = (PROFILED, STAGE), **over: object
+) -> Night:
+    """Night ``i`` (a day of November 2026, a verl commit of its own): each metric at ``level`` x its noise."""
+    ident = identity(i, **over)
+    value = level * (1 + NOISE[i % len(NOISE)])
+    samples = {f"step{s}.rank{r}": value * (1 + 0.01 * (s - r - 3)) for s in (2, 4, 6, 8) for r in (0, 1)}
+    run = ScenarioRun(
+        source=f"src{i}-{level}-{status}",
+        status=status,  # type: ignore[arg-type]
+        why=[] if status == "ok" else ["verl crashed: Traceback ... ValueError"],
+        figures={m: value for m in metrics} | {"disk.total_bytes": 1e6} if status == "ok" else {},
+        samples={m: samples for m in metrics} if status == "ok" else {},
+        tolerances={PROFILED: 0.075, STAGE: 0.15},
+    )
+    return Night(id=ident.night_id(), identity=ident, appended="2026-11-30T00:00:00+00:00", scenarios={"tiny": [run]})
+
+
+def history_of(nights: list[Night]) -> History:
+    h = History()
+    for n in nights:
+        h, _ = add(h, n)
+    return h
+
+
+def stepped(n: int, at: int, factor: float = 1.3, **over_after: object) -> list[Night]:
+    """``n`` nights, the level x ``factor`` from night ``at`` on (with ``over_after`` in those nights' identity)."""
+    return [night(i, 4.0 * (factor if i >= at else 1.0), **(over_after if i >= at else {})) for i in range(1, n + 1)]
+
+
+def test_otava_analysis_pinned_on_known_series():
+    """Otava's analysis module on the harness's numpy and scipy (not the ones its release pins): its change points
+    and p-values on known series, pinned. A numpy, scipy or Otava upgrade that moves them fails here first."""
+    from otava.analysis import compute_change_points
+
+    quiet = [1.0, 1.02, 0.98, 1.01, 0.99, 1.03, 0.97, 1.0, 1.02, 0.99, 1.01, 0.98]
+    step = [*quiet, 1.15, 1.17, 1.14, 1.16, 1.18, 1.15]
+    two = [2.0, 2.1, 1.9, 2.05, 1.95, 2.0, 3.0, 3.1, 2.9, 3.05, 2.95, 3.0, 2.0, 2.05, 1.95, 2.1, 1.9, 2.0]
+    got = {}
+    for name, series in (("quiet", quiet), ("step", step), ("two", two)):
+        found, _ = compute_change_points(series, window_len=30, max_pvalue=0.01)
+        got[name] = [
+            (int(c.index), float(f"{c.stats.pvalue:.3g}"), round(float(c.stats.forward_change_percent()), 2))
+            for c in found
+        ]
+    assert got == {"quiet": [], "step": [(12, 1.9e-12, 15.83)], "two": [(6, 1.19e-10, 50.0), (12, 1.19e-10, -33.33)]}
+
+
+def test_quiet_nights_pass():
+    v = judge(history_of([night(i) for i in range(1, 15)]))
+    assert (v.exit_code, v.findings, v.judged, v.total) == (0, [], 2, 2)
+    assert v.lines()[-1] == "history check: PASS"
+
+
+def test_step_is_suspected_then_confirmed_with_its_commit_range():
+    nights = stepped(13, at=10)
+    codes = [judge(history_of(nights[:n])).exit_code for n in range(2, 14)]
+    assert codes[:8] == [0] * 8  # nights 2..9: quiet
+    assert codes[8] == 3  # night 10, the step's first: suspected, waits for more nights
+    assert codes[10] == 1  # night 12: confirmed after 2 further nights
+    v = judge(history_of(nights[:12]))
+    regressed = [f for f in v.findings if f.status == "regressed"]
+    assert {f.change.series.key.metric for f in regressed} == {PROFILED, STAGE}
+    line = next(f.line for f in regressed if f.change.series.key.metric == PROFILED)
+    before, after = nights[8], nights[9]
+    assert line.startswith("REGRESSED: tiny overhead.wall.profiled (cpu/x86_64, Xeon 8370C): 1.3")
+    assert f"last night before {before.id} (2026-11-09, verl {before.identity.verl_commit[:12]} (#127))" in line
+    assert f"first after {after.id} (2026-11-10" in line
+    assert f"verl commits {before.identity.verl_commit[:12]}..{after.identity.verl_commit[:12]} (3 commits)" in line
+    assert f"history accept HISTORY tiny:{PROFILED}@{after.id}" in line
+    change = regressed[0].change
+    assert change.low > 1 and change.low < change.size < change.high and change.confirmed and change.further == 2
+
+
+def test_a_slowdown_within_tolerance_passes():
+    """x1.05: significant, under the profiled figure's 7.5 % (and the stage's 15 %): reported, not failed."""
+    v = judge(history_of(stepped(14, at=8, factor=1.05)))
+    assert v.exit_code == 0
+    assert v.findings and all(f.line.startswith("within tolerance") for f in v.findings)
+
+
+def test_an_improvement_passes():
+    v = judge(history_of(stepped(14, at=8, factor=0.7)))
+    assert v.exit_code == 0 and v.findings and all(f.line.startswith("improved") for f in v.findings)
+
+
+def test_msprobe_change_is_named_as_the_likely_cause():
+    v = judge(history_of(stepped(13, at=9, msprobe="26.3.0")))
+    assert v.exit_code == 1
+    assert all("likely cause: msprobe 26.2.0 -> 26.3.0" in f.line for f in v.findings)
+
+
+@pytest.mark.parametrize(("field", "value"), [("torch", "2.14.0+cpu"), ("image", "harness-cpu:2")])
+def test_torch_or_image_change_is_not_blamed_on_verl(field, value):
+    v = judge(history_of(stepped(13, at=9, **{field: value})))
+    assert v.exit_code == 2
+    assert all(f.status == "environment" and "(the environment, not verl;" in f.line for f in v.findings)
+    assert "CHANGED WITH THE ENVIRONMENT (not a verdict on verl)" in v.findings[0].line
+
+
+def test_a_runner_of_another_cpu_model_switches_series_instead_of_alarming():
+    """Hosted runners: nights alternate between two CPU models whose ratios differ by x1.3; keyed by processor,
+    each model is a quiet series of its own."""
+    nights = [night(i, 4.0 * (1.3 if i % 3 == 0 else 1.0), processor="EPYC 7763" if i % 3 == 0 else "Xeon 8370C")
+              for i in range(1, 15)]  # fmt: skip
+    v = judge(history_of(nights))
+    assert (v.exit_code, v.findings, v.total) == (0, [], 4)
+    assert {k.processor for k in v.reading.series} == {"EPYC 7763", "Xeon 8370C"}
+
+
+def test_accepted_change_stops_failing_and_is_shown():
+    h = history_of(stepped(12, at=9))
+    v = judge(h)
+    assert v.exit_code == 1
+    for name in sorted({f.change.name for f in v.findings}):
+        h = accept(h, name, "msprobe's statistics of backward tensors, on purpose")
+    h, _ = add(h, night(13, 5.2))
+    v = judge(h)
+    assert v.exit_code == 0
+    assert all(f.line.startswith("accepted: ") and "on purpose" in f.line for f in v.findings)
+    held = judge(h.model_copy(update={"nights": h.nights[:7]})).lines()  # the change gone: the acceptance still said
+    assert any(
+        n.startswith("accepted tiny:overhead.wall.") and n.endswith("no change point is there now") for n in held
+    )
+    with pytest.raises(HistoryError, match="no such change point in the history now"):
+        accept(h, "tiny:overhead.wall.profiled@0000000000", "why")
+    with pytest.raises(HistoryError, match="already accepted"):
+        accept(h, v.findings[0].change.name, "again")
+
+
+def test_a_crashed_night_is_kept_marked_and_no_point():
+    nights = [night(i) for i in range(1, 8)] + [night(8, status="crashed")] + [night(i) for i in range(9, 13)]
+    h = history_of(nights)
+    v = judge(h)
+    assert len(h.nights) == 12 and v.exit_code == 0
+    assert all(len(s.points) == 11 for s in v.reading.series.values())
+    assert any(f"night {nights[7].id} (2026-11-08) crashed (kept, not a point): verl crashed" in n for n in v.lines())
+
+
+def test_a_figure_that_appears_or_disappears_is_said():
+    nights = [night(i, metrics=(PROFILED,) if i < 5 else (PROFILED, STAGE)) for i in range(1, 10)]
+    nights += [night(i, metrics=(STAGE,)) for i in range(10, 12)]
+    notes = read(history_of(nights)).notes
+    assert any(f"tiny {STAGE} (cpu/x86_64, Xeon 8370C): appears at night {nights[4].id}" in n for n in notes)
+    assert any(f"tiny {PROFILED} (cpu/x86_64, Xeon 8370C): disappears after night {nights[8].id}" in n for n in notes)
+
+
+def test_empty_and_one_night_histories_compare_nothing():
+    v = judge(History())
+    assert v.exit_code == 2 and "no nights in the history" in "\n".join(v.lines())
+    v = judge(history_of([night(1)]))
+    assert v.exit_code == 2
+    assert v.lines()[-1] == "history check: NOTHING COMPARED (0 of 2 overhead series had two nights or more)"
+
+
+def test_same_identity_merges_older_night_refused_cap_prunes():
+    h = history_of([night(1), night(2)])
+    twin = night(2).model_copy(
+        update={"scenarios": {"tiny": [night(2).scenarios["tiny"][0].model_copy(update={"source": "other"})]}}
+    )
+    h2, lines = add(h, twin)
+    assert len(h2.nights) == 2 and len(h2.nights[-1].scenarios["tiny"]) == 2 and lines[0].startswith("merged")
+    with pytest.raises(HistoryError, match=r"night of 2026-11-01 is older than the newest night \(2026-11-02\)"):
+        add(h, night(1).model_copy(update={"scenarios": {"tiny": []}}))
+    back = night(3, verl_position=50)
+    with pytest.raises(HistoryError, match="older in verl's first-parent history"):
+        add(h, back)
+    h3, lines = add(h, night(3), keep=2)
+    assert [n.identity.date for n in h3.nights] == ["2026-11-02", "2026-11-03"] and h3.pruned == 1
+    assert lines[-1] == "pruned the 1 oldest night (2026-11-01 to 2026-11-01): the history keeps 2"
+
+
+def test_append_reads_a_results_dir_and_refuses_it_twice(tmp_path):
+    results = tmp_path / "r"
+    write_results(results, "tiny_case", env=ENV | {"cpu_model": "Xeon", "device_kind": "cpu/x86_64"}, dumps=False)
+    n = night_of(results, "2026-11-01", "r1")
+    run = n.scenarios["tiny_case"][0]
+    assert (n.identity.processor, n.identity.msprobe, n.identity.torch) == ("Xeon", "26.2.0", "2.13.0+cpu")
+    assert run.status == "ok"
+    assert run.tolerances == {PROFILED: 0.075, "overhead.wall.unprofiled": 0.25, STAGE: 0.15}
+    assert sorted(run.samples[PROFILED]) == ["step2.rank0", "step2.rank1", "step4.rank0", "step4.rank1"]
+    h, _ = add(History(), n)
+    with pytest.raises(HistoryError, match="already in the history as night"):
+        add(h, night_of(results, "2026-11-02", "r1"))
+
+
+def _cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(["history", *argv])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_cli_append_check_accept(tmp_path, capsys):
+    h = tmp_path / "h" / "history.json"
+    for i in range(1, 13):
+        r = tmp_path / f"night{i}"
+        env = ENV | {"verl_commit": f"{i:040x}", "cpu_model": "Xeon"}
+        write_results(r, env=env, dumps=False, profiled=10.0 * (1.4 if i >= 9 else 1) * (1 + NOISE[i]))
+        code, out, err = _cli(capsys, "append", str(h), str(r), "--date", f"2026-11-{i:02d}", "--runner", "x")
+        assert (code, err) == (0, "") and f"{h}: {i} nights" in out
+    code, out, _ = _cli(capsys, "check", str(h))
+    assert code == 1 and "REGRESSED: tiny_case overhead.wall.profiled" in out
+    change = out.split("history accept HISTORY ")[1].split()[0]
+    code, out, _ = _cli(capsys, "accept", str(h), change, "--reason", "richer statistics")
+    assert code == 0 and out.startswith(f"accepted {change}")
+    code, out, _ = _cli(capsys, "check", str(h))
+    assert code == 0 and "'richer statistics'" in out
+    before = h.read_bytes()
+    code, _, err = _cli(capsys, "append", str(h), str(tmp_path / "night12"))
+    assert code == 2 and err.startswith("HISTORY ERROR: ") and "already in the history" in err
+    assert h.read_bytes() == before and len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('{"schema_version": 1, "nights": [', "not valid JSON"),
+        ("", "not valid JSON"),
+        ('{"schema_version": 7, "nights": []}', "written by schema 7, this harness reads schemas 0 and 1"),
+        ('{"schema_version": 1, "nights": [{"schema_version": 2, "identity": {"date": "2026-11-01"}}]}',
+         "night 1 (2026-11-01) was appended by schema 2, the file is schema 1: a mixed-version history"),
+    ],
+)  # fmt: skip
+def test_a_broken_history_is_one_line_and_left_alone(tmp_path, capsys, text, said):
+    h = tmp_path / "history.json"
+    h.write_text(text)
+    write_results(tmp_path / "r", dumps=False)
+    for argv in (["check", str(h)], ["append", str(h), str(tmp_path / "r")]):
+        code, _, err = _cli(capsys, *argv)
+        assert code == 2 and err.startswith(f"HISTORY ERROR: {h}: ") and said in err and len(err.splitlines()) == 1
+    assert h.read_text() == text
+
+
+def test_check_of_a_missing_history(tmp_path, capsys):
+    for argv in (["check"], ["accept", "--reason", "r"]):
+        code, _, err = _cli(
+            capsys, argv[0], str(tmp_path / "none.json"), *(["x:y@z"] if len(argv) > 1 else []), *argv[1:]
+        )
+        assert code == 2 and err.startswith("HISTORY ERROR: ") and "no such file" in err
+    assert not list(tmp_path.iterdir())
+
+
+def test_the_written_history_is_versioned(tmp_path, capsys):
+    h = tmp_path / "history.json"
+    write_results(tmp_path / "r", dumps=False)
+    _cli(capsys, "append", str(h), str(tmp_path / "r"), "--date", "2026-11-01")
+    doc = json.loads(h.read_text())
+    assert doc["schema_version"] == 1 and doc["nights"][0]["schema_version"] == 1
+    identity = set(doc["nights"][0]["identity"])
+    assert identity >= {"verl_commit", "verl_position", "msprobe", "torch", "processor", "image", "runner", "date"}
+
+
+def test_one_night_has_no_change_point():
+    series = read(history_of([night(1)])).series
+    assert series and all(changes(s, Settings()) == [] for s in series.values())
+
+
+def test_check_help_and_exit_meanings_come_from_outcomes():
+    from harness import outcomes
+
+    assert outcomes.HISTORY_EXIT == {"regressed": 1, "environment": 2, "suspected": 3, "ok": 0}
+    assert outcomes.history_final(["ok", "suspected"], 2, 2) == (3, "INCONCLUSIVE")
+    assert outcomes.history_final(["suspected", "regressed"], 1, 2) == (1, "FAIL (1 of 2 overhead series judged)")
+
+
+@pytest.mark.trains
+def test_real_nights_of_verl_commits_appended_and_checked(repo: VerlRepo, cache: Path, small: Path, tmp_path: Path):
+    """Two nights of real trainings (the small tiny_fsdp_l1), a verl commit each from the test repository: the
+    release, then a commit that raises inside a profiled stage (a crashed night: kept, marked, no point, so one night
+    of the series: nothing compared). Their identities come from the runs: verl's commit and first-parent position,
+    the versions, the device kind."""
+    history = tmp_path / "history.json"
+    scenario = str(small / "scenarios" / "tiny_fsdp_l1.yaml")
+    for day, ref in enumerate(("release", "crash"), 1):
+        results = tmp_path / ref
+        run = harness(cache, "run", scenario, "--verl", f"{repo.path}@{getattr(repo, ref)}", "--results", str(results))
+        assert run.returncode == day - 1, run.stdout[-3000:]
+        append = harness(cache, "history", "append", str(history), str(results), "--date", f"2026-11-0{day}")
+        assert append.returncode == 0 and f"{history}: {day} nights" in append.stdout, append.stdout + append.stderr
+    again = harness(cache, "history", "append", str(history), str(tmp_path / "release"), "--date", "2026-11-04")
+    assert again.returncode == 2 and "already in the history as night" in again.stderr
+    nights = History.read(history).nights
+    assert [(n.identity.verl_commit, n.identity.verl_position) for n in nights] == [(repo.release, 1), (repo.crash, 2)]
+    assert {(n.identity.msprobe, n.identity.torch, n.identity.device_kind) for n in nights} == {
+        ("26.2.0", "2.13.0+cpu", "cpu/x86_64")
+    }
+    ok, crashed = (n.scenarios["tiny_fsdp_l1"][0] for n in nights)
+    assert ok.status == "ok" and set(ok.samples[PROFILED]) == {"step2.rank0"}
+    assert crashed.status == "crashed" and "AttributeError" in crashed.why[0] and not crashed.samples
+    check = harness(cache, "history", "check", str(history))
+    assert check.returncode == 2, check.stdout
+    assert f"tiny_fsdp_l1: night {nights[1].id} (2026-11-02) crashed (kept, not a point): verl crashed" in check.stdout
+    assert check.stdout.splitlines()[-1].startswith("history check: NOTHING COMPARED (0 of ")
