@@ -28,9 +28,9 @@ from harness.cli import (
 )
 from harness.gate.baseline import DEFAULT_POLICY
 from harness.gate.numerics.compare import ENGINES
-from harness.outcomes import ACCEPT_LABEL
 from harness.history.detect import CONFIRM_NIGHTS
 from harness.history.store import KEEP_NIGHTS
+from harness.outcomes import ACCEPT_LABEL
 from harness.pipeline import options as shared
 from harness.scenario.model import ExecutorSettings
 from harness.scenario.settings import EXECUTORS
