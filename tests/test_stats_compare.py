@@ -4,6 +4,7 @@ row (every column) the same."""
 
 from __future__ import annotations
 
+import ast
 import csv
 import io
 import json
@@ -17,21 +18,13 @@ import pytest
 from builders import tensor
 
 from harness.artifacts import dumpfile
-from harness.gate.numerics import msprobe_cli
+from harness.gate.numerics import msprobe_cli, rules
+from harness.gate.numerics.cells import float_texts, group_cells, stats_cells
 from harness.gate.numerics.compare import _compare_stage, engine_of
 from harness.gate.numerics.report import StageNumerics, read_csvs
-from harness.gate.numerics.stats_compare import (
-    MD5_HEADER,
-    SUMMARY_HEADER,
-    Entry,
-    _Bench,
-    _float_texts,
-    _group_cells,
-    _leaves,
-    _stats_cells,
-    _summary_cell,
-    compare_files,
-)
+from harness.gate.numerics.rows import Entry, entry_leaves
+from harness.gate.numerics.stats_compare import _Bench, _summary_cell, compare_files
+from harness.gate.numerics.table import MD5_HEADER, SUMMARY_HEADER
 
 NAN, INF = float("nan"), float("inf")
 
@@ -293,9 +286,9 @@ def test_statistics_cells_by_orjson_are_what_repr_writes():
     values += [0.0, -0.0, 5e-324, 2.0**53, 0.1 + 0.2, 1e22, 123456789.0]
     finite = [v for v in values if math.isfinite(v)]
     assert len(finite) > 20000
-    assert [t for v in finite for t in _float_texts([v])] == [repr(v) for v in finite]
-    assert _float_texts(finite[:12]) == [repr(v) for v in finite[:12]]
-    assert _float_texts([1.5, NAN, INF, -INF, 2, "N/A", True]) == ["1.5", "nan", " inf", " -inf", "2", "N/A", "True"]
+    assert [t for v in finite for t in float_texts([v])] == [repr(v) for v in finite]
+    assert float_texts(finite[:12]) == [repr(v) for v in finite[:12]]
+    assert float_texts([1.5, NAN, INF, -INF, 2, "N/A", True]) == ["1.5", "nan", " inf", " -inf", "2", "N/A", "True"]
     # one call on a mixed run (the statistics of many entries at once), each cell as csv.writer writes its value
     others = [3, -7, True, False, None, "None", "a,b", 'q"x', "line\nbreak", [1, 2], [5], {"k": 1}, NAN, INF]
     mixed = [v for f in finite[:3000] for v in (f, r.choice(others))]
@@ -307,16 +300,16 @@ def test_statistics_cells_by_orjson_are_what_repr_writes():
         csv.writer(buf, lineterminator="\n").writerow([v, 0])  # one field alone: an empty one is written '""'
         return buf.getvalue()[: -len(",0\n")]
 
-    assert _float_texts(mixed) == [cell(v) for v in mixed]
-    assert _float_texts([v for v in mixed if not isinstance(v, list | dict)]) == [
+    assert float_texts(mixed) == [cell(v) for v in mixed]
+    assert float_texts([v for v in mixed if not isinstance(v, list | dict)]) == [
         cell(v) for v in mixed if not isinstance(v, list | dict)
     ]
-    assert _float_texts([*mixed[:9], 2**70]) == [cell(v) for v in [*mixed[:9], 2**70]]  # beyond orjson's integers
+    assert float_texts([*mixed[:9], 2**70]) == [cell(v) for v in [*mixed[:9], 2**70]]  # beyond orjson's integers
 
 
 def test_a_runs_cells_by_one_call_are_each_values_cells():
-    """:func:`_group_cells` (a run's statistics by one orjson call, words replaced in its text) against
-    :func:`_stats_cells` (value by value, checked above against repr and csv.writer), with either rendering of
+    """:func:`group_cells` (a run's statistics by one orjson call, words replaced in its text) against
+    :func:`stats_cells` (value by value, checked above against repr and csv.writer), with either rendering of
     a value that is not a finite number: runs of numbers and Nones (one replace), with bools, with a NaN or an inf
     among the Nones (each group with a null alone), with strings holding commas, brackets and the words, lists,
     dicts and an integer beyond 64 bits (each such group alone)."""
@@ -335,13 +328,13 @@ def test_a_runs_cells_by_one_call_are_each_values_cells():
             if r.random() < 0.5:
                 groups = [tuple(g) for g in groups]
             for other in (_summary_cell, None):
-                want = _stats_cells([v for g in groups for v in g], *([other] if other else []))
-                assert _group_cells(groups, *([other] if other else [])) == want, (name, n)
-    assert _group_cells([]) == []
+                want = stats_cells([v for g in groups for v in g], *([other] if other else []))
+                assert group_cells(groups, *([other] if other else [])) == want, (name, n)
+    assert group_cells([]) == []
 
 
 def test_the_leaves_of_an_entry_alike_are_its_items():
-    """_leaves (the rows of an entry the same on both sides, without a row side's object) is Entry.items' name,
+    """entry_leaves (the rows of an entry the same on both sides, without a row side's object) is Entry.items' name,
     dtype, shape, requires_grad and statistics, or None (Entry.items then): on the pairs above and on values of
     the kinds msprobe writes its own way."""
     own = {"type": "torch.Size", "value": [2, 3]}, {"type": "slice", "value": [0, 4, 1]}
@@ -358,10 +351,39 @@ def test_the_leaves_of_an_entry_alike_are_its_items():
     told = 0
     for name, data in entries.items():
         items = Entry(name, name, data).items(False)
-        if (leaves := _leaves(name, data)) is not None:
+        if (leaves := entry_leaves(name, data)) is not None:
             told += 1
             assert leaves == [(it.name, it.dtype, it.shape, it.req_grad, it.stats) for it in items], name
     assert told > 0.8 * len(entries)
-    assert all(_leaves(n, entries[n]) is None for n in ("Tensor.reshape.0.forward", "Distributed.send.0.forward",
+    assert all(entry_leaves(n, entries[n]) is None for n in ("Tensor.reshape.0.forward", "Distributed.send.0.forward",
                "Distributed.all_reduce.0.forward", "Tensor.add.1.forward", "Tensor.add.2.forward",
                "Tensor.add.3.forward", f"{'Module.model.layers.0.Qwen2DecoderLayer'}.forward.0"))  # fmt: skip
+
+
+def thresholds_written_as_numbers(package: Path) -> list[str]:
+    """The lines (file:line) where a module of ``package`` compares against one of msprobe's relative-error
+    thresholds written as a number, rather than through rules' constants."""
+    thresholds = {rules.QUIET_INPUTS, rules.OUTPUT_ERROR, rules.WARN_ON_EQUAL_INPUTS, rules.WARN_RATIO}
+    found = set()
+    for path in sorted(package.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare):
+                numbers = {c.value for c in ast.walk(node) if isinstance(c, ast.Constant)}
+                if numbers & thresholds:
+                    found.add(f"{path.name}:{node.lineno}")
+    return sorted(found)
+
+
+def test_msprobes_thresholds_are_defined_once(tmp_path: Path):
+    """A change of msprobe's rules is made in one place: the checkers and the fast path for entries whose rows all
+    pass read the thresholds through rules' predicates; no comparison holds one as a number. The finder itself
+    finds them where they were written twice (the checkers' and the fast path's, before the split)."""
+    assert thresholds_written_as_numbers(Path(rules.__file__).parent) == []
+    (tmp_path / "old.py").write_text(
+        "def judged(into, out):\n    return into < 0.1 and out > 0.5\n"
+        "def passing(into, out):\n    return (into < 0.1 and out > 0.5) or (into != 0 and out / into > 10)\n"
+    )
+    assert thresholds_written_as_numbers(tmp_path) == ["old.py:2", "old.py:4"]
+    assert rules.output_error(0.0999, 0.5001) and not rules.output_error(0.1, 0.9) and not rules.output_error(0, 0.5)
+    assert rules.output_warning(0, 0.1001) and not rules.output_warning(0, 0.1)
+    assert rules.output_warning(0.01, 0.1001) and not rules.output_warning(0.01, 0.1)
