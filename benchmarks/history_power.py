@@ -10,6 +10,8 @@ hours apart, and the real series takes a night per commit.
     .venv/bin/python benchmarks/history_power.py series --pool P [--seed 1]
     # 3. one series of real nights, one run a night, a verl commit a night in a test repository, a real waiting step
     flock /tmp/heavy.lock .venv/bin/python benchmarks/history_power.py real --out R --nights 12 --step-at 8
+    # 4. verl's own history: its last 15 first-parent commits up to main, oldest first, a run a night
+    .venv/bin/python benchmarks/history_power.py verl --out V --verl-repo /path/to/verl --nights 15
 
 Series (``series``): whole nights drawn from the pool (each at most once in a series while the pool lasts), each
 night's identity rewritten: a date and a verl commit (a made-up sha, 3 first-parent commits a night) of its own, the
@@ -237,9 +239,21 @@ def real(out: Path, nights: int, step_at: int) -> None:
     from verl_repo import make_nightly_repo
 
     out.mkdir(parents=True, exist_ok=False)
-    shas = make_nightly_repo(out / "verl", nights, step_at)
+    _nights(out, out / "verl", make_nightly_repo(out / "verl", nights, step_at))
+
+
+def verl_nights(out: Path, repo: Path, ref: str, nights: int) -> None:
+    """verl's own history as nights: the last ``nights`` first-parent commits of ``repo`` up to ``ref`` (a clone of
+    verl-project/verl), oldest first, one quiet run each; then ``replay``."""
+    argv = ["git", "-C", str(repo), "rev-list", "--first-parent", f"--max-count={nights}", ref]
+    shas = subprocess.run(argv, capture_output=True, text=True, check=True).stdout.split()[::-1]
+    out.mkdir(parents=True, exist_ok=False)
+    _nights(out, repo, shas)
+
+
+def _nights(out: Path, repo: Path, shas: list[str]) -> None:
     for i, sha in enumerate(shas, 1):
-        rec = run_night(out / f"night{i:02d}", "quiet", f"{out / 'verl'}@{sha}") | {"night": i, "sha": sha}
+        rec = run_night(out / f"night{i:02d}", "quiet", f"{repo}@{sha}") | {"night": i, "sha": sha}
         with (out / "real.jsonl").open("a") as f:
             f.write(json.dumps(rec) + "\n")
         print(json.dumps(rec), flush=True)
@@ -303,6 +317,11 @@ def main() -> None:
     r.add_argument("--replay", action="store_true", help="only check the nights recorded in --out again")
     r.add_argument("--nights", type=int, default=12)
     r.add_argument("--step-at", type=int, default=8)
+    r = sub.add_parser("verl", help="verl's own first-parent history as nights, one run a night")
+    r.add_argument("--out", type=Path, required=True)
+    r.add_argument("--verl-repo", type=Path, required=True, help="a clone of verl-project/verl")
+    r.add_argument("--ref", default="main")
+    r.add_argument("--nights", type=int, default=15)
     a = p.parse_args()
     if a.cmd == "record":
         record(a.pool, a.batch, a.rounds)
@@ -310,6 +329,8 @@ def main() -> None:
         series(a.pool, a.series, a.step_at, a.after, a.quiet_nights, a.seed, _chosen(a))
     elif a.cmd == "noise":
         noise(a.pool, a.spread, a.series, a.step_at, _chosen(a), a.seed)
+    elif a.cmd == "verl":
+        verl_nights(a.out, a.verl_repo, a.ref, a.nights)
     elif a.replay:
         replay_real(a.out)
     else:

@@ -14,7 +14,10 @@ from builders import write_scenario
 from conftest import SMALL_TARGET
 from verl_repo import PROFILE, VerlRepo, git
 
+from harness.artifacts.figures import OVERHEAD_PROFILED, OVERHEAD_UNPROFILED, overhead_stage
 from harness.cli import main
+from harness.gate.judge import FigureVerdict, Judgement, Policy, ScenarioVerdict
+from harness.pipeline.overhead_probe import probe_of
 from harness.targets.commits import BisectError, Commit, Probe, bisect, history
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -127,6 +130,74 @@ def test_endpoints_must_hold_their_verdicts(tmp_path: Path) -> None:
         bisect(history(str(repo), shas[0], shas[2], "--good", "--bad"), probe, say=lambda _: None)
 
 
+def judged(*figures: tuple[str, str], scenario: str = "tiny_fsdp_l1", **more: list[str]) -> ScenarioVerdict:
+    """A scenario of an overhead probe's comparison: its figures' (metric, verdict)."""
+    made = [FigureVerdict(scenario, m, v, base=[2.0, 2.1], head=[2.4, 2.5], tolerance=0.05) for m, v in figures]
+    return ScenarioVerdict(scenario, Policy("compare", families={"overhead"}), made, **more)  # type: ignore[arg-type]
+
+
+def probe(*scenarios: ScenarioVerdict) -> Probe:
+    return probe_of(Judgement("compare", "reference", "probed", list(scenarios)))
+
+
+def test_an_overhead_probe_is_decided_by_its_overhead_figures_alone() -> None:
+    p = probe(judged((OVERHEAD_PROFILED, "regressed"), (OVERHEAD_UNPROFILED, "ok")))
+    assert p.verdict == "fail" and [w for w, _ in p.checks.values()] == ["REGRESSED", "pass"]
+    said = "REGRESSED base 2.05x head 2.45x: head/base 1.20x (spread 1.19x-1.20x), tolerance 5%"
+    assert p.line() == f"FAIL ({OVERHEAD_PROFILED}: {said})"
+    ok = probe(judged((OVERHEAD_PROFILED, "ok"), (overhead_stage("actor_update"), "improved")))
+    assert ok.verdict == "pass" and [w for w, _ in ok.checks.values()] == ["pass", "pass"]
+    # a structure finding or a check is the exact bisect's: it does not decide an overhead probe
+    moved = judged((OVERHEAD_PROFILED, "ok"), findings=["structure: -Functional.linear.forward x4"])
+    assert probe(moved).verdict == "pass"
+    # undecided within the budget, a crash, a harness error, nothing compared: no verdict (skipped and named)
+    p = probe(judged((OVERHEAD_PROFILED, "inconclusive"), (OVERHEAD_UNPROFILED, "ok")))
+    assert p.verdict == "skip" and p.why == "overhead undecided: 1 figure(s) INCONCLUSIVE within the budget"
+    p = probe(judged((OVERHEAD_PROFILED, "ok"), crashes=["head run 1: RuntimeError in actor_update"]))
+    assert (
+        p.verdict == "skip" and p.why == "no timing to judge (tiny_fsdp_l1: head run 1: RuntimeError in actor_update)"
+    )
+    assert probe(judged(errors=["base run 1: INFRA ERROR: out of disk"])).verdict == "skip"
+    assert probe(judged()).why == "no overhead figure was compared"
+    # several scenarios: a regression decides, whatever the others say
+    two = probe(judged((OVERHEAD_PROFILED, "inconclusive")), judged((OVERHEAD_PROFILED, "regressed"), scenario="b"))
+    assert two.verdict == "fail" and set(two.checks) == {f"tiny_fsdp_l1:{OVERHEAD_PROFILED}", f"b:{OVERHEAD_PROFILED}"}
+
+
+def test_undecided_overhead_probes_leave_the_range_they_narrowed_to(tmp_path: Path) -> None:
+    """The search over overhead probes: commits from 5 on are slower; probes of 3 and 4 stay undecided (the noise):
+    the bisect names the range 3..5 it could narrow to, never one of them as a guess; every probe undecided but the
+    endpoints' leaves the whole range."""
+    repo = tmp_path / "r"
+    shas = linear_history(repo, 8, 5)
+    commits = history(str(repo), shas[0], shas[7], "--good", "--bad")
+
+    def timing(undecided: set[int]) -> Callable[[Commit], Probe]:
+        def one(c: Commit) -> Probe:
+            i = shas.index(c.sha)
+            if i in undecided:
+                return probe(judged((OVERHEAD_PROFILED, "inconclusive")))
+            return probe(judged((OVERHEAD_PROFILED, "regressed" if i >= 5 else "ok")))
+
+        return one
+
+    out = bisect(commits, timing(set()), say=lambda _: None)
+    assert out.found and out.first.sha == shas[5] and len(out.flips) == 1
+    assert out.flips[0].startswith(f"{OVERHEAD_PROFILED}: pass -> REGRESSED (base 2.05x head 2.45x: head/base 1.20x")
+    out = bisect(commits, timing({3, 4}), say=lambda _: None)
+    assert not out.found and [c.sha for c in out.candidates] == shas[3:6]
+    assert [c.sha for c, _ in out.skipped] == [shas[3], shas[4]] or [c.sha for c, _ in out.skipped] == [
+        shas[4],
+        shas[3],
+    ]
+    out = bisect(commits, timing(set(range(1, 7))), say=lambda _: None)
+    assert not out.found and [c.sha for c in out.candidates] == shas[1:8]
+    with pytest.raises(
+        BisectError, match=rf"--bad {shas[7][:12]} gives no verdict, not fail: skipped: overhead undecided"
+    ):
+        bisect(commits, timing({7}), say=lambda _: None)
+
+
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[str]]:
     code = main(["bisect", str(ROOT / "scenarios" / "tiny_fsdp_l1.yaml"), *argv])
     return code, capsys.readouterr().err.strip().splitlines()
@@ -150,8 +221,17 @@ def test_bad_input_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixt
     ]
     code, err = run_cli(capsys, "--verl-repo", str(tmp_path), "--good", "a", "--bad", "b")
     assert code == 2 and err == [f"BISECT ERROR: --verl-repo {tmp_path}: not a git repository"]
-    code, err = run_cli(capsys, "--verl-repo", str(repo), "--good", shas[0], "--bad", "main", "--check", "overhead")
-    assert code == 2 and len(err) == 1 and "overhead is a timing ratio" in err[0] and "compare" in err[0]
+    code, err = run_cli(
+        capsys, "--verl-repo", str(repo), "--good", shas[0], "--bad", "main", "--check", "overhead", "--check", "layout"
+    )
+    assert code == 2 and err == [
+        "BISECT ERROR: --check overhead, layout: overhead is bisected on its own (each probe a comparison of "
+        "timings); bisect the exact checks in a run of their own"
+    ]
+    code = main(["bisect", str(ROOT / "scenarios" / "real_fsdp_l0.yaml"), "--verl-repo", str(repo), "--good", shas[0],
+                 "--bad", "main", "--check", "overhead"])  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "real_fsdp_l0: the tier does not decide overhead" in err[0]
     code, err = run_cli(capsys, "--verl-repo", str(repo), "--good", shas[0], "--bad", "main", "--check", "speed")
     assert code == 2 and err[0].startswith("BISECT ERROR: --check speed: no such check (expected one of crash, ")
 

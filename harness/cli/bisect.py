@@ -16,9 +16,10 @@ from harness.checks import CHECKS
 from harness.checks.known_gap import gap_name
 from harness.errors import HarnessError, InfraError, ScenarioError, one_line
 from harness.pipeline.evaluate import evaluate
+from harness.pipeline.overhead_probe import overhead_probe
 from harness.scenario.loader import load_scenarios
 from harness.scenario.model import Scenario
-from harness.targets.commits import NOISY_CHECKS, OVERHEAD_REFUSAL, BisectError, Commit, Probe, ProbeFn, bisect, history
+from harness.targets.commits import NOISY_CHECKS, BisectError, Commit, Probe, ProbeFn, bisect, history
 from harness.targets.environment import ensure_env
 from harness.targets.spec import parse_target
 from harness.training.devices import skip_reason
@@ -37,9 +38,20 @@ def _scenarios(paths: list[str], executor: str | None) -> list[Scenario]:
 
 
 def _checks(scenarios: list[Scenario], wanted: list[str]) -> list[str] | None:
-    """The checks named (crash first: a crash leaves every other check unjudged), or None for every exact one."""
-    if noisy := NOISY_CHECKS & set(wanted):
-        raise BisectError(f"--check {', '.join(sorted(noisy))}: {OVERHEAD_REFUSAL}")
+    """The checks named (crash first: a crash leaves every other check unjudged), or None for every exact one;
+    ``["overhead"]`` alone for an overhead bisect (each probe a comparison against the good commit)."""
+    if NOISY_CHECKS & set(wanted):
+        if set(wanted) != NOISY_CHECKS:
+            raise BisectError(
+                f"--check {', '.join(wanted)}: overhead is bisected on its own (each probe a comparison of timings); "
+                "bisect the exact checks in a run of their own"
+            )
+        if blind := [s.name for s in scenarios if not s.budgets.overhead.compare]:
+            raise BisectError(
+                f"--check overhead: {', '.join(blind)}: the tier does not decide overhead base against head "
+                "(budgets.overhead.compare: false): nothing to bisect; use a scenario whose tier decides it"
+            )
+        return sorted(NOISY_CHECKS)
     known = [*CHECKS, *(gap_name(g) for s in scenarios for g in s.expect.known_gaps)]
     if unknown := [w for w in wanted if w not in known]:
         raise BisectError(f"--check {', '.join(unknown)}: no such check (expected one of {', '.join(known)})")
@@ -83,6 +95,12 @@ def training_probe(
     return probe
 
 
+def _how(checks: list[str] | None) -> str:
+    if checks == sorted(NOISY_CHECKS):
+        return "(each probe compared against the good commit, interleaved pairs until decided)"
+    return "(overhead only with --check overhead: timing)"
+
+
 def cmd_bisect(args: argparse.Namespace) -> int:
     scenarios = _scenarios(args.paths, args.executor)
     checks = _checks(scenarios, args.check)
@@ -95,10 +113,15 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         f"bisect ({'first bad' if args.find == 'bad' else 'first good: the fix'}): {len(commits)} commits on the "
         f"first-parent history {commits[0].sha[:12]}..{commits[-1].sha[:12]}; scenarios "
         f"{', '.join(s.name for s in scenarios)}; checks {', '.join(checks) if checks else 'all but overhead'} "
-        f"(overhead is not bisected: timing); results in {results}",
+        f"{_how(checks)}; results in {results}",
         flush=True,
     )
-    probe = training_probe(repo, scenarios, checks, results, args.executor, args.msprobe)
+    if checks == sorted(NOISY_CHECKS):
+        reference = commits[0].sha if args.find == "bad" else commits[-1].sha  # the good endpoint
+        say = lambda line: print(f"  {line}", flush=True)  # noqa: E731  (a probe's own progress, indented)
+        probe = overhead_probe(repo, scenarios, reference, results, args.executor, args.msprobe, args.max_repeats, say)
+    else:
+        probe = training_probe(repo, scenarios, checks, results, args.executor, args.msprobe)
     outcome = bisect(commits, probe, args.find, say=lambda line: print(line, flush=True))
     for line in outcome.lines():
         print(line)

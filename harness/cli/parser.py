@@ -235,8 +235,14 @@ def build() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="NAME",
-        help="judge only this check (and crash); repeatable; default every check but overhead",
+        help="judge only this check (and crash); repeatable; default every check but overhead; overhead alone: each "
+        "probe a comparison against the good commit (interleaved pairs, compare's stopping rule)",
     )
+    p.add_argument(
+        "--max-repeats", type=shared.repeats_option, metavar="N",
+        help="--check overhead: runs a side a probe may take while undecided (default: compare's, within its time "
+        "budget)",
+    )  # fmt: skip
     p.add_argument("--results", default="results/bisect", help="each probe's results in RESULTS/<sha12>")
     p.add_argument("--executor", choices=list(EXECUTORS))
     p.add_argument("--msprobe", metavar="SPEC", help="the msprobe of every probe: a version or a .whl")

@@ -13,9 +13,10 @@ What a probe says:
   around it and says so);
 - ``infra``: the runner failed (a timeout, a dead process): asked once more, then skipped.
 
-Only exact verdicts are bisected: crash, layout, contents, disk and declared known gaps are the same every time
-a commit is run. Overhead is a timing ratio: one run per probe would let machine load pick the commit, so it is
-refused (``compare --repeats`` decides an overhead figure between two commits, with its noise stated).
+Exact verdicts (crash, layout, contents, disk and declared known gaps) are the same every time a commit is run: one
+run a probe. Overhead is a timing ratio, which one run a probe would let machine load decide: its probe
+(``harness.pipeline.overhead_probe``) is a whole comparison of the commit against the good one, as ``compare``
+decides it, and a probe left undecided is skipped, so the search ends on the range it could narrow to.
 """
 
 from __future__ import annotations
@@ -31,10 +32,6 @@ from harness.targets.spec import git
 Verdict = Literal["pass", "fail", "skip", "infra"]
 Find = Literal["bad", "fix"]
 NOISY_CHECKS = frozenset({"overhead"})
-OVERHEAD_REFUSAL = (
-    "overhead is a timing ratio: one run per probe lets machine load pick the commit, so it is not bisected; "
-    "decide it between two commits with `harness compare --base A --head B --repeats N`"
-)
 
 
 class BisectError(HarnessError):
