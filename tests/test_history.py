@@ -115,8 +115,17 @@ def test_step_is_suspected_then_confirmed_with_its_commit_range():
     assert f"first after {after.id} (2026-11-10" in line
     assert f"verl commits {before.identity.verl_commit[:12]}..{after.identity.verl_commit[:12]} (3 commits)" in line
     assert f"history accept HISTORY tiny:{PROFILED}@{after.id}" in line
+    bisect = (f"find the commit: python -m harness bisect scenarios/tiny.yaml --verl-repo VERL "
+              f"--good {before.identity.verl_commit[:12]} --bad {after.identity.verl_commit[:12]} --check overhead")
+    assert bisect in line  # fmt: skip
     change = regressed[0].change
     assert change.low > 1 and change.low < change.size < change.high and change.confirmed and change.further == 2
+
+
+def test_a_regression_one_commit_after_the_last_good_night_names_that_commit():
+    nights = [night(i, 4.0 * (1.3 if i >= 10 else 1.0), verl_position=100 + i) for i in range(1, 13)]
+    line = next(f.line for f in judge(history_of(nights)).findings if f.status == "regressed")
+    assert f"the commit: {nights[9].identity.verl_commit[:12]};" in line and "harness bisect" not in line
 
 
 def test_a_slowdown_within_tolerance_passes():

@@ -124,8 +124,27 @@ def finding(change: Change, settings: Settings, accepted: list[Acceptance]) -> F
         status: outcomes.HistoryStatus = "suspected"
         return Finding(change, status, f"{outcomes.HISTORY_WORDS[status]}: {where}; {cause}; {wait} {ok}")
     status = "environment" if env else "regressed"
+    find = "" if env or probe else f"{find_commit(change)}; "
     return Finding(change, status, f"{outcomes.HISTORY_WORDS[status]}: {where}; tolerance {tolerance:.1%}; {cause}; "
-                   f"accept an intended change: history accept HISTORY {change.name} --reason TEXT")  # fmt: skip
+                   f"{find}accept an intended change: history accept HISTORY {change.name} --reason TEXT")  # fmt: skip
+
+
+def find_commit(change: Change) -> str:
+    """How to name the one verl commit of a regression: it already is where one commit lies between the nights,
+    else the overhead bisect between them (each probe a comparison against the last night's commit)."""
+    before, after = change.before.identity, change.after.identity
+    if not (before.verl_commit and after.verl_commit):
+        return "the nights ran verl releases: compare them with python -m harness compare"
+    if (
+        before.verl_position is not None
+        and after.verl_position is not None
+        and after.verl_position - 1 == before.verl_position
+    ):
+        return f"the commit: {after.verl_commit[:12]}"
+    return (
+        f"find the commit: python -m harness bisect scenarios/{change.series.key.scenario}.yaml --verl-repo VERL "
+        f"--good {before.verl_commit[:12]} --bad {after.verl_commit[:12]} --check overhead"
+    )
 
 
 def judge(history: History, settings: Settings | None = None) -> Verdict:
