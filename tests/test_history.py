@@ -115,8 +115,10 @@ def test_step_is_suspected_then_confirmed_with_its_commit_range():
     assert f"first after {after.id} (2026-11-10" in line
     assert f"verl commits {before.identity.verl_commit[:12]}..{after.identity.verl_commit[:12]} (3 commits)" in line
     assert f"history accept HISTORY tiny:{PROFILED}@{after.id}" in line
-    bisect = (f"find the commit: python -m harness bisect scenarios/tiny.yaml --verl-repo VERL "
-              f"--good {before.identity.verl_commit[:12]} --bad {after.identity.verl_commit[:12]} --check overhead")
+    bisect = (
+        f"find the commit: python -m harness bisect scenarios/tiny.yaml --verl-repo VERL "
+        f"--good {before.identity.verl_commit[:12]} --bad {after.identity.verl_commit[:12]} --check overhead"
+    )
     assert bisect in line  # fmt: skip
     change = regressed[0].change
     assert change.low > 1 and change.low < change.size < change.high and change.confirmed and change.further == 2
