@@ -6,7 +6,7 @@ one: a linear first-parent history of ``--commits`` commits, the first the insta
 stage), the others a comment each. Each round bisects the whole range and prints which commit it named (or the
 range it narrowed to), how many probes it took, their runs a side and its wall time.
 
-    .venv/bin/python benchmarks/bisect_overhead.py --out B --rounds 5 [--commits 8 --step-at 5]
+    .venv/bin/python benchmarks/bisect_overhead.py --out B --rounds 5 [--commits 8 --step-at 5 --wait 0.04]
 """
 
 from __future__ import annotations
@@ -55,14 +55,16 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--commits", type=int, default=8)
     p.add_argument("--step-at", type=int, default=5)
+    p.add_argument("--wait", type=float, default=0.04,
+                   help="the slowdown's back-off before each stage's dump, s (0.04: ~+15 %% of the profiled step)")
     p.add_argument("--max-repeats", type=int, help="runs a side a probe may take (default: compare's)")
     a = p.parse_args()
     sys.path.insert(0, str(ROOT / "tests"))
     from verl_repo import make_nightly_repo
 
     a.out.mkdir(parents=True, exist_ok=False)
-    shas = make_nightly_repo(a.out / "verl", a.commits, a.step_at)
-    print(f"{a.commits} commits, the slowdown at {a.step_at}: {shas[a.step_at - 1][:12]}", flush=True)
+    shas = make_nightly_repo(a.out / "verl", a.commits, a.step_at, a.wait)
+    print(f"{a.commits} commits, the slowdown ({a.wait} s) at {a.step_at}: {shas[a.step_at - 1][:12]}", flush=True)
     for r in range(1, a.rounds + 1):
         rec = one_round(a.out / "verl", shas, a.out / f"round{r}", a.max_repeats) | {"round": r}
         with (a.out / "rounds.jsonl").open("a") as f:

@@ -275,9 +275,9 @@ def make_verl_repo(root: Path) -> VerlRepo:
     )  # fmt: skip
 
 
-def make_nightly_repo(root: Path, nights: int, step_at: int) -> list[str]:
+def make_nightly_repo(root: Path, nights: int, step_at: int, wait_s: float = WAIT_SHORT_S) -> list[str]:
     """verl's main as a nightly sees it: ``nights`` commits on one first-parent line, one a night, the first the
-    installed release; from night ``step_at`` (1-based) on, the profiler's start backs off ``WAIT_SHORT_S`` before each
+    installed release; from night ``step_at`` (1-based) on, the profiler's start backs off ``wait_s`` seconds before each
     stage's dump (``wait_short``'s change: a slowdown that waits, in every profiled stage), the other commits a
     comment each. Returns the commits, night 1 first."""
     base = make_verl_repo(root)
@@ -288,7 +288,7 @@ def make_nightly_repo(root: Path, nights: int, step_at: int) -> list[str]:
         if night == step_at:
             text = re.sub(
                 PROFILER_START,
-                rf"\1import time\n\n\1time.sleep({WAIT_SHORT_S})  # let the previous stage's dump settle\n\g<0>",
+                rf"\1import time\n\n\1time.sleep({wait_s})  # let the previous stage's dump settle\n\g<0>",
                 text,
                 count=1,
                 flags=re.M,
