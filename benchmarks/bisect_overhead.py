@@ -55,8 +55,12 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--commits", type=int, default=8)
     p.add_argument("--step-at", type=int, default=5)
-    p.add_argument("--wait", type=float, default=0.04,
-                   help="the slowdown's back-off before each stage's dump, s (0.04: ~+15 %% of the profiled step)")
+    p.add_argument(
+        "--wait",
+        type=float,
+        default=0.04,
+        help="the slowdown's back-off before each stage's dump, s (0.04: ~+15 %% of the profiled step)",
+    )
     p.add_argument("--max-repeats", type=int, help="runs a side a probe may take (default: compare's)")
     a = p.parse_args()
     sys.path.insert(0, str(ROOT / "tests"))

@@ -277,7 +277,7 @@ def make_verl_repo(root: Path) -> VerlRepo:
 
 def make_nightly_repo(root: Path, nights: int, step_at: int, wait_s: float = WAIT_SHORT_S) -> list[str]:
     """verl's main as a nightly sees it: ``nights`` commits on one first-parent line, one a night, the first the
-    installed release; from night ``step_at`` (1-based) on, the profiler's start backs off ``wait_s`` seconds before each
+    installed release; from night ``step_at`` (1-based) on, the profiler's start backs off ``wait_s`` s before each
     stage's dump (``wait_short``'s change: a slowdown that waits, in every profiled stage), the other commits a
     comment each. Returns the commits, night 1 first."""
     base = make_verl_repo(root)
