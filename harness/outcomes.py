@@ -127,3 +127,17 @@ def history_final(statuses: Iterable[HistoryStatus], judged: int, total: int) ->
         return EXIT_ERROR, f"{NOTHING_COMPARED} (0 of {total} overhead series had two nights or more)"
     word = {EXIT_FAIL: "FAIL", EXIT_ERROR: "FAIL", EXIT_INCONCLUSIVE: "INCONCLUSIVE"}.get(code, "PASS")
     return code, word if judged == total else f"{word} ({judged} of {total} overhead series judged)"
+
+
+def history_nightly(code: int, word: str, total: int) -> tuple[int, str]:
+    """What a nightly's history job exits with, from ``history check``'s ``code`` and ``word`` over ``total`` overhead
+    series. A confirmed regression fails the night (1) and a change that came with the environment is an error (2),
+    as in the check. A suspected regression is a warning (0): one more night cannot be had by rerunning, and the
+    night's own exact gate (structure, layout, disk) decides the night meanwhile. A history whose every series has
+    its first night has started (0, said so), as the nightly's first baseline does; no overhead series at all is
+    NOTHING COMPARED (2), never a pass."""
+    if code == EXIT_INCONCLUSIVE:
+        return EXIT_PASS, f"PASS with a warning: {word}, a regression SUSPECTED waits for its further nights"
+    if code == EXIT_ERROR and word.startswith(NOTHING_COMPARED) and total > 0:
+        return EXIT_PASS, f"STARTED: each of the {total} overhead series has one night (the next nights judge them)"
+    return code, word

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from harness.history import checkdoc
 from harness.history.detect import Settings
 from harness.history.night import night_of
 from harness.history.store import History, HistoryError, add
@@ -47,9 +48,26 @@ def cmd_check(args: argparse.Namespace) -> int:
     with _lock(path):
         history = History.read(path)
     verdict = judge(history, Settings(confirm_nights=args.confirm_nights))
+    doc = checkdoc.doc_of(verdict)
+    if args.json:
+        doc.write(output_path(args.json, "--json", [path]))
     for line in verdict.lines():
         print(line)
+    if args.nightly:
+        print(f"history check (nightly): {doc.nightly_verdict}")
+        return doc.nightly_exit
     return verdict.exit_code
+
+
+def cmd_bisects(args: argparse.Namespace) -> int:
+    seen: set[str] = set()
+    for check in args.checks:
+        for f in checkdoc.read(Path(check)).bisects():
+            line = f"{f.scenario} {f.range.good} {f.range.bad}" if f.range else ""  # bisects() keeps ranges only
+            if line not in seen:
+                seen.add(line)
+                print(line)
+    return 0
 
 
 def cmd_accept(args: argparse.Namespace) -> int:

@@ -272,7 +272,15 @@ def _history(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--confirm-nights", type=_positive, default=CONFIRM_NIGHTS, metavar="K",
                    help=f"further nights a change point stays significant over to be confirmed (default "
                    f"{CONFIRM_NIGHTS})")  # fmt: skip
+    p.add_argument("--json", metavar="FILE", help="the verdict, each change point's commit range and the bisects a "
+                   "nightly runs on it (typed, versioned: what workflows read)")  # fmt: skip
+    p.add_argument("--nightly", action="store_true", help="exit as a nightly's history job does: a "
+                   "suspected regression warns (0), every series at its first night: started (0)")  # fmt: skip
     p.set_defaults(func=history.cmd_check)
+    p = h.add_parser("bisects", help="the overhead bisects a nightly runs on a confirmed regression: one line each, "
+                     "SCENARIO GOOD BAD, from history check --json's file")  # fmt: skip
+    p.add_argument("checks", metavar="CHECK_JSON", nargs="+", help="one per history (a bisect they share runs once)")
+    p.set_defaults(func=history.cmd_bisects)
     p = h.add_parser("accept", help="acknowledge an intended change: later nights stop failing on it")
     p.add_argument("history", metavar="HISTORY")
     p.add_argument("change", metavar="CHANGE", help="as the check prints it: SCENARIO:METRIC@NIGHT")

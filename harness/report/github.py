@@ -14,8 +14,10 @@ import json
 from pathlib import Path
 from typing import Literal
 
+from harness import outcomes
 from harness.errors import HarnessError
 from harness.gate.files import CompareDoc, GateDoc
+from harness.history.checkdoc import HistoryCheckDoc
 from harness.safeio import MB, InputError, read_text
 
 MAX_PER_LEVEL = 10  # GitHub shows at most 10 error and 10 warning annotations per step
@@ -48,16 +50,20 @@ def command(level: Level, title: str, message: str) -> str:
     return f"::{level} title={escape(title, prop=True)}::{escape(message)}"
 
 
-def load(path: Path) -> CompareDoc | GateDoc:
-    """compare.json or a gate's JSON (harness.gate.files: typed, versioned), told apart by their keys; a file that is
-    neither is one line naming it."""
+Doc = CompareDoc | GateDoc | HistoryCheckDoc
+
+
+def load(path: Path) -> Doc:
+    """compare.json, a gate's JSON (harness.gate.files) or history check's (harness.history.checkdoc), each typed
+    and versioned, told apart by their keys; a file that is none of them is one line naming it."""
     try:
         raw = json.loads(read_text(path, MAX_INPUT))
     except (InputError, ValueError) as exc:
         raise HarnessError(
-            f"{path}: not a readable JSON file ({exc}): pass compare.json or gate --json's file"
+            f"{path}: not a readable JSON file ({exc}): pass compare.json, gate --json's or history check --json's file"
         ) from None
-    model: type[CompareDoc | GateDoc] = CompareDoc if isinstance(raw, dict) and "order" in raw else GateDoc
+    keys = raw if isinstance(raw, dict) else {}
+    model: type[Doc] = CompareDoc if "order" in keys else HistoryCheckDoc if "nightly_exit" in keys else GateDoc
     try:
         return model.of(raw)
     except InputError as exc:
@@ -70,9 +76,20 @@ def _word(finding: str) -> str:
     return word if word in ("REGRESSED", "MISSING") else "REGRESSED"
 
 
-def _findings(doc: CompareDoc | GateDoc) -> list[tuple[Level, str, str]]:
+HISTORY_LEVELS: dict[outcomes.HistoryStatus, Level] = {
+    "regressed": "error",
+    "environment": "error",
+    "suspected": "warning",
+    "ok": "notice",
+}
+
+
+def _findings(doc: Doc) -> list[tuple[Level, str, str]]:
     """(level, title, message) per finding, in the order the console prints them."""
     out: list[tuple[Level, str, str]] = []
+    if isinstance(doc, HistoryCheckDoc):  # improvements and changes within tolerance are the summary's, not notices
+        return [(HISTORY_LEVELS[f.status], f"{f.line.split(':', 1)[0]} {f.scenario}", f.line) for f in doc.findings
+                if f.status != "ok" or f.accepted]  # fmt: skip
     if isinstance(doc, CompareDoc):
         found: Level = "warning" if doc.accepted else "error"  # an accepted change is reported, not failed
         out += [(found, "REGRESSED census (head's annotated stages)", c) for c in doc.census]
@@ -97,14 +114,23 @@ def _findings(doc: CompareDoc | GateDoc) -> list[tuple[Level, str, str]]:
     return out
 
 
-def annotation_lines(doc: CompareDoc | GateDoc) -> list[str]:
+def verdict_of(doc: Doc) -> tuple[int, str]:
+    """The exit code and verdict a job publishes: a history check's as its nightly job exits."""
+    if isinstance(doc, HistoryCheckDoc):
+        return doc.nightly_exit, doc.nightly_verdict
+    return doc.exit_code, doc.verdict
+
+
+def annotation_lines(doc: Doc) -> list[str]:
     """The verdict (when not a pass) and one command per finding, at most ``MAX_PER_LEVEL`` per level: the last
     kept one of a crowded level says how many were left out and where they all are."""
     items = _findings(doc)
-    where = f"{'compare' if isinstance(doc, CompareDoc) else 'gate'}.txt in the results artifact"
-    if doc.exit_code:
-        level: Level = "warning" if doc.exit_code == 3 else "error"  # undecided is not a finding against verl
-        items.insert(0, (level, TITLE, f"{doc.verdict} (exit {doc.exit_code}: {meaning(doc.exit_code)})"))
+    name = "compare" if isinstance(doc, CompareDoc) else "history-check" if isinstance(doc, HistoryCheckDoc) else "gate"
+    where = f"{name}.txt in the results artifact"
+    code, verdict = verdict_of(doc)
+    if code:
+        level: Level = "warning" if code == 3 else "error"  # undecided is not a finding against verl
+        items.insert(0, (level, TITLE, f"{verdict} (exit {code}: {meaning(code)})"))
     out: list[str] = []
     for level in ("error", "warning", "notice"):
         mine = [(t, m) for lv, t, m in items if lv == level]
@@ -115,9 +141,13 @@ def annotation_lines(doc: CompareDoc | GateDoc) -> list[str]:
     return out
 
 
-def summary(doc: CompareDoc | GateDoc, markdown: str = "", heading: str = "") -> str:
-    """The step summary: the verdict and what its exit code means, then the harness's markdown report."""
-    icon = {0: "✅", 3: "⚠️"}.get(doc.exit_code, "❌")
+def summary(doc: Doc, markdown: str = "", heading: str = "") -> str:
+    """The step summary: the verdict and what its exit code means, then the harness's markdown report (a history
+    check's: its lines, each change point with its range and how to name its commit)."""
+    code, verdict = verdict_of(doc)
+    icon = {0: "✅", 3: "⚠️"}.get(code, "❌")
     head = [f"## {heading}", ""] if heading else []
-    head.append(f"{icon} **{doc.verdict}**: exit {doc.exit_code}, {MEANING[doc.exit_code]}")
+    head.append(f"{icon} **{verdict}**: exit {code}, {meaning(code)}")
+    if isinstance(doc, HistoryCheckDoc) and not markdown:
+        markdown = "\n".join(f"- {line}" for line in doc.lines)
     return "\n".join([*head, "", markdown.rstrip()]).rstrip() + "\n"
