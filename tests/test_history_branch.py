@@ -96,6 +96,8 @@ def test_a_confirmed_regression_fails_the_night_names_its_range_and_bisect_and_i
         regressed
     )
     assert nights_on_branch(bare) == 11  # the failing night is recorded: the next one is judged with it
+    # no verl clone (VERL_REPO) gave the nights' first-parent positions: the range's size is unknown, not bisected
+    assert (tmp_path / "job" / "bisects.txt").read_text() == ""
     doc = HistoryCheckDoc.read_file(tmp_path / "job" / "cpu-check.json", 1 << 20)
     assert (doc.exit_code, doc.nightly_exit) == (1, 1)
     assert "❌ **FAIL**" in (tmp_path / "job" / "summary.md").read_text()

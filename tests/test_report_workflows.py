@@ -94,7 +94,7 @@ def test_verl_calls_a_cpu_gate_on_hosted_runners_for_every_pull_request_forks_in
 def test_the_cpu_nightly_runs_two_msprobe_axes_each_its_own_baseline_series():
     nightly = _load(WORKFLOWS / "nightly-cpu.yml")
     assert nightly[True]["schedule"] and "workflow_call" in nightly[True]
-    (job,) = nightly["jobs"].values()
+    job = nightly["jobs"]["nightly"]
     assert job["runs-on"] == "ubuntu-latest" and job["strategy"]["matrix"]["msprobe"] == ["pinned", "newest"]
     assert "bash .ci/cpu-gate nightly .verl/nightly" in _runs(job)
     assert "baseline=precision-debugger-cpu-baseline-$SERIES-msprobe$version" in _runs(job)
@@ -128,7 +128,7 @@ def test_the_nightly_is_reusable_per_scenario_and_keeps_a_baseline_series_per_re
     assert "schedule" not in nightly[True] and nightly[True]["workflow_call"]["inputs"]["verl-ref"]["default"] == "main"
     caller = _load(ROOT / "docs" / "verl-nightly-caller-example.yml")
     assert caller[True]["schedule"] and caller["jobs"]["nightly"]["uses"].split("@")[0].endswith("nightly-ascend.yml")
-    (job,) = nightly["jobs"].values()
+    job = nightly["jobs"]["nightly"]
     assert job["strategy"]["matrix"]["scenario"] == "${{ fromJSON(inputs.scenarios) }}"
     assert '--executor "$EXECUTOR" --verl .verl/nightly' in _runs(job)
     assert job["env"]["EXECUTOR"] == "${{ inputs.mode == 'job-container' && 'local' || 'docker' }}"
@@ -151,3 +151,27 @@ def test_every_action_is_pinned_by_commit_and_checkouts_keep_no_credentials():
             for step in job.get("steps", []):
                 if step.get("uses", "").startswith("actions/checkout@"):
                     assert step["with"]["persist-credentials"] is False, f"{path.name}: {step}"
+
+
+def test_only_the_nightlies_last_job_writes_the_history_branch_and_its_exit_is_the_scripts():
+    """Both nightlies end in a history job: the only job with contents: write, never run for a pull request, after
+    the nightly's jobs; its step's exit is .ci/history's (outcomes.history_nightly), nothing re-decided in YAML. The
+    CPU nightly's bisect job runs when the history job planned one."""
+    for name, jobs in (("nightly-cpu.yml", {"nightly", "history", "bisect"}), ("nightly-ascend.yml",
+                                                                                {"nightly", "history"})):  # fmt: skip
+        workflow = _load(WORKFLOWS / name)
+        assert set(workflow["jobs"]) == jobs and workflow["permissions"]["contents"] == "read"
+        for job_name, job in workflow["jobs"].items():
+            writes = job.get("permissions", {}).get("contents") == "write"
+            assert writes == (job_name == "history"), f"{name}: {job_name}"
+        history = workflow["jobs"]["history"]
+        assert history["needs"] == "nightly" and "github.event_name != 'pull_request'" in history["if"]
+        (step,) = [s for s in history["steps"] if ".ci/history night" in s.get("run", "")]
+        last = step["run"].strip().splitlines()[-1]
+        assert last.startswith("VERL_REPO=.verl/nightly bash .ci/history night ") and "continue-on-error" not in step
+    bisect = _load(WORKFLOWS / "nightly-cpu.yml")["jobs"]["bisect"]
+    assert bisect["needs"] == "history" and "needs.history.outputs.bisect == 'true'" in bisect["if"]
+    assert "bash .ci/history bisect .verl/nightly results/history/*-check.json" in _runs(bisect)
+    for caller in ("nightly", "cpu-nightly"):  # a reusable workflow's job gets no more than its caller grants
+        job = _load(ROOT / "docs" / "verl-nightly-caller-example.yml")["jobs"][caller]
+        assert job["permissions"]["contents"] == "write"
