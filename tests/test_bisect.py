@@ -232,6 +232,13 @@ def test_bad_input_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixt
                  "--bad", "main", "--check", "overhead"])  # fmt: skip
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "real_fsdp_l0: the tier does not decide overhead" in err[0]
+    code, err = run_cli(capsys, "--verl-repo", str(repo), "--good", shas[1], "--bad", shas[1])
+    assert code == 2 and err == [
+        f"BISECT ERROR: --good {shas[1]} and --bad {shas[1]} are the same commit: nothing lies between them"
+    ]
+    overhead = ["--check", "overhead", "--max-repeats", "1"]
+    code, err = run_cli(capsys, "--verl-repo", str(repo), "--good", shas[0], "--bad", "main", *overhead)
+    assert code == 2 and len(err) == 1 and err[0].startswith("BISECT ERROR: --max-repeats 1: too small for one ")
     code, err = run_cli(capsys, "--verl-repo", str(repo), "--good", shas[0], "--bad", "main", "--check", "speed")
     assert code == 2 and err[0].startswith("BISECT ERROR: --check speed: no such check (expected one of crash, ")
 

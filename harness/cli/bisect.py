@@ -16,7 +16,7 @@ from harness.checks import CHECKS
 from harness.checks.known_gap import gap_name
 from harness.errors import HarnessError, InfraError, ScenarioError, one_line
 from harness.pipeline.evaluate import evaluate
-from harness.pipeline.overhead_probe import overhead_probe
+from harness.pipeline.overhead_probe import REPEATS, overhead_probe
 from harness.scenario.loader import load_scenarios
 from harness.scenario.model import Scenario
 from harness.targets.commits import NOISY_CHECKS, BisectError, Commit, Probe, ProbeFn, bisect, history
@@ -37,7 +37,7 @@ def _scenarios(paths: list[str], executor: str | None) -> list[Scenario]:
     return scenarios
 
 
-def _checks(scenarios: list[Scenario], wanted: list[str]) -> list[str] | None:
+def _checks(scenarios: list[Scenario], wanted: list[str], max_repeats: int | None = None) -> list[str] | None:
     """The checks named (crash first: a crash leaves every other check unjudged), or None for every exact one;
     ``["overhead"]`` alone for an overhead bisect (each probe a comparison against the good commit)."""
     if NOISY_CHECKS & set(wanted):
@@ -50,6 +50,12 @@ def _checks(scenarios: list[Scenario], wanted: list[str]) -> list[str] | None:
             raise BisectError(
                 f"--check overhead: {', '.join(blind)}: the tier does not decide overhead base against head "
                 "(budgets.overhead.compare: false): nothing to bisect; use a scenario whose tier decides it"
+            )
+        if max_repeats is not None and max_repeats < REPEATS:
+            raise BisectError(
+                f"--max-repeats {max_repeats}: too small for one interleaved pair of the comparison each probe is "
+                f"(at least {REPEATS} runs a side: one run a side has no interval, so every probe would be "
+                "undecided)"
             )
         return sorted(NOISY_CHECKS)
     known = [*CHECKS, *(gap_name(g) for s in scenarios for g in s.expect.known_gaps)]
@@ -103,7 +109,7 @@ def _how(checks: list[str] | None) -> str:
 
 def cmd_bisect(args: argparse.Namespace) -> int:
     scenarios = _scenarios(args.paths, args.executor)
-    checks = _checks(scenarios, args.check)
+    checks = _checks(scenarios, args.check, args.max_repeats)
     old, new = (args.good, args.bad) if args.find == "bad" else (args.bad, args.good)
     names = ("--good", "--bad") if args.find == "bad" else ("--bad", "--good")
     commits = history(args.verl_repo, old, new, *names)

@@ -60,6 +60,9 @@ def probe_of(judgement: Judgement) -> Probe:
     return Probe("pass", checks)
 
 
+REPEATS = 2  # runs a side each probe's comparison starts with (compare's): fewer have no interval
+
+
 def overhead_probe(
     repo: str,
     scenarios: list[Scenario],
@@ -86,8 +89,8 @@ def overhead_probe(
             return Probe("skip", why=f"cannot be installed or API drift: {one_line(exc)}")
         try:
             judgement, _ = run_comparison(
-                scenarios, base, head, results / commit.sha[:12], executor=executor, say=say, judge={"overhead"},
-                watch=Watch.configure(), max_repeats=max_repeats,
+                scenarios, base, head, results / commit.sha[:12], REPEATS, executor=executor, say=say,
+                judge={"overhead"}, watch=Watch.configure(), max_repeats=max_repeats,
             )  # fmt: skip
         except InfraError as exc:
             return Probe("infra", why=one_line(exc).splitlines()[0])

@@ -187,7 +187,9 @@ def history(repo: str, old: str, new: str, old_name: str, new_name: str) -> list
         except TargetError:
             raise BisectError(f"--verl-repo {repo}: not a verl repository ({ref} has no verl/__init__.py)") from None
     line = str(git("rev-list", "--first-parent", shas[new_name], cwd=path)).split()
-    if shas[old_name] == shas[new_name] or shas[old_name] not in line:
+    if shas[old_name] == shas[new_name]:
+        raise BisectError(f"{old_name} {old} and {new_name} {new} are the same commit: nothing lies between them")
+    if shas[old_name] not in line:
         raise BisectError(
             f"{old_name} {old} is not an older commit on {new_name} {new}'s first-parent history: give the older "
             f"commit as {old_name} (refs not ordered)"
