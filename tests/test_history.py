@@ -274,9 +274,9 @@ def test_cli_append_check_accept(tmp_path, capsys):
     [
         ('{"schema_version": 1, "nights": [', "not valid JSON"),
         ("", "not valid JSON"),
-        ('{"schema_version": 7, "nights": []}', "written by schema 7, this harness reads schemas 0 and 1"),
-        ('{"schema_version": 1, "nights": [{"schema_version": 2, "identity": {"date": "2026-11-01"}}]}',
-         "night 1 (2026-11-01) was appended by schema 2, the file is schema 1: a mixed-version history"),
+        ('{"schema_version": 7, "nights": []}', "written by schema 7, this harness reads schemas 1 and 2"),
+        ('{"schema_version": 2, "nights": [{"schema_version": 1, "identity": {"date": "2026-11-01"}}]}',
+         "night 1 (2026-11-01) was appended by schema 1, the file is schema 2: a mixed-version history"),
     ],
 )  # fmt: skip
 def test_a_broken_history_is_one_line_and_left_alone(tmp_path, capsys, text, said):
@@ -301,9 +301,10 @@ def test_check_of_a_missing_history(tmp_path, capsys):
 def test_the_written_history_is_versioned(tmp_path, capsys):
     h = tmp_path / "history.json"
     write_results(tmp_path / "r", dumps=False)
-    _cli(capsys, "append", str(h), str(tmp_path / "r"), "--date", "2026-11-01")
+    run = "https://github.com/verl-project/verl/actions/runs/123"
+    _cli(capsys, "append", str(h), str(tmp_path / "r"), "--date", "2026-11-01", "--run-url", run)
     doc = json.loads(h.read_text())
-    assert doc["schema_version"] == 1 and doc["nights"][0]["schema_version"] == 1
+    assert doc["schema_version"] == 2 and doc["nights"][0]["schema_version"] == 2 and doc["nights"][0]["run"] == run
     identity = set(doc["nights"][0]["identity"])
     assert identity >= {"verl_commit", "verl_position", "msprobe", "torch", "processor", "image", "runner", "date"}
 
@@ -349,3 +350,20 @@ def test_real_nights_of_verl_commits_appended_and_checked(repo: VerlRepo, cache:
     assert check.returncode == 2, check.stdout
     assert f"tiny_fsdp_l1: night {nights[1].id} (2026-11-02) crashed (kept, not a point): verl crashed" in check.stdout
     assert check.stdout.splitlines()[-1].startswith("history check: NOTHING COMPARED (0 of ")
+
+
+def test_a_schema_1_history_reads_and_is_written_as_schema_2(tmp_path, capsys):
+    """Last night's history, written before nights kept their run: read, checked, and appended to."""
+    h = tmp_path / "history.json"
+    for i in (1, 2):
+        write_results(tmp_path / f"r{i}", dumps=False, env=ENV | {"verl_commit": f"{i:02x}" * 20})
+        _cli(capsys, "append", str(h), str(tmp_path / f"r{i}"), "--date", f"2026-11-0{i}")
+    doc = json.loads(h.read_text())
+    old = doc | {"schema_version": 1, "nights": [{k: v for k, v in n.items() if k != "run"} | {"schema_version": 1}
+                                                 for n in doc["nights"][:1]]}  # fmt: skip
+    h.write_text(json.dumps(old))
+    code, out, _ = _cli(capsys, "check", str(h))
+    assert code == 2 and "1 night(s): a series needs two nights or more" in out  # read: one night, nothing compared
+    code, _, err = _cli(capsys, "append", str(h), str(tmp_path / "r2"), "--date", "2026-11-02")
+    assert (code, err) == (0, "") and json.loads(h.read_text())["schema_version"] == 2
+    assert _cli(capsys, "append", str(h), str(tmp_path / "r1"), "--run-url", "javascript:alert(1)")[0] == 2

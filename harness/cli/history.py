@@ -26,7 +26,8 @@ def _lock(history: Path) -> FileLock:
 
 def cmd_append(args: argparse.Namespace) -> int:
     path = output_path(args.history, "HISTORY", [args.results])
-    night = night_of(Path(args.results), args.date, args.runner, Path(args.verl_repo) if args.verl_repo else None)
+    verl_repo = Path(args.verl_repo) if args.verl_repo else None
+    night = night_of(Path(args.results), args.date, args.runner, verl_repo, args.run_url)
     with _lock(path):
         history, lines = add(History.read(path), night, args.keep)
         history.write(path)

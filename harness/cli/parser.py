@@ -263,6 +263,8 @@ def _history(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--runner", help="the runner's name (default: $RUNNER_NAME, else the host's name)")
     p.add_argument("--verl-repo", metavar="REPO", help="a verl clone: the commit's position in verl's first-parent "
                    "history (default: the target's own repository when it is a local one)")  # fmt: skip
+    p.add_argument("--run-url", metavar="URL", help="the CI run's page, linked from the page of the nights "
+                   "(default: this GitHub Actions run, from its GITHUB_* variables)")  # fmt: skip
     p.add_argument("--keep", type=_positive, default=KEEP_NIGHTS, metavar="N",
                    help=f"nights kept: the oldest past N are pruned, and said (default {KEEP_NIGHTS})")  # fmt: skip
     p.set_defaults(func=history.cmd_append)

@@ -125,12 +125,29 @@ def default_runner() -> str:
     return os.environ.get("RUNNER_NAME") or platform.node() or "?"
 
 
+def default_run() -> str | None:
+    """The GitHub Actions run this night is appended in (its page), where one is."""
+    env = os.environ
+    if all(env.get(k) for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID")):
+        return f"{env['GITHUB_SERVER_URL']}/{env['GITHUB_REPOSITORY']}/actions/runs/{env['GITHUB_RUN_ID']}"
+    return None
+
+
 def today() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%d")
 
 
-def night_of(results: Path, date: str | None = None, runner: str | None = None, verl_repo: Path | None = None) -> Night:
-    """The night a results dir holds; HistoryError in one line when it holds none or cannot be read."""
+def night_of(
+    results: Path,
+    date: str | None = None,
+    runner: str | None = None,
+    verl_repo: Path | None = None,
+    run: str | None = None,
+) -> Night:
+    """The night a results dir holds; HistoryError in one line when it holds none or cannot be read. ``run``: the
+    CI run's page (default: this GitHub Actions run's, where there is one)."""
+    if run is not None and not re.match(r"^https?://[^\s<>\"']+$", run):
+        raise HistoryError(f"--run-url {run!r}: not an http(s) URL")
     if date is not None and not re.match(DATE, date):
         raise HistoryError(f"--date {date!r}: not a day (YYYY-MM-DD)")
     try:
@@ -145,5 +162,6 @@ def night_of(results: Path, date: str | None = None, runner: str | None = None, 
         identity=identity,
         appended=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         results=[str(results)],
+        run=run or default_run(),
         scenarios={name: [scenario_run(obs)] for name, obs in sorted(observations.items())},
     )

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, model_validator
 from harness.errors import HarnessError
 from harness.safeio import MB, InputError, Versioned
 
-SCHEMA = 1
+SCHEMA = 2  # 2: a night's run (the CI run that made it); a schema-1 history reads as one without
 MAX_BYTES = 256 * MB
 # the nights kept: past it the oldest are pruned (and ``append`` says which); over a year of nightlies, ~20 kB a
 # night for the tiny tier's eight scenarios
@@ -91,6 +91,7 @@ class Night(_Model):
     identity: Identity
     appended: str  # when it was appended (UTC, ISO 8601)
     results: list[str] = []  # the results dirs it came from, as given
+    run: str | None = None  # the CI run that made it (a URL), linked from the page of the nights
     scenarios: dict[str, list[ScenarioRun]]
 
     def sources(self) -> set[str]:
@@ -108,10 +109,19 @@ class Acceptance(_Model):
 class History(Versioned):
     FILE = "history"
     REDO = "append the nights again with this harness, or check it with the harness that wrote it"
-    schema_version: Literal[1] = 1
+    schema_version: Literal[2] = 2
     nights: list[Night] = []
     accepted: list[Acceptance] = []
     pruned: Annotated[int, Field(ge=0)] = 0  # nights pruned past the size cap so far
+
+    @classmethod
+    def upgrade(cls, doc: dict[str, Any]) -> dict[str, Any]:
+        """Schema 1 had no night's run: its nights are schema 2's without one. A night that says another schema is
+        left as it is, for the mixed-version check to name."""
+        nights = doc.get("nights")
+        if isinstance(nights, list) and all(isinstance(n, dict) and n.get("schema_version", 1) == 1 for n in nights):
+            doc = doc | {"nights": [n | {"schema_version": SCHEMA} for n in nights]}
+        return doc
 
     @model_validator(mode="before")
     @classmethod
@@ -161,7 +171,8 @@ def add(history: History, night: Night, keep: int = KEEP_NIGHTS) -> tuple[Histor
         scenarios = {k: list(v) for k, v in newest.scenarios.items()}
         for name, runs in night.scenarios.items():
             scenarios.setdefault(name, []).extend(runs)
-        nights[-1] = newest.model_copy(update={"scenarios": scenarios, "results": [*newest.results, *night.results]})
+        merged = {"scenarios": scenarios, "results": [*newest.results, *night.results], "run": newest.run or night.run}
+        nights[-1] = newest.model_copy(update=merged)
         lines.append(f"merged into night {newest.id} ({newest.identity.date}): the same identity, one point more runs")
     else:
         if newest is not None:
