@@ -8,6 +8,7 @@ new file renamed over the old one, under a lock beside it (two nightlies of one 
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 from filelock import FileLock
@@ -77,4 +78,18 @@ def cmd_accept(args: argparse.Namespace) -> int:
         history = accept(History.read(path), args.change, args.reason)
         history.write(path)
     print(f"accepted {args.change}: {args.reason.strip()!r}; later nights stop failing on it")
+    return 0
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    from harness.report.nights import publish  # matplotlib only when used
+
+    path = _existing(args.history)
+    if not re.match(r"^https?://[^\s<>\"']+$", args.verl_url):
+        raise HistoryError(f"--verl-url {args.verl_url!r}: not an http(s) URL (verl's repository on the web)")
+    out = output_path(args.out, "--out", [path], directory=True)
+    with _lock(path):
+        history = History.read(path)
+    site = publish(history, out, args.verl_url.rstrip("/"))
+    print(f"{site.index}: {len(site.pages)} scenarios, {site.charts} charts over {len(history.nights)} nights")
     return 0

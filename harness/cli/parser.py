@@ -283,6 +283,13 @@ def _history(sub: argparse._SubParsersAction) -> None:
                      "SCENARIO GOOD BAD, from history check --json's file")  # fmt: skip
     p.add_argument("checks", metavar="CHECK_JSON", nargs="+", help="one per history (a bisect they share runs once)")
     p.set_defaults(func=history.cmd_bisects)
+    p = h.add_parser("publish", help="the page of the nights: a static site, one chart a figure over the nights, "
+                     "change points marked (docs/history.md)")  # fmt: skip
+    p.add_argument("history", metavar="HISTORY")
+    p.add_argument("--out", required=True, metavar="DIR", help="the site's directory (index.html, a page a scenario)")
+    p.add_argument("--verl-url", default="https://github.com/verl-project/verl", metavar="URL",
+                   help="verl's repository on the web: each night's commit linked (default: %(default)s)")  # fmt: skip
+    p.set_defaults(func=history.cmd_publish)
     p = h.add_parser("accept", help="acknowledge an intended change: later nights stop failing on it")
     p.add_argument("history", metavar="HISTORY")
     p.add_argument("change", metavar="CHANGE", help="as the check prints it: SCENARIO:METRIC@NIGHT")
