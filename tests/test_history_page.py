@@ -115,7 +115,7 @@ def test_one_night_says_so_and_html_from_the_history_is_escaped(tmp_path, capsys
     night["identity"]["runner"] = hostile
     h.write_text(json.dumps(doc))
     site = tmp_path / "site"
-    code, out, err = publish(h, site, capsys)
+    code, _, err = publish(h, site, capsys)
     assert (code, err) == (0, ""), err
     pages = sorted(p.name for p in site.iterdir())
     assert len(pages) == 3 and "tiny_b.html" in pages and all(p.endswith(".html") and "<" not in p for p in pages)
