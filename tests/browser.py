@@ -52,8 +52,8 @@ class Browser:
             os.dup2(high[0], 3)
             os.dup2(high[1], 4)
 
-        # fds 3 and 4 kept: the child closes every other one after fds() has made them
-        self._proc = subprocess.Popen(argv, pass_fds=(3, 4), preexec_fn=fds, stdout=subprocess.DEVNULL,
+        # dup2 leaves 3 and 4 inheritable; every other descriptor Python made is not (PEP 446), so none else leaks
+        self._proc = subprocess.Popen(argv, close_fds=False, preexec_fn=fds, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.DEVNULL)  # fmt: skip
         os.close(to_chrome_r)
         os.close(from_chrome_w)
@@ -121,12 +121,12 @@ class Browser:
             raise RuntimeError(f"{expression[:60]}: {got['exceptionDetails']}")
         return got["result"].get("value")
 
-    def screenshot(self, path: Path, full_page: bool = True) -> Path:
-        params: dict[str, Any] = {"format": "png", "captureBeyondViewport": full_page}
-        if full_page:
-            root = "document.documentElement"
-            width, height = self.evaluate(f"[{root}.scrollWidth, {root}.scrollHeight]")
-            params["clip"] = {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}
+    def screenshot(self, path: Path, height: int | None = None) -> Path:
+        """The whole page (or its top ``height`` pixels) as a PNG."""
+        root = "document.documentElement"
+        width, full = self.evaluate(f"[{root}.scrollWidth, {root}.scrollHeight]")
+        clip = {"x": 0, "y": 0, "width": width, "height": min(full, height or full), "scale": 1}
+        params: dict[str, Any] = {"format": "png", "captureBeyondViewport": True, "clip": clip}
         path.write_bytes(base64.b64decode(self.call("Page.captureScreenshot", params, session=True)["data"]))
         return path
 

@@ -141,7 +141,7 @@ def _svg(chart: Chart, k: int, history: History, findings: list[Finding], verl_u
         color = {"regressed": "#b00020", "environment": "#b00020", "suspected": "#a15c00"}.get(word, "#2e7d32")
         line = ax.axvline(at, color=color, ls="--", lw=1.2, zorder=4)
         line.set_gid(f"change-{k}-{j}")
-        text = f"{word} {f.change.size_text()}"
+        text = f"{f.line.split(':', 1)[0]} {f.change.size_text()}"  # REGRESSED, SUSPECTED, improved, accepted, ...
         if f.accepted is not None:
             text += f": {f.accepted.reason[:60]}"
         ax.annotate(text, (at, 1.0), xycoords=("data", "axes fraction"), xytext=(4, -12), textcoords="offset points",
