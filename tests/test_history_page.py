@@ -128,6 +128,34 @@ def test_one_night_says_so_and_html_from_the_history_is_escaped(tmp_path, capsys
         assert hostile in browser.evaluate("document.body.textContent")  # shown as text
 
 
+def test_an_accepted_change_is_marked_with_its_reason_and_a_renamed_scenario_is_two(tmp_path, capsys, chromium):
+    h = history(tmp_path, capsys, scenarios=("tiny_a",))
+    night = json.loads(h.read_text())["nights"][STEP - 1]["id"]
+    assert main(["history", "accept", str(h), f"tiny_a:overhead.wall.profiled@{night}", "--reason",
+                 "richer <b>statistics</b>"]) == 0  # fmt: skip
+    capsys.readouterr()
+    assert publish(h, tmp_path / "accepted", capsys)[0] == 0
+    doc = json.loads(h.read_text())
+    for n in doc["nights"][6:]:  # renamed from night 7 on: the step at night 9 is in the new name's series
+        n["scenarios"]["tiny_a2"] = n["scenarios"].pop("tiny_a")
+    renamed = tmp_path / "renamed.json"
+    renamed.write_text(json.dumps(doc))
+    assert publish(renamed, tmp_path / "renamed", capsys)[0] == 0
+    with Browser(chromium) as browser:
+        browser.load((tmp_path / "accepted" / "tiny_a.html").as_uri())
+        label = browser.evaluate("[...document.querySelectorAll('.chart')].find(c => c.dataset.metric == "
+                                 "'overhead.wall.profiled').querySelector('svg').textContent")  # fmt: skip
+        bold = browser.evaluate("document.querySelectorAll('b').length")
+        browser.load((tmp_path / "renamed" / "index.html").as_uri())
+        rows = browser.evaluate("[...document.querySelectorAll('tr')].slice(1).map(r => r.cells[1].textContent)")
+        points = {}
+        for name in ("tiny_a", "tiny_a2"):
+            browser.load((tmp_path / "renamed" / f"{name}.html").as_uri())
+            points[name] = {len(c["points"]) for c in browser.evaluate(CHARTS)}
+    assert "accepted 1.4" in label and "richer <b>statistics</b>" in label and bold == 0  # text, not markup
+    assert rows == ["ok", "REGRESSED"] and points == {"tiny_a": {6}, "tiny_a2": {6}}
+
+
 def test_a_metric_that_disappears_is_charted_on_its_nights(tmp_path, capsys, chromium):
     h = history(tmp_path, capsys, scenarios=("tiny_a",))
     doc = json.loads(h.read_text())

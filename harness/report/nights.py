@@ -2,11 +2,12 @@
 figure over the nights in verl's commit order, each night's samples shown beside its value, change points marked.
 
 Static on purpose: it loads from ``file://`` and from GitHub Pages alike and makes no request (every chart an SVG
-inlined by matplotlib, its text drawn as paths; no script, font or stylesheet fetched). Everything from the history
-(scenario names, commits, runners, reasons) is escaped: a history is data, and one from a pull request's run must not
-write the page's markup. Charted: the figures a person reads a night by (overhead per stage and profiled or unprofiled
-step, wall and CPU; disk in total, per stage and per rank; entry counts; the run time off and on); a step's own
-figures are the report's. The verdicts are ``history check``'s (``harness.history.verdict``): nothing is judged here.
+inlined by matplotlib, its text SVG text in the page's fonts; no script, font or stylesheet fetched). All from the
+history (scenario names, commits, runners, reasons) is escaped: a history is data, and one from a pull request's run
+must not write the page's markup. Charted: the figures a person reads a night by (overhead per stage and profiled or
+unprofiled step, wall and CPU; disk in total, per stage and per rank; entry counts; the run time off and on); a
+step's own figures are the report's. The verdicts are ``history check``'s (``harness.history.verdict``): nothing is
+judged here.
 """
 
 from __future__ import annotations
@@ -125,6 +126,11 @@ def _svg(chart: Chart, k: int, history: History, findings: list[Finding], verl_u
     """One chart as inline SVG: each night's samples (small grey dots) and its value (a marker linked to its verl
     commit), every change point of the series a vertical line at its first night after, labelled with its size and
     interval, and the reason where it was accepted."""
+    with plt.rc_context({"svg.fonttype": "none"}):  # text as text: the page's own fonts, searchable, selectable
+        return _draw(chart, k, history, findings, verl_url)
+
+
+def _draw(chart: Chart, k: int, history: History, findings: list[Finding], verl_url: str) -> str:
     nights = sorted(chart.values)
     fig, ax = plt.subplots(figsize=(10.5, 3.0))
     for i in nights:
