@@ -247,9 +247,9 @@ def publish(history: History, out: Path, verl_url: str) -> Site:
     span = (f"{len(history.nights)} nights, {first.identity.date} ({first.identity.commit_text()}) to "
             f"{last.identity.date} ({last.identity.commit_text()})") if first and last else "no nights"  # fmt: skip
     made = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    said = f"<p>{html.escape(span)}; history check: <b>{html.escape(verdict.word)}</b>; made {html.escape(made)}</p>"
+    top = f"<p>{html.escape(span)}; history check: <b>{html.escape(verdict.word)}</b>; made {html.escape(made)}</p>"
     table = "<table><tr><th>scenario</th><th>state</th><th>latest night</th><th>charts</th></tr>"
-    body = ["<h1>precision_debugger: the nights</h1>", said, *notes, *(one if len(history.nights) == 1 else []),
+    body = ["<h1>precision_debugger: the nights</h1>", top, *notes, *(one if len(history.nights) == 1 else []),
             table, *index_rows, "</table>"]  # fmt: skip
     index = out / "index.html"
     write_atomic(index, _page("precision_debugger: the nights", body))
