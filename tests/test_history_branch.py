@@ -78,6 +78,7 @@ def test_the_first_night_starts_the_branch_and_the_second_is_checked(tmp_path, c
     second = night(tmp_path, bare, f"cpu.json={results(tmp_path, 2)}", name="two")
     assert second.returncode == 0, second.stdout + second.stderr
     assert "no change point in 3 series" in second.stdout and nights_on_branch(bare) == 2
+    assert (tmp_path / "two" / "site" / "cpu" / "tiny_case.html").is_file()  # the page of the nights
     summary = (tmp_path / "two" / "summary.md").read_text()
     assert summary.startswith(f"## precision_debugger: the history of nights (branch {BRANCH})") and "✅" in summary
 
