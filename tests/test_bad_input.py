@@ -106,6 +106,30 @@ def test_duplicate_keys_are_an_error_not_last_wins(tmp_path):
     assert validate(tmp_path, text=text) == [":23: YAML syntax error: duplicate key 'executor' (first at line 22)"]
 
 
+def test_nested_anchors_are_refused_before_they_are_expanded(tmp_path):
+    """A kilobyte of nested aliases stands for 9**9 nodes: refused at once, in one line (the error text was built
+    from the whole expansion and exhausted memory)."""
+    levels = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    levels += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)]
+    text = yaml.safe_dump(BASE, sort_keys=False) + "\n".join(levels) + "\n"
+    assert len(text) < 2048
+    assert validate(tmp_path, text=text) == [":1: YAML expands to more than 100000 nodes through its aliases (nested "
+                                             "anchors): write the values out"]  # fmt: skip
+
+
+@pytest.mark.parametrize("stem", ["bad_case\n", "a" * 101])
+def test_a_scenario_name_is_matched_whole_and_fits_a_file_name(tmp_path, stem):
+    path = tmp_path / f"{stem}.yaml"
+    path.write_text(yaml.safe_dump(BASE, sort_keys=False))
+    with pytest.raises(ScenarioError) as exc:
+        load_scenario(path)
+    assert exc.value.problems == [f"{path}:1: file name: scenario names are lowercase letters, digits and '_', at "
+                                  "most 100 characters (rename the file)"]  # fmt: skip
+    ok = tmp_path / f"{'a' * 100}.yaml"
+    ok.write_text(yaml.safe_dump(BASE, sort_keys=False))
+    assert load_scenario(ok).name == "a" * 100
+
+
 def test_merge_keys_still_override(tmp_path):
     text = yaml.safe_dump({k: v for k, v in BASE.items() if k != "budgets"}, sort_keys=False) + (
         "budgets:\n  overhead:\n    <<: &o {max_profiled_ratio: 1, max_unprofiled_ratio: 2}\n"

@@ -17,7 +17,10 @@ from harness.safeio import MB, InputError, read_text
 from harness.scenario.model import Scenario
 from harness.scenario.settings import WORKLOADS
 
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_]*$")
+# matched whole (fullmatch: ``$`` alone also matches before a final newline); at most 100 characters, so that every
+# file named after a scenario (its results dir, lock and JUnit files, with their suffixes) fits a file name
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_]{0,99}$")
+MAX_NODES = 100_000  # a scenario's YAML expanded (aliases followed): a few hundred nodes; anchors nested past this
 MAX_SCENARIO_BYTES = MB
 PLAIN_KEY = re.compile(r"[\w.-]+")  # shown as is in a problem line; any other key is quoted (a newline in a key)
 
@@ -122,12 +125,36 @@ class _Loader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+def _expanded(node: yaml.Node, memo: dict[int, int]) -> int:
+    """How many nodes ``node`` stands for with every alias followed (an alias is the anchored node itself, shared in
+    the tree): a kilobyte of nested anchors stands for billions, and anything that walks the data (validation, an
+    error's text) would walk them all."""
+    if id(node) in memo:
+        return memo[id(node)]
+    memo[id(node)] = 1  # a cycle counts once (PyYAML builds recursive data from it)
+    children: list[yaml.Node] = []
+    if isinstance(node, yaml.SequenceNode):
+        children = list(node.value)
+    elif isinstance(node, yaml.MappingNode):
+        children = [n for pair in node.value for n in pair]
+    total = 1
+    for child in children:
+        total += _expanded(child, memo)
+        if total > MAX_NODES:
+            break
+    memo[id(node)] = total
+    return total
+
+
 def parse_yaml(path: Path, text: str) -> tuple[yaml.Node | None, Any]:
     """The YAML document as a node tree (for line numbers) and as data; ScenarioError in one line otherwise."""
     loader = None
     try:
         loader = _Loader(text)  # refuses control characters here
         root = loader.get_single_node()
+        if root is not None and _expanded(root, {}) > MAX_NODES:
+            raise ScenarioError([f"{path}:1: YAML expands to more than {MAX_NODES} nodes through its aliases (nested "
+                                 "anchors): write the values out"])  # fmt: skip
         return root, loader.construct_document(root) if root is not None else None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
@@ -155,8 +182,9 @@ def load_scenario(path: str | Path, executor: str | None = None) -> Scenario:
         raise ScenarioError([f"{path}: {exc}"]) from None
     root, data = parse_yaml(path, text)
     problems = []
-    if not NAME_RE.match(path.stem):
-        problems.append(f"{path}:1: file name: scenario names are lowercase letters, digits and '_' (rename the file)")
+    if not NAME_RE.fullmatch(path.stem):
+        problems.append(f"{path}:1: file name: scenario names are lowercase letters, digits and '_', at most 100 "
+                        "characters (rename the file)")  # fmt: skip
     if not isinstance(data, dict):
         raise ScenarioError([*problems, f"{path}:1: (top level): a scenario is a mapping of fields"])
     try:
