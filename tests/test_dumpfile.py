@@ -268,7 +268,14 @@ def _link_dev_zero(path: Path) -> None:
     path.symlink_to("/dev/zero")
 
 
-@pytest.mark.parametrize(("make", "kind"), [(_make_fifo, "FIFO"), (_link_dev_zero, "symlink")])
+def _make_dir(path: Path) -> None:
+    path.mkdir()
+    (path / "dump.json").write_text("{}")
+
+
+@pytest.mark.parametrize(
+    ("make", "kind"), [(_make_fifo, "FIFO"), (_link_dev_zero, "symlink"), (_make_dir, "directory")]
+)
 def test_fifo_or_device_link_is_one_layout_line_and_no_hang(good_case, make, kind):
     _, ctx = good_case
     path = ctx.tree.root / FIFO_REL

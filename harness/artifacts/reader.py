@@ -143,7 +143,8 @@ def _dump_dir(m: re.Match[str], leaf: Path) -> DumpDir:
         path=leaf,
         files=frozenset(kinds),
         bytes=_regular_bytes(leaf),
-        not_regular={name: kind for name, kind in kinds.items() if kind not in ("regular file", "directory")},
+        # a directory too: one named dump.json is no dump (the dump's own subdirs are named otherwise)
+        not_regular={name: kind for name, kind in kinds.items() if kind != "regular file"},
     )
 
 
