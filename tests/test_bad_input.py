@@ -130,6 +130,13 @@ def test_a_scenario_name_is_matched_whole_and_fits_a_file_name(tmp_path, stem):
     assert load_scenario(ok).name == "a" * 100
 
 
+def test_a_key_that_is_a_list_is_one_line(tmp_path):
+    text = yaml.safe_dump(BASE, sort_keys=False) + "? [a, b]\n: 1\n"
+    assert validate(tmp_path, text=text) == [
+        ":22: YAML syntax error: a key that is a list or a mapping (`? [a, b]`): keys are plain names"
+    ]
+
+
 def test_merge_keys_still_override(tmp_path):
     text = yaml.safe_dump({k: v for k, v in BASE.items() if k != "budgets"}, sort_keys=False) + (
         "budgets:\n  overhead:\n    <<: &o {max_profiled_ratio: 1, max_unprofiled_ratio: 2}\n"

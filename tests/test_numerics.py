@@ -115,6 +115,23 @@ def test_the_numerics_command_reports_two_trees_and_two_files(tmp_path: Path, ca
     assert "overlaps the input" in capsys.readouterr().err
 
 
+def test_dumps_with_no_entry_compare_nothing_and_a_bad_regex_is_bad_input(tmp_path: Path, capsys):
+    """Empty ``data`` on both sides matched "0 rows all pass", exit 0: nothing was compared (exit 2). A regular
+    expression that does not compile is the caller's input (one line, exit 2), not a harness error."""
+    files = []
+    for side in ("base", "head"):
+        (tmp_path / side).mkdir()
+        (tmp_path / side / "dump.json").write_text('{"task": "statistics", "level": "L1", "data": {}}')
+        files.append(str(tmp_path / side / "dump.json"))
+    assert main(["numerics", *files, "--results", str(tmp_path / "r")]) == 2
+    assert "NOTHING COMPARED (no step/stage dumped on both sides with an entry to compare)" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exc:
+        main(["numerics", *files, "--results", str(tmp_path / "r2"), "--nonfinite-ok", "("])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and err[-1].endswith("argument --nonfinite-ok: '(' is not a regular expression "
+                                                    "(missing ), unterminated subpattern at position 0)")  # fmt: skip
+
+
 def test_the_scope_compares_the_first_step_and_the_first_ranks_and_says_what_it_skipped(tmp_path: Path):
     for side in ("base", "head"):
         for step in (2, 4):

@@ -37,8 +37,8 @@ def cmd_numerics(args: argparse.Namespace) -> int:
         print(line)
     stages = report.head_vs_base.stages
     print(f"CSVs in {results / 'head_vs_base'}")
-    if not any(s.status == "compared" for s in stages):
-        print(f"{outcomes.NOTHING_COMPARED} (no step/stage dumped on both sides)")
+    if not any(s.status == "compared" and s.rows for s in stages):  # a stage of no entries compared nothing
+        print(f"{outcomes.NOTHING_COMPARED} (no step/stage dumped on both sides with an entry to compare)")
         return outcomes.EXIT_ERROR
     if any(s.status == "error" for s in stages):
         return outcomes.EXIT_ERROR

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -207,7 +208,7 @@ def build() -> argparse.ArgumentParser:
     p.add_argument("base", help="base's on-dump tree (<results>/<scenario>/on/dumps) or a dump.json")
     p.add_argument("head", help="head's, the same kind")
     p.add_argument("--results", default="numerics-results", help="where the CSVs go (default ./numerics-results)")
-    p.add_argument("--nonfinite-ok", action="append", default=[], metavar="REGEX",
+    p.add_argument("--nonfinite-ok", action="append", default=[], metavar="REGEX", type=_regex,
                    help="entries whose non-pass rows are counted apart (a scenario's expect.nonfinite_ok)")  # fmt: skip
     p.add_argument(
         "--engine", choices=ENGINES, help="who computes the statistics (default HARNESS_NUMERICS, else harness)"
@@ -295,6 +296,14 @@ def _history(sub: argparse._SubParsersAction) -> None:
     p.add_argument("change", metavar="CHANGE", help="as the check prints it: SCENARIO:METRIC@NIGHT")
     p.add_argument("--reason", required=True, help="why the change is intended (reports show it)")
     p.set_defaults(func=history.cmd_accept)
+
+
+def _regex(text: str) -> str:
+    try:
+        re.compile(text)
+    except re.error as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a regular expression ({exc})") from None
+    return text
 
 
 def _positive(text: str) -> int:

@@ -116,7 +116,10 @@ class _Loader(yaml.SafeLoader):
             if key_node.tag == "tag:yaml.org,2002:merge":
                 continue  # `<<: *defaults` is meant to be overridden
             key = self.construct_object(key_node, deep=True)
-            if isinstance(key, Hashable) and key in seen:
+            if not isinstance(key, Hashable):
+                why = "a key that is a list or a mapping (`? [a, b]`): keys are plain names"
+                raise yaml.constructor.ConstructorError(None, None, why, key_node.start_mark)
+            if key in seen:
                 first = seen[key].start_mark.line + 1
                 raise yaml.constructor.ConstructorError(
                     None, None, f"duplicate key {key!r} (first at line {first})", key_node.start_mark
