@@ -35,6 +35,7 @@ from harness.pytest_plugin.state import (
     target_env,
 )
 from harness.scenario.blocks import KnownGap
+from harness.scenario.loader import ExecutorRefused
 from harness.scenario.model import Scenario
 from harness.training.devices import skip_reason
 from harness.training.runs import ensure_runs, results_dir, scenario_lock
@@ -42,8 +43,11 @@ from harness.training.runs import ensure_runs, results_dir, scenario_lock
 
 class ScenarioFile(pytest.File):
     def collect(self) -> list[pytest.Item]:
+        refused = ""
         try:
             scenario = self.config.stash[SCENARIOS].load(self.path)
+        except ExecutorRefused as exc:  # valid, but not under this --executor: a skip, which -k may deselect
+            scenario, refused = exc.scenario, "; ".join(exc.problems)
         except ScenarioError as exc:
             raise self.CollectError(f"invalid scenario file ({len(exc.problems)} problems):\n{exc}") from None
         if scenario is None:  # the same file collected twice: its items once
@@ -59,6 +63,8 @@ class ScenarioFile(pytest.File):
             items.append(gap_item)
         for item in items:
             item.add_marker(pytest.mark.xdist_group(scenario.name))
+            if refused:
+                item.add_marker(pytest.mark.skip(reason=refused))
         return items
 
 

@@ -199,12 +199,24 @@ def load_scenario(path: str | Path, executor: str | None = None) -> Scenario:
     if executor and executor != scenario.executor.kind:
         block = data.get("executor")
         as_run = {**(block if isinstance(block, dict) else {}), "kind": executor}
+        scenario._name = path.stem
         try:
             Scenario.model_validate({**data, "executor": as_run})
         except ValidationError as exc:
-            raise ScenarioError([f"{path}: --executor {executor}: {_describe(err)}" for err in exc.errors()]) from None
+            problems = [f"{path}: --executor {executor}: {_describe(err)}" for err in exc.errors()]
+            raise ExecutorRefused(problems, scenario) from None
     scenario._name = path.stem
     return scenario
+
+
+class ExecutorRefused(ScenarioError):
+    """A valid scenario that cannot run under the ``--executor`` given (its workload refuses it): the CLI refuses
+    the input, pytest skips the scenario with this reason (``-k`` may deselect it anyway: never an error for the
+    others)."""
+
+    def __init__(self, problems: list[str], scenario: Scenario) -> None:
+        super().__init__(problems)
+        self.scenario = scenario
 
 
 def scenario_files(paths: Iterable[str | Path]) -> list[Path]:
