@@ -818,3 +818,28 @@ def test_timing_mode_from_option_then_environment_and_a_bad_value_is_one_infrast
     monkeypatch.setenv("HARNESS_TIMING", "off")
     with pytest.raises(InfraError, match=r"^HARNESS_TIMING='off': one of gate, record$"):
         gates_timing(None)
+
+
+def test_a_dump_nested_past_the_recursion_limit_is_not_valid_and_a_harness_bug_names_no_input(
+    tmp_path, capsys, monkeypatch
+):
+    """A dump.json nested 100,000 levels deep: a traceback, exit 1, before (the catch-all handler itself crashed on
+    these commands' list of results dirs). Now the dump is not valid JSON, like a syntax error, and a harness bug
+    in a command that reads results dirs is one line, exit 2, with nothing written into them."""
+    res = write_results(tmp_path / "res", "tiny_case").parent
+    dump = next(res.rglob("dump.json"))
+    dump.write_text('{"data": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    from harness.artifacts.dumpfile import DumpFile
+
+    with pytest.raises(ValueError, match="nested too deeply to be a dump at char 9"):
+        list(DumpFile(dump).batches())
+    before = sorted(p.relative_to(res).as_posix() for p in res.rglob("*"))
+
+    def bug(*_: object, **__: object) -> None:
+        raise RuntimeError("a harness bug")
+
+    monkeypatch.setattr("harness.cli.baseline.cmd_merge", bug)
+    code = main(["baseline", "merge", str(res), "-o", str(tmp_path / "b.json")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith("HARNESS ERROR (not a verdict on verl): RuntimeError")
+    assert sorted(p.relative_to(res).as_posix() for p in res.rglob("*")) == before

@@ -194,6 +194,8 @@ class _Window:
                 if exc.pos + LONGEST_TOKEN > len(self.buf) and self.more():  # else a real error, not a cut
                     continue
                 raise self.error(exc.msg, exc.pos) from None
+            except RecursionError:  # no dump nests a thousand levels: not valid, as a syntax error is
+                raise self.error("nested too deeply to be a dump", self.pos) from None
             if end < len(self.buf) or not self.more():  # a number at the window's end may go on
                 self.pos = end
                 return value

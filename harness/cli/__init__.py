@@ -42,7 +42,7 @@ def _keep_traceback(args: argparse.Namespace) -> str:
     """The whole traceback of a harness bug, for its report: in the command's results dir when it has one (where
     everything a run writes stays), else nowhere (the line names the innermost frame)."""
     results = getattr(args, "results", None)
-    if not results:
+    if not isinstance(results, str) or not results:  # a list: the results dirs a command reads, never written to
         return ""
     path = Path(results) / "harness-error.txt"
     try:
