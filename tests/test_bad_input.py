@@ -389,6 +389,37 @@ def test_the_lock_is_held_through_the_checks_and_results_json(tmp_path, monkeypa
     assert probe.stdout.strip() == "free"  # released at the end
 
 
+@pytest.mark.integration
+def test_a_run_waiting_for_another_runs_lock_says_so_and_gives_up_at_its_bound(tmp_path, monkeypatch, capsys):
+    """It waited forever, saying nothing, for a process that held the results dir."""
+    import time
+
+    from harness.training.runs import scenario_lock
+
+    sdir = ScenarioDir(tmp_path / "res" / "tiny_case")
+    scenario_lock(sdir)  # makes the dir
+    holder = subprocess.Popen([PY, "-c", "import sys, time; from filelock import FileLock; "
+                               "l = FileLock(sys.argv[1]); l.acquire(); print('held', flush=True); time.sleep(60)",
+                               str(sdir.lock)], stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        monkeypatch.setenv("HARNESS_LOCK_WAIT_S", "1")
+        started = time.monotonic()
+        with pytest.raises(InfraError, match=r"held by another harness run for 1 s \(HARNESS_LOCK_WAIT_S\)"):
+            scenario_lock(sdir).acquire()
+        assert 0.9 < time.monotonic() - started < 10
+        assert capsys.readouterr().err == (f"waiting for {sdir.lock}: another harness run holds this scenario's "
+                                           "results dir (at most 1 s, HARNESS_LOCK_WAIT_S)\n")  # fmt: skip
+        monkeypatch.setenv("HARNESS_LOCK_WAIT_S", "soon")
+        with pytest.raises(InfraError, match="HARNESS_LOCK_WAIT_S='soon': not a number of seconds"):
+            scenario_lock(sdir).acquire()
+    finally:
+        holder.kill()
+        holder.wait()
+    with scenario_lock(sdir):  # free again: taken at once, nothing said
+        assert capsys.readouterr().err == ""
+
+
 def test_a_linked_scenario_dir_is_refused(tmp_path):
     (tmp_path / "res").mkdir()
     (tmp_path / "res" / "tiny_case").symlink_to(tmp_path)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import shutil
 import sys
 import time
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
 from harness.artifacts.crash import Crash, classify, transient
 from harness.artifacts.record import ExecResult, RunRecord
@@ -146,6 +147,43 @@ def results_dir(path: str | Path) -> Path:
     return root
 
 
+LOCK_WAIT_S = 3600.0  # how long a run waits for another holding its results dir (HARNESS_LOCK_WAIT_S)
+
+
+class ScenarioLock(FileLock):
+    """A results dir's lock that says what it waits for: taken at once when free (or already held here), else one
+    line naming the lock and the bound, then a wait of at most HARNESS_LOCK_WAIT_S (default an hour: another run's
+    trainings), then an error naming the lock (a run of another process that never ends no longer hangs this one)."""
+
+    def acquire(self, timeout: float | None = None, poll_interval: float | None = None, **kw: Any) -> Any:
+        if timeout is not None or kw.get("blocking") is False:  # an explicit wait: as asked
+            return super().acquire(timeout, poll_interval, **kw)
+        try:
+            return super().acquire(timeout=0)
+        except Timeout:
+            bound = _lock_wait()
+            print(f"waiting for {self.lock_file}: another harness run holds this scenario's results dir (at most "
+                  f"{bound:g} s, HARNESS_LOCK_WAIT_S)", file=sys.stderr, flush=True)  # fmt: skip
+            try:
+                return super().acquire(timeout=bound)
+            except Timeout:
+                raise InfraError(
+                    f"{self.lock_file}: held by another harness run for {bound:g} s (HARNESS_LOCK_WAIT_S): let it "
+                    "finish, or use another --results dir"
+                ) from None
+
+
+def _lock_wait() -> float:
+    text = os.environ.get("HARNESS_LOCK_WAIT_S", "")
+    try:
+        value = float(text) if text else LOCK_WAIT_S
+    except ValueError:
+        raise InfraError(f"HARNESS_LOCK_WAIT_S={text!r}: not a number of seconds") from None
+    if not 0 <= value < float("inf"):
+        raise InfraError(f"HARNESS_LOCK_WAIT_S={text!r}: not a number of seconds")
+    return value
+
+
 def scenario_lock(sdir: ScenarioDir) -> FileLock:
     """The lock of one scenario's results dir, to hold from its trainings to its last results.json write (a
     ``--reuse`` re-check too): one instance per path in a process, so taking it again while held is free.
@@ -157,7 +195,7 @@ def scenario_lock(sdir: ScenarioDir) -> FileLock:
         sdir.root.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InfraError(f"cannot make the results dir {sdir.root.parent}: {exc.strerror}") from None
-    return FileLock(str(sdir.lock), is_singleton=True)
+    return ScenarioLock(str(sdir.lock), is_singleton=True)
 
 
 def ensure_runs(
