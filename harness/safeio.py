@@ -114,6 +114,20 @@ def write_atomic(path: Path, data: str | bytes) -> None:
         raise InfraError(f"cannot write {path}: {exc.strerror}") from None
 
 
+def in_place(root: Path, path: Path) -> Path:
+    """``path``, after checking that neither ``root`` nor a directory between them (``path`` included) is a symbolic
+    link: what is written or deleted there stays there (a rmtree through a linked dir deleted files elsewhere).
+    HarnessError, one line naming the link, otherwise."""
+    here = root
+    for part in ("", *path.relative_to(root).parts):
+        here = here / part if part else here
+        if here.is_symlink():
+            raise HarnessError(
+                f"{here}: a symbolic link in an output dir: outputs are written in place only (remove it)"
+            )
+    return path
+
+
 def output_path(path: str | Path, option: str, inputs: Iterable[str | Path] = (), directory: bool = False) -> Path:
     """Where a command may write ``path`` (given as ``option``), absolute, its parent made (a ``directory``
     output: itself). Never one of the command's ``inputs`` nor inside one (a results dir being read: a baseline

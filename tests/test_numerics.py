@@ -132,6 +132,25 @@ def test_dumps_with_no_entry_compare_nothing_and_a_bad_regex_is_bad_input(tmp_pa
                                                     "(missing ), unterminated subpattern at position 0)")  # fmt: skip
 
 
+def test_a_link_in_the_output_dir_is_refused_and_nothing_elsewhere_is_deleted(tmp_path: Path, capsys):
+    """`numerics --results OUT` with OUT/head_vs_base a link to elsewhere: the CSVs were written through it and a
+    stage dir elsewhere deleted (rmtree through the link)."""
+    base, head = tree(tmp_path / "base"), tree(tmp_path / "head")
+    elsewhere = tmp_path / "elsewhere" / "step_2" / "actor_update"
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "precious.txt").write_text("keep")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "head_vs_base").symlink_to(tmp_path / "elsewhere")
+    assert main(["numerics", str(base), str(head), "--results", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"ERROR: {out / 'head_vs_base'}: a symbolic link in an output dir: outputs are written in place "
+                   "only (remove it)"]  # fmt: skip
+    assert (elsewhere / "precious.txt").read_text() == "keep" and sorted(p.name for p in elsewhere.iterdir()) == [
+        "precious.txt"
+    ]
+
+
 def test_the_scope_compares_the_first_step_and_the_first_ranks_and_says_what_it_skipped(tmp_path: Path):
     for side in ("base", "head"):
         for step in (2, 4):

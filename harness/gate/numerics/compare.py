@@ -29,6 +29,7 @@ from harness.errors import InfraError
 from harness.gate.numerics import stats_compare
 from harness.gate.numerics.msprobe_cli import first_da, run_msprobe
 from harness.gate.numerics.report import RANK, Numerics, NumericsReport, StageNumerics, count_row, read_csvs
+from harness.safeio import in_place
 from harness.scenario.blocks import NumericsScope
 
 ENGINES = ("harness", "msprobe")
@@ -118,7 +119,7 @@ def compare_trees(
             s = StageNumerics(*_step_stage(head), sides)
             num.stages.append(s)
             num.dump_bytes += head.stat().st_size + base.stat().st_size
-            where = out / name / s.where
+            where = in_place(out, out / name / s.where)
             shutil.rmtree(where, ignore_errors=True)
             jobs.append((s, where, ["-tp", str(head), "-gp", str(base), "-o", str(where)]))
             continue
@@ -147,7 +148,7 @@ def compare_trees(
             num.dump_bytes += sum((d / f"step_{step}/{stage}/step0/{r}/dump.json").stat().st_size
                                   for d in (head, base) for r in ranks_h)  # fmt: skip
             tp, gp = (d / f"step_{step}" / stage / "step0" for d in (head, base))
-            where = out / name / s.where
+            where = in_place(out, out / name / s.where)
             shutil.rmtree(where, ignore_errors=True)  # a rerun into the same results dir: no stale CSVs
             jobs.append((s, where, ["-tp", str(tp), "-gp", str(gp), "-o", str(where)]))
             if (step, stage) in only:
