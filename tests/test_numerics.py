@@ -151,6 +151,26 @@ def test_a_link_in_the_output_dir_is_refused_and_nothing_elsewhere_is_deleted(tm
     ]
 
 
+def test_a_linked_stack_json_or_rank_dir_is_not_followed_out_of_the_tree(tmp_path: Path, capsys):
+    """A head's stack.json linked to a file outside the tree had its text copied into the CSVs (a pull request's
+    dumps could pull a host file into uploaded artifacts), and a rank dir linked out of the tree was compared."""
+    base, head = tree(tmp_path / "base"), tree(tmp_path / "head")
+    host = tmp_path / "host-secret.json"
+    host.write_text(json.dumps({"0": [["Tensor.narrow.0.forward"], ["SECRET-HOST-TEXT"]]}))
+    stage = head / "step_2" / "actor_update" / "step0"
+    (stage / "rank0" / "stack.json").unlink(missing_ok=True)
+    (stage / "rank0" / "stack.json").symlink_to(host)
+    outside = tree(tmp_path / "outside") / "step_2" / "actor_update" / "step0" / "rank0"
+    (stage / "rank1").symlink_to(outside)
+    (base / "step_2" / "actor_update" / "step0" / "rank1").symlink_to(outside)
+    out = tmp_path / "out"
+    assert main(["numerics", str(base), str(head), "--results", str(out)]) == 0
+    capsys.readouterr()
+    csvs = sorted(out.rglob("*.csv"))
+    assert [p.name for p in csvs if p.parent.name == "actor_update"] == ["compare_result_rank0.csv"]
+    assert not any("SECRET-HOST-TEXT" in p.read_text() for p in csvs)
+
+
 def test_the_scope_compares_the_first_step_and_the_first_ranks_and_says_what_it_skipped(tmp_path: Path):
     for side in ("base", "head"):
         for step in (2, 4):

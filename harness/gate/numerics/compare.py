@@ -71,9 +71,10 @@ def _compare_stage(
     if tp.is_file():
         ranks = [(tp.parent.name if RANK.fullmatch(tp.parent.name) else "rank0", tp, gp)]
     else:
+        # a rank dir that is a link (out of the tree) is not followed, on either side
         ranks = [(r, tp / r / "dump.json", gp / r / "dump.json")
-                 for r in sorted(r.name for r in tp.iterdir() if (r / "dump.json").is_file())
-                 if only is None or r in only]  # fmt: skip
+                 for r in sorted(r.name for r in tp.iterdir() if not r.is_symlink() and (r / "dump.json").is_file())
+                 if (only is None or r in only) and not (gp / r).is_symlink()]  # fmt: skip
     for rank, head, base in ranks:
         path = where / f"compare_result_{rank}.csv"
 

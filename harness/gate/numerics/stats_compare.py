@@ -39,7 +39,7 @@ from typing import Any
 
 import orjson
 
-from harness.artifacts.dumpfile import SKIPPED, run_texts
+from harness.artifacts.dumpfile import SKIPPED, NotRegularFile, open_regular, run_texts
 from harness.gate.numerics.cells import (
     Numbers,
     csv_cell,
@@ -72,9 +72,13 @@ _ZEROS = "0,0,0,0,0,0,0,0"  # the diffs and relative errors of two equal statist
 def _load_stack(path: Path | None) -> dict[str, Any] | None:
     """stack.json (msprobe's stack mode: a ``NPU_Stack_Info`` column when the target's dir holds one); its new
     layout ``{"0": [[api, ...], stack], ...}`` flattened to api -> stack as ``load_stack_json`` does."""
-    if path is None or not path.is_file():
+    if path is None:
         return None
-    text = path.read_bytes()
+    try:  # its own file only: a link (to a host file) is not followed, a FIFO not waited on
+        with open_regular(path) as f:
+            text = f.read()
+    except (FileNotFoundError, NotRegularFile):
+        return None
     try:
         doc = orjson.loads(text)
     except orjson.JSONDecodeError:  # NaN, Infinity or an integer beyond 64 bits: the stdlib reads them
