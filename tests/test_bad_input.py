@@ -420,6 +420,24 @@ def test_a_run_waiting_for_another_runs_lock_says_so_and_gives_up_at_its_bound(t
         assert capsys.readouterr().err == ""
 
 
+@pytest.mark.parametrize("linked", ["tiny_case", "tiny_case/on", "tiny_case/on/dumps"])
+def test_a_link_in_a_results_dir_is_refused_by_every_reader(tmp_path, capsys, linked):
+    """gate, baseline merge and history append read the tree a linked scenario, run or dumps dir pointed to."""
+    elsewhere = write_results(tmp_path / "elsewhere", "tiny_case").parent
+    res = write_results(tmp_path / "res", "tiny_case").parent
+    assert main(["baseline", "merge", str(elsewhere), "-o", str(tmp_path / "b.json")]) == 0
+    shutil.rmtree(res / linked)
+    (res / linked).symlink_to(elsewhere / linked)
+    said = f"BASELINE ERROR: {res / linked}: a symbolic link in a results dir: results are read in place only"
+    for argv in (["baseline", "merge", str(res), "-o", str(tmp_path / "b2.json")],
+                 ["gate", "--baseline", str(tmp_path / "b.json"), "--results", str(res)]):  # fmt: skip
+        capsys.readouterr()
+        assert main(argv) == 2
+        assert capsys.readouterr().err.strip().splitlines() == [said], argv
+    assert main(["history", "append", str(tmp_path / "h.json"), str(res)]) == 2
+    assert said.removeprefix("BASELINE ERROR: ") in capsys.readouterr().err
+
+
 def test_a_linked_scenario_dir_is_refused(tmp_path):
     (tmp_path / "res").mkdir()
     (tmp_path / "res" / "tiny_case").symlink_to(tmp_path)

@@ -93,6 +93,8 @@ def observe_results(path: Path) -> Observation:
     if fig.OVERHEAD_PROFILED not in figures and not errors and not crashes and not known and not stopped:
         errors.append("no overhead figures in results.json (did the overhead check run?)")
     dumps = sdir / "on" / "dumps"
+    for linked in (p for p in (sdir, sdir / "on", dumps) if p.is_symlink()):  # read in place: never another tree
+        raise BaselineError(f"{linked}: a symbolic link in a results dir: results are read in place only")
     structure = structure_of(dumps) if dumps.is_dir() else None
     figures.update(structure_figures(structure))
     return Observation(
