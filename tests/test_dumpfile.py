@@ -381,3 +381,17 @@ def test_contents_figures_equal_a_whole_file_count(good_case):
     result = CHECKS["contents"](CheckContext(ctx.scenario, ctx.dir))
     assert (result.figures["contents.tensors"], result.figures["contents.nonfinite_tensors"]) == (tensors, nonfinite)
     assert nonfinite == 8 and len(result.problems) == 4  # three examples and the count line
+
+
+@pytest.mark.parametrize("key", ["data", "task", "level"])
+def test_a_top_level_key_given_twice_is_not_a_dump(tmp_path, key):
+    """json.load keeps the last "data", a stream the first: msprobe's compare and the harness read two different
+    dumps from one file. Refused as invalid instead."""
+    first = '{"a.0.forward": {"input_args": []}}' if key == "data" else '"x"'
+    second = '{"b.0.forward": {}}' if key == "data" else '"y"'
+    doc = {"task": '"statistics"', "level": '"L1"', "data": '{"c.0.forward": {}}'} | {key: first}
+    text = "{" + ", ".join(f'"{k}": {v}' for k, v in doc.items()) + f', "{key}": {second}' + "}"
+    path = tmp_path / "dump.json"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=f"the top-level key '{key}' twice at char"):
+        list(DumpFile(path).batches())

@@ -314,9 +314,13 @@ def _leading_members(text: str) -> tuple[dict[str, Any], int] | None:
 def _document(w: _Window, dump: DumpFile) -> Iterator[dict[str, Any]]:
     """The top-level object: header values kept, ``data`` streamed, anything else parsed and dropped."""
     w.take("{")
+    seen: set[str] = set()
     if w.peek() != "}":
         while True:
-            key = w.key()
+            at, key = w.pos, w.key()
+            if key in seen:  # json.load keeps the last, a stream the first: two readers, two dumps
+                raise w.error(f"the top-level key {key!r} twice", at)
+            seen.add(key)
             if key == "data" and w.peek() == "{":
                 w.pos += 1
                 dump.has_data = True
