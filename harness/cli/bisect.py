@@ -19,7 +19,16 @@ from harness.pipeline.evaluate import evaluate
 from harness.pipeline.overhead_probe import REPEATS, overhead_probe
 from harness.scenario.loader import load_scenarios
 from harness.scenario.model import Scenario
-from harness.targets.commits import NOISY_CHECKS, BisectError, Commit, Probe, ProbeFn, bisect, history
+from harness.targets.commits import (
+    NOISY_CHECKS,
+    BisectError,
+    Commit,
+    EndpointUndecided,
+    Probe,
+    ProbeFn,
+    bisect,
+    history,
+)
 from harness.targets.environment import ensure_env
 from harness.targets.spec import parse_target
 from harness.training.devices import skip_reason
@@ -128,7 +137,11 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         probe = overhead_probe(repo, scenarios, reference, results, args.executor, args.msprobe, args.max_repeats, say)
     else:
         probe = training_probe(repo, scenarios, checks, results, args.executor, args.msprobe)
-    outcome = bisect(commits, probe, args.find, say=lambda line: print(line, flush=True))
+    try:
+        outcome = bisect(commits, probe, args.find, say=lambda line: print(line, flush=True))
+    except EndpointUndecided as exc:  # the noise, not the input: INCONCLUSIVE
+        print(f"INCONCLUSIVE: {exc}")
+        return outcomes.EXIT_INCONCLUSIVE
     for line in outcome.lines():
         print(line)
     return outcomes.EXIT_PASS if outcome.found else outcomes.EXIT_INCONCLUSIVE

@@ -54,7 +54,8 @@ def probe_of(judgement: Judgement) -> Probe:
     if no_timing:
         return Probe("skip", checks, f"no timing to judge ({'; '.join(no_timing)})")
     if undecided:
-        return Probe("skip", checks, f"overhead undecided: {undecided} figure(s) INCONCLUSIVE within the budget")
+        why = f"overhead undecided: {undecided} figure(s) INCONCLUSIVE within the budget"
+        return Probe("skip", checks, why, undecided=True)
     if not decided:
         return Probe("skip", checks, "no overhead figure was compared")
     return Probe("pass", checks)

@@ -40,6 +40,11 @@ class BisectError(HarnessError):
     label = "BISECT ERROR"
 
 
+class EndpointUndecided(BisectError):
+    """An endpoint's overhead stayed undecided within the budget: the regression is not confirmed at this budget,
+    so nothing between the endpoints can be named. INCONCLUSIVE (exit 3), not an error of the input."""
+
+
 @dataclass(frozen=True)
 class Commit:
     sha: str
@@ -56,6 +61,7 @@ class Probe:
     verdict: Verdict
     checks: dict[str, tuple[str, str]] = field(default_factory=dict)
     why: str = ""  # for skip and infra: the one line that says why there is no verdict
+    undecided: bool = False  # a skip because the noise left a timing undecided (not a commit that gives no verdict)
 
     def line(self) -> str:
         if self.verdict in ("skip", "infra"):
@@ -139,6 +145,11 @@ def bisect(
     results = {}
     for i, (word, name) in ((0, (old_word, names[0])), (len(commits) - 1, (new_word, names[1]))):
         results[i] = p = ask(commits[i])
+        if p.verdict != word and p.undecided:
+            raise EndpointUndecided(
+                f"{name} {commits[i].sha[:12]} is undecided, not {word}: {p.line()}: the change is not confirmed at "
+                "this budget, so no commit between the endpoints is named (more --max-repeats, or a quieter runner)"
+            )
         if p.verdict != word:
             already = "bad" if p.verdict == "fail" else "good"
             state = "gives no verdict" if p.verdict == "skip" else f"is already {already}"
