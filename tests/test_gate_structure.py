@@ -13,8 +13,8 @@ from builders import write_dump, write_metrics
 
 from harness.artifacts.record import ExecResult, RunRecord
 from harness.artifacts.rundir import ScenarioDir
+from harness.gate.against_baseline import gate_scenario
 from harness.gate.baseline import build
-from harness.gate.judge import gate_scenario
 from harness.gate.observe import observe_results
 from harness.gate.structure import name_diff, normalise, structure_of
 from harness.pipeline.evaluate import evaluate

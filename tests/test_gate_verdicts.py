@@ -10,8 +10,8 @@ from builders import dump_doc
 from gate_builders import ENV, SETTINGS, write_results
 
 from harness.cli import main
+from harness.gate.against_baseline import gate_dirs
 from harness.gate.baseline import Baseline, build
-from harness.gate.judge import gate_dirs
 
 QUIET = (9.95, 10.0, 10.05, 9.98, 10.02)
 

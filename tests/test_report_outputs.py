@@ -8,9 +8,9 @@ from pathlib import Path
 from gate_builders import ENV, write_results
 
 from harness.cli import main
+from harness.gate.against_baseline import gate
 from harness.gate.baseline import Baseline, build
 from harness.gate.files import GateDoc
-from harness.gate.judge import gate
 from harness.gate.observe import observe_dir
 from harness.report import build_report
 

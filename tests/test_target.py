@@ -21,9 +21,9 @@ from gate_builders import ENV, write_results
 from verl_repo import PROFILE, VerlRepo, git
 
 from harness.errors import InfraError
+from harness.gate.against_baseline import gate_dirs
 from harness.gate.baseline import build
 from harness.gate.files import GateDoc
-from harness.gate.judge import gate_dirs
 from harness.gate.observe import observe_dir
 from harness.report.summary import summary_markdown
 from harness.targets.environment import _MADE, ensure_env

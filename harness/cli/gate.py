@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from harness.gate.against_baseline import gate
 from harness.gate.baseline import Baseline
 from harness.gate.files import GateDoc
-from harness.gate.judge import gate
 from harness.gate.observe import Observation, observe_dir
 from harness.safeio import output_path
 

@@ -23,7 +23,6 @@ import math
 import statistics
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 from harness import outcomes
@@ -33,7 +32,7 @@ from harness.checks.base import CheckResult
 from harness.checks.known_gap import is_gap
 from harness.gate.baseline import BLOCKING_ENV, INFO_ENV, OVERHEAD_ENV, Baseline, floor
 from harness.gate.numerics.report import NumericsReport
-from harness.gate.observe import Observation, observe_dir
+from harness.gate.observe import Observation
 from harness.gate.structure import name_diff
 
 Verdict = Literal["ok", "regressed", "improved", "inconclusive", "new", "missing"]
@@ -505,18 +504,6 @@ def compare_runs(
     return judge(name, Side.of_runs(base), Side.of_runs(head), Policy("compare", families=families))
 
 
-def gate_scenario(name: str, baseline: Baseline, obs: Observation | None, across_env: bool = False) -> ScenarioVerdict:
-    """Now against the baseline: a scenario only one of them holds is reported, not judged."""
-    policy = Policy.gate(baseline, across_env)
-    if name not in baseline.scenarios:
-        why = "not in the baseline; gated once a baseline holds it"
-        return ScenarioVerdict(name, policy, notes=[why], standing="new scenario")
-    if obs is None:
-        why = "in the baseline but not in these results"
-        return ScenarioVerdict(name, policy, notes=[why], standing="missing scenario")
-    return judge(name, Side.of_baseline(baseline, name), Side.of_runs([obs]), policy)
-
-
 # The order of the counts on a judgement's last line.
 GATE_COUNTS: tuple[Status, ...] = (
     "regressed", "inconclusive", "improved", "ok", "new scenario", "missing scenario", "environment differs",
@@ -589,28 +576,6 @@ class Judgement:
         said = [f"{self.count(st)} {st}" for st in COMPARE_COUNTS if self.count(st)]
         said += [f"{len(self.skipped)} skipped"] if self.skipped else []
         return [*out, f"compare: {', '.join(said) or 'no scenarios'} -> {self.verdict[1]}"]
-
-
-def describe_baseline(b: Baseline) -> str:
-    env = ", ".join(
-        f"{k} {b.environment[k]}"
-        for k in ("device_kind", "mindstudio-probe", "verl", "target", "series", "torch")
-        if k in b.environment
-    )
-    return f"{len(b.scenarios)} scenarios, commit {(b.commit or '?')[:12]}, created {b.created}; {env}"
-
-
-def gate(baseline: Baseline, observations: dict[str, Observation], across_env: bool = False) -> Judgement:
-    names = sorted(set(baseline.scenarios) | set(observations))
-    verdicts = [gate_scenario(n, baseline, observations.get(n), across_env) for n in names]
-    return Judgement("gate", describe_baseline(baseline), "these results", verdicts)
-
-
-def gate_dirs(baseline: Baseline, results: list[Path], across_env: bool = False) -> Judgement:
-    observations: dict[str, Observation] = {}
-    for d in results:
-        observations.update(observe_dir(d))
-    return gate(baseline, observations, across_env)
 
 
 def interleaved(repeats: int) -> list[tuple[str, int]]:

@@ -16,7 +16,7 @@ from harness.checks.crash import not_checked
 from harness.checks.known_gap import check_gap, gap_name
 from harness.checks.results import record_check
 from harness.errors import HarnessError, InfraError, ScenarioError
-from harness.gate.judge import gate_scenario
+from harness.gate.against_baseline import gate_scenario
 from harness.gate.observe import observe_results
 from harness.pipeline.base_head import run_comparison
 from harness.pipeline.options import gates_timing
