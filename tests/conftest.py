@@ -13,6 +13,7 @@ from builders import write_dump, write_metrics, write_scenario
 from guard import sitecustomize as guard
 from verl_repo import VerlRepo, make_verl_repo
 
+from harness.artifacts.record import ExecResult, RunRecord
 from harness.artifacts.rundir import ScenarioDir
 from harness.checks import CheckContext
 from harness.scenario.loader import load_scenario
@@ -56,6 +57,10 @@ def good_case(tmp_path: Path) -> tuple[Scenario, CheckContext]:
                 write_dump(dumps, step, stage, rank)
     write_metrics(sdir.run("off").metrics, {n: 1.0 for n in range(1, 6)})
     write_metrics(sdir.run("on").metrics, {1: 1.0, 2: 8.0, 3: 1.1, 4: 9.0, 5: 1.05}, stage_scale=0.3)
+    for mode, wall in (("off", 5.2), ("on", 20.4)):  # how each run ended, as its executor records it
+        RunRecord(mode=mode, executor="local", argv=["python"], result=ExecResult(exit_code=0, wall_s=wall)).write(
+            sdir.run(mode).record
+        )
     return scenario, CheckContext(scenario, sdir)
 
 

@@ -11,6 +11,7 @@ from builders import write_dump, write_metrics, write_scenario
 from harness.checks import CHECKS, CheckContext
 from harness.checks.known_gap import check_gap
 from harness.checks.overhead import around
+from harness.errors import InfraError
 from harness.scenario.loader import load_scenario
 
 
@@ -285,3 +286,22 @@ def test_known_gap_reports_exactly_the_missing_stages(tmp_path, good_case):
         for rank in (0, 1):
             write_dump(ctx.tree.root, step, "compute_values", rank)
     assert check_gap(CheckContext(scenario, ctx.dir), gap).passed  # -> XPASS(strict) in pytest: the gap is fixed
+
+
+@pytest.mark.parametrize("how", ["deleted", "another schema", "a link"])
+@pytest.mark.parametrize("mode", ["off", "on"])
+def test_a_run_without_its_run_record_is_never_a_pass(good_case, mode, how):
+    """Both run.json deleted, or of an unknown schema, and every check passed, exit 0 (run --reuse, pytest
+    --harness-reuse): how a run ended is unknown, so the crash check stops with an error naming the record."""
+    _, ctx = good_case
+    record = ctx.dir.run(mode).record
+    text = record.read_text()
+    record.unlink()
+    if how == "another schema":
+        record.write_text(json.dumps(json.loads(text) | {"schema_version": 9}))
+    elif how == "a link":
+        (record.parent / "elsewhere.json").write_text(text)
+        record.symlink_to(record.parent / "elsewhere.json")
+    fresh = CheckContext(ctx.scenario, ctx.dir)
+    with pytest.raises(InfraError, match=rf"{record}: no run record \(missing, or of another schema\)"):
+        CHECKS["crash"](fresh)

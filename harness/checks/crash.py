@@ -13,6 +13,7 @@ import re
 from harness.artifacts.crash import Crash
 from harness.artifacts.rundir import MODES, Mode
 from harness.checks.base import CheckContext, CheckResult
+from harness.errors import InfraError
 from harness.scenario.blocks import KnownBug
 
 
@@ -55,6 +56,14 @@ def known_bug(ctx: CheckContext) -> KnownBug | None:
 
 
 def check_crash(ctx: CheckContext) -> CheckResult:
+    missing = [m for m in MODES if m not in ctx.records]
+    failed = any(bool(r.crash or r.error or r.stopped or r.result.exit_code) for r in ctx.records.values())
+    if missing and not failed:  # how a run ended is unknown: never a pass (a failed off run ends the pair: said)
+        where = ", ".join(str(ctx.dir.run(m).record) for m in missing)
+        raise InfraError(
+            f"{where}: no run record (missing, or of another schema): how the run ended is unknown, so nothing "
+            "is judged; run the scenario again (without --reuse)"
+        )
     res = CheckResult("crash")
     for mode, crash in ctx.crashes.items():
         res.problems.append(crash_line(ctx, mode, crash))
