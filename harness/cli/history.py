@@ -8,14 +8,13 @@ new file renamed over the old one, under a lock beside it (two nightlies of one 
 from __future__ import annotations
 
 import argparse
-import re
 from pathlib import Path
 
 from filelock import FileLock
 
 from harness.history import checkdoc
 from harness.history.detect import Settings
-from harness.history.night import night_of
+from harness.history.night import night_of, web_url
 from harness.history.store import History, HistoryError, add
 from harness.history.verdict import accept, judge
 from harness.safeio import output_path
@@ -85,8 +84,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
     from harness.report.nights import publish  # matplotlib only when used
 
     path = _existing(args.history)
-    if not re.match(r"^https?://[^\s<>\"']+$", args.verl_url):
-        raise HistoryError(f"--verl-url {args.verl_url!r}: not an http(s) URL (verl's repository on the web)")
+    web_url(args.verl_url, "--verl-url")
     out = output_path(args.out, "--out", [path], directory=True)
     with _lock(path):
         history = History.read(path)

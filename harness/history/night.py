@@ -125,6 +125,16 @@ def default_runner() -> str:
     return os.environ.get("RUNNER_NAME") or platform.node() or "?"
 
 
+WEB_URL = re.compile(r"https?://[^\s<>\"']+")
+
+
+def web_url(text: str, option: str) -> str:
+    """``text`` when it is an http(s) URL a page may link (no space, quote or angle bracket), else HistoryError."""
+    if not WEB_URL.fullmatch(text):
+        raise HistoryError(f"{option} {text!r}: not an http(s) URL")
+    return text
+
+
 def default_run() -> str | None:
     """The GitHub Actions run this night is appended in (its page), where one is."""
     env = os.environ
@@ -146,8 +156,8 @@ def night_of(
 ) -> Night:
     """The night a results dir holds; HistoryError in one line when it holds none or cannot be read. ``run``: the
     CI run's page (default: this GitHub Actions run's, where there is one)."""
-    if run is not None and not re.match(r"^https?://[^\s<>\"']+$", run):
-        raise HistoryError(f"--run-url {run!r}: not an http(s) URL")
+    if run is not None:
+        web_url(run, "--run-url")
     if date is not None and not re.match(DATE, date):
         raise HistoryError(f"--date {date!r}: not a day (YYYY-MM-DD)")
     try:
