@@ -438,6 +438,40 @@ def test_a_link_in_a_results_dir_is_refused_by_every_reader(tmp_path, capsys, li
     assert said.removeprefix("BASELINE ERROR: ") in capsys.readouterr().err
 
 
+def _reusable(good_case: tuple[Any, CheckContext]) -> list[str]:
+    """``run --reuse`` of the good case, its runs.json written as an earlier session leaves it: the checks, no
+    training."""
+    from harness.targets.spec import pinned_target
+    from harness.training.runs import RunsDoc, fingerprint
+
+    scenario, ctx = good_case
+    records = {m: RunRecord(mode=m, executor="local", argv=["python"], result=ExecResult(exit_code=0, wall_s=1.0))
+               for m in ("off", "on")}  # fmt: skip
+    RunsDoc(session="earlier", fingerprint=fingerprint(scenario, pinned_target()), records=records).write(
+        ctx.dir.runs_record
+    )
+    results = ctx.dir.root.parent
+    return ["run", str(results.parent / "scenarios" / f"{scenario.name}.yaml"), "--results", str(results), "--reuse"]
+
+
+@pytest.mark.parametrize("linked", ["on", "off"])
+def test_a_linked_run_dir_is_refused_by_a_reuse_recheck(good_case, capsys, linked):
+    """``run --reuse`` on a results dir whose run dir is a link to another tree checked that tree as this scenario's:
+    every check passed, exit 0. Now the checks refuse it, one line, exit 2 (a linked dumps dir is not followed either:
+    the layout check's FAIL, as in a fresh run, where the code under test made it)."""
+    _, ctx = good_case
+    reuse = _reusable(good_case)
+    assert main(reuse) == 0, capsys.readouterr().out
+    results = ctx.dir.root.parent
+    elsewhere = results.parent / "elsewhere"
+    shutil.copytree(ctx.dir.root / linked, elsewhere)
+    shutil.rmtree(ctx.dir.root / linked)
+    (ctx.dir.root / linked).symlink_to(elsewhere)
+    assert main(reuse) == 2
+    out = capsys.readouterr().out.replace(str(results), "R")
+    assert f"ERROR: R/tiny_case/{linked}: a symbolic link in a results dir: results are read in place only" in out
+
+
 def test_a_linked_scenario_dir_is_refused(tmp_path):
     (tmp_path / "res").mkdir()
     (tmp_path / "res" / "tiny_case").symlink_to(tmp_path)

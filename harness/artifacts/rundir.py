@@ -65,3 +65,15 @@ class ScenarioDir:
     @property
     def results(self) -> Path:
         return self.root / "results.json"
+
+    def link(self, dumps: bool = True) -> Path | None:
+        """The first of this dir, its run dirs and (``dumps``) their dumps dirs that is a symbolic link, or None.
+        Results are read in place only: a linked run dir had every check (a ``--reuse`` re-check too), the gate and
+        the history read another tree as this scenario's. (A dumps dir is the code under test's to make: a training
+        that links it fails the layout check.)"""
+        runs = [self.run(mode) for mode in MODES]
+        found = [self.root, *(r.root for r in runs), *(r.dumps for r in runs if dumps)]
+        return next((p for p in found if p.is_symlink()), None)
+
+
+LINKED = "a symbolic link in a results dir: results are read in place only"  # what a reader refusing one says

@@ -11,8 +11,8 @@ from typing import Protocol
 from harness.artifacts.crash import Crash
 from harness.artifacts.reader import DumpDir, DumpTree, Metrics
 from harness.artifacts.record import RunRecord
-from harness.artifacts.rundir import MODES, Mode, ScenarioDir
-from harness.errors import MetricsError
+from harness.artifacts.rundir import LINKED, MODES, Mode, ScenarioDir
+from harness.errors import HarnessError, MetricsError
 from harness.scenario.model import Scenario
 
 Figure = float | int | str
@@ -53,6 +53,10 @@ class CheckContext:
     # False: timing budgets (the overhead maxima) are decided and recorded but never fail (``--harness-timing
     # record``): the harness's own CI on a shared 2-core runner, where one off/on pair cannot decide a timing
     gate_timing: bool = True
+
+    def __post_init__(self) -> None:
+        if linked := self.dir.link(dumps=False):  # a re-check (--reuse) of a linked run dir read another tree
+            raise HarnessError(f"{linked}: {LINKED}")
 
     @cached_property
     def tree(self) -> DumpTree:

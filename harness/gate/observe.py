@@ -13,6 +13,7 @@ from typing import Any
 
 from harness.artifacts import figures as fig
 from harness.artifacts.figures import family
+from harness.artifacts.rundir import LINKED, ScenarioDir
 from harness.checks.results import read_results
 from harness.errors import BaselineError
 from harness.gate.structure import Structure, structure_of
@@ -65,6 +66,8 @@ def structure_figures(structure: Structure | None) -> dict[str, float | int | st
 def observe_results(path: Path) -> Observation:
     """Read ``<results>/<scenario>/results.json`` and the structure of its dumps (when they are there)."""
     sdir = path.parent
+    if linked := ScenarioDir(sdir).link():  # read in place: never another tree
+        raise BaselineError(f"{linked}: {LINKED}")
     doc = read_results(path)
     figures: dict[str, float | int | str] = {}
     checks: dict[str, bool] = {}
@@ -93,8 +96,6 @@ def observe_results(path: Path) -> Observation:
     if fig.OVERHEAD_PROFILED not in figures and not errors and not crashes and not known and not stopped:
         errors.append("no overhead figures in results.json (did the overhead check run?)")
     dumps = sdir / "on" / "dumps"
-    for linked in (p for p in (sdir, sdir / "on", dumps) if p.is_symlink()):  # read in place: never another tree
-        raise BaselineError(f"{linked}: a symbolic link in a results dir: results are read in place only")
     structure = structure_of(dumps) if dumps.is_dir() else None
     figures.update(structure_figures(structure))
     return Observation(
