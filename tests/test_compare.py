@@ -254,3 +254,29 @@ def test_a_run_stopped_at_the_dump_cap_is_the_disk_checks_regression_not_an_erro
     doc["runs"]["on"]["stopped"] = False  # killed by anyone else: the runner's, an error
     path.write_text(json.dumps(doc))
     assert observe_results(path).errors == ["on run exited with -6"]
+
+
+def test_compares_numerics_of_dumps_with_no_entry_in_common_compare_nothing(tmp_path):
+    """compare's own numerics path: head's every entry renamed said "numerics: 2 of 2 step/stage dumps match base"
+    beside the structure's findings. No row met its counterpart: an error of the scenario, NOTHING COMPARED (exit 2),
+    never a pass."""
+    from builders import write_scenario
+    from gate_builders import write_results
+    from test_numerics import rename_all
+
+    from harness.gate.observe import observe_results
+    from harness.pipeline.base_head import add_numerics
+    from harness.scenario.loader import load_scenario
+
+    sides = {}
+    for side in ("base", "head"):
+        sdir = write_results(tmp_path / side)
+        if side == "head":
+            rename_all(sdir / "on" / "dumps")
+        sides[side] = [observe_results(sdir / "results.json")]
+    sc = compare_scenario("tiny_case", sides["base"], sides["head"])
+    add_numerics(sc, load_scenario(write_scenario(tmp_path)), sides, tmp_path / "out", None)
+    assert sc.errors == ["numerics: NOTHING COMPARED (none of head's 64 rows has a counterpart on base: every entry "
+                         "renamed)"] and sc.status == "error"  # fmt: skip
+    c = Judgement("compare", "base", "head", [sc])
+    assert c.verdict[0] == 2

@@ -132,6 +132,61 @@ def test_dumps_with_no_entry_compare_nothing_and_a_bad_regex_is_bad_input(tmp_pa
                                                     "(missing ), unterminated subpattern at position 0)")  # fmt: skip
 
 
+def rename_all(root: Path) -> None:
+    """Every entry of every dump under ``root`` renamed: no row of it has a counterpart in another tree."""
+    for path in root.rglob("dump.json"):
+        doc = json.loads(path.read_text())
+        doc["data"] = {f"Renamed.{k}": v for k, v in doc["data"].items()}
+        path.write_text(json.dumps(doc))
+
+
+def test_dumps_with_no_entry_in_common_compare_nothing(tmp_path: Path, capsys):
+    """Every head entry renamed: msprobe writes each row with N/A for base and passes it, so this said "28 rows all
+    pass", exit 0. Rows with no counterpart are counted apart, and none met is NOTHING COMPARED, exit 2."""
+    base, head = tree(tmp_path / "base"), tree(tmp_path / "head")
+    rename_all(head)
+    assert main(["numerics", str(base), str(head), "--results", str(tmp_path / "r")]) == 2
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1] == "NOTHING COMPARED (none of head's 28 rows has a counterpart on base: every entry renamed)"
+    assert ("numerics step_2/actor_update: 18 rows, 0 pass, 0 warning, 0 error (+18 rows with no counterpart on base: "
+            "not compared)") in out  # fmt: skip
+    report = compare_numerics([base], head, tmp_path / "r2", [])
+    assert [s.unmatched for s in report.head_vs_base.stages] == [18, 10] and not report.findings("tiny")
+    head2 = tree(tmp_path / "head2")  # one entry renamed: the rest compared, the renamed one's rows said apart
+    path = head2 / "step_2" / "actor_update" / "step0" / "rank0" / "dump.json"
+    doc = json.loads(path.read_text())
+    doc["data"]["Functional.renamed.1.forward"] = doc["data"].pop("Functional.linear.1.forward")
+    path.write_text(json.dumps(doc))
+    report = compare_numerics([base], head2, tmp_path / "r3", [], engine="harness")
+    assert not report.nothing_compared()
+    assert "numerics: 2 of 2 step/stage dumps match base (26 rows all pass, 2 rows with no counterpart on base not " \
+        "compared)" in report.notes()
+
+
+@pytest.mark.integration
+def test_msprobes_own_engine_counts_rows_with_no_counterpart_apart(tmp_path: Path):
+    base, head = tree(tmp_path / "base"), tree(tmp_path / "head")
+    rename_all(head)
+    report = compare_numerics([base], head, tmp_path / "r", [], engine="msprobe")
+    assert [s.unmatched for s in report.head_vs_base.stages] == [18, 10]
+    assert report.nothing_compared().startswith("NOTHING COMPARED (none of head's 28 rows")
+
+
+def test_a_python_that_is_not_a_program_is_refused_at_the_edge(tmp_path: Path, capsys):
+    """``--python /nonexistent`` was only started where a stage diverged: a harness error (FileNotFoundError), and
+    a pass where none did. Now it is the caller's bad input, one line, exit 2, whatever the dumps."""
+    base, head = tree(tmp_path / "base"), tree(tmp_path / "head")
+    move(head, "actor_update", "Functional.linear.2.forward", Max=9.0, Norm=20.0)
+    for python in ("/nonexistent", "T", "T/base/step_2/actor_update/step0/rank0/dump.json"):
+        with pytest.raises(SystemExit) as exc:
+            given = python.replace("T", str(tmp_path), 1)
+            main(["numerics", str(base), str(head), "--results", str(tmp_path / "r"), "--python", given])
+        err = capsys.readouterr().err.strip().splitlines()[-1].replace(str(tmp_path), "T")
+        said = f"argument --python: {python!r} is not an executable file (a path, or a name on PATH)"
+        assert exc.value.code == 2 and err.endswith(said), err
+    assert not (tmp_path / "r").exists()
+
+
 def test_a_link_in_the_output_dir_is_refused_and_nothing_elsewhere_is_deleted(tmp_path: Path, capsys):
     """`numerics --results OUT` with OUT/head_vs_base a link to elsewhere: the CSVs were written through it and a
     stage dir elsewhere deleted (rmtree through the link)."""

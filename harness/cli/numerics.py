@@ -25,20 +25,21 @@ def cmd_numerics(args: argparse.Namespace) -> int:
             raise InfraError(f"{side} {path}: no such dump tree or dump.json")
     if base.is_file() != head.is_file():
         raise InfraError(f"{base} and {head}: give two dump trees or two dump.json files, not one of each")
-    results = results_dir(args.results)
+    results = Path(args.results).resolve()
     ours = (results / "head_vs_base", results / "msprobe")  # what a rerun clears
     for path in (base, head):
         if results.is_relative_to(path if path.is_dir() else path.parent) or any(path.is_relative_to(o) for o in ours):
             raise InfraError(
                 f"--results {results}: overlaps the input {path}; name a dir apart (outputs never overwrite inputs)"
             )
+    results = results_dir(args.results)
     report = compare_numerics([base], head, results, args.nonfinite_ok, python=args.python, engine=args.engine)
     for line in report.findings(args.label) + report.notes():
         print(line)
     stages = report.head_vs_base.stages
     print(f"CSVs in {results / 'head_vs_base'}")
-    if not any(s.status == "compared" and s.rows for s in stages):  # a stage of no entries compared nothing
-        print(f"{outcomes.NOTHING_COMPARED} (no step/stage dumped on both sides with an entry to compare)")
+    if nothing := report.nothing_compared():  # no entry, or none in common: never "all pass"
+        print(nothing)
         return outcomes.EXIT_ERROR
     if any(s.status == "error" for s in stages):
         return outcomes.EXIT_ERROR

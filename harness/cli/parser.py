@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -213,7 +214,8 @@ def build() -> argparse.ArgumentParser:
     p.add_argument(
         "--engine", choices=ENGINES, help="who computes the statistics (default HARNESS_NUMERICS, else harness)"
     )
-    p.add_argument("--python", default=sys.executable, help="the python with msprobe, for -da and --engine msprobe")
+    p.add_argument("--python", default=sys.executable, type=_executable,
+                   help="the python with msprobe, for -da and --engine msprobe")  # fmt: skip
     p.add_argument("--label", default="numerics", help="the name the findings carry (a scenario's)")
     p.set_defaults(func=numerics.cmd_numerics)
     p = sub.add_parser(
@@ -304,6 +306,14 @@ def _regex(text: str) -> str:
     except re.error as exc:
         raise argparse.ArgumentTypeError(f"{text!r} is not a regular expression ({exc})") from None
     return text
+
+
+def _executable(text: str) -> str:
+    """A program to run: a path or a name on PATH that is an executable file (it was only started where a stage
+    diverged: a traceback there, a pass where none did)."""
+    if (found := shutil.which(text)) is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an executable file (a path, or a name on PATH)")
+    return found
 
 
 def _positive(text: str) -> int:

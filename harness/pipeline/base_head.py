@@ -182,6 +182,9 @@ def add_numerics(
     except HarnessError as exc:
         sc.errors.append(f"numerics: {exc}")
         return
+    dumped = any(s.status == "compared" for s in sc.numerics.head_vs_base.stages)  # a stage dumped on both sides
+    if dumped and (nothing := sc.numerics.nothing_compared()):  # no entry, or none in common: never "all pass"
+        sc.errors.append(f"numerics: {nothing}")
     sc.findings += sc.numerics.findings(scenario.name)
     sc.notes += sc.numerics.notes()
 

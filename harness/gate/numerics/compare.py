@@ -79,11 +79,11 @@ def _compare_stage(
         path = where / f"compare_result_{rank}.csv"
 
         def on_row(r: stats_compare.Row, rank: str = rank) -> None:
-            count_row(s, rank, r.npu.name, r.result, lambda: r.cells, patterns)
+            count_row(s, rank, r.npu.name, r.result, lambda: r.cells, patterns, matched=r.bench is not None)
 
         before = s.rows
         try:
-            n = stats_compare.compare_files(head, base, path, on_row)  # on_row: the rows that do not pass
+            n = stats_compare.compare_files(head, base, path, on_row)  # on_row: those not passing or alone
         except (OSError, ValueError) as exc:
             s.status, s.detail = "error", f"{rank}: {exc}"
             break

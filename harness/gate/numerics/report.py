@@ -12,6 +12,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from harness.gate.numerics.table import N_A
+from harness.outcomes import NOTHING_COMPARED
+
 RESULTS = ("pass", "warning", "error")
 STATS = ("max", "min", "mean", "l2norm")
 RANK = re.compile(r"(?:rank|proc)\d+")
@@ -54,6 +57,7 @@ class StageNumerics:
     rows: int = 0
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RESULTS, 0))
     nonfinite_ok: int = 0  # non-pass rows of entries listed in expect.nonfinite_ok: counted apart, not judged
+    unmatched: int = 0  # rows of head with no counterpart on base (msprobe's N/A rows, which it passes): not compared
     first: Row | None = None  # the first non-pass row in execution order (rank by rank)
     first_da: str = ""  # msprobe -da's first diverging API, "" when it names none
     detail: str = ""  # missing ranks, msprobe's error
@@ -83,6 +87,7 @@ class StageNumerics:
         counts = ", ".join(f"{self.counts[r]} {r}" for r in RESULTS)
         text = f"{self.where}: {self.rows} rows, {counts}"
         text += f" (+{self.nonfinite_ok} nonfinite_ok rows counted apart)" if self.nonfinite_ok else ""
+        text += f" (+{self.unmatched} rows with no counterpart on {old}: not compared)" if self.unmatched else ""
         if self.first:
             how = "msprobe -da" if self.first_da else f"first non-pass row; msprobe -da names none{self.detail}"
             text += f"; first diverging API {self.first_api} ({how}): {self.first.text()}"
@@ -126,6 +131,17 @@ class NumericsReport:
     def judged(self) -> bool:
         return not self.declared_unmatched and (self.determinism is None or self.determinism.clean)
 
+    def nothing_compared(self) -> str:
+        """NOTHING COMPARED and why, where no row of head met its counterpart on base: nothing dumped on both sides
+        with an entry, or every entry renamed (msprobe passes a row with no counterpart); "" where a row was."""
+        both = [s for s in self.head_vs_base.stages if s.status == "compared"]
+        if any(s.rows > s.unmatched for s in both):
+            return ""
+        alone = sum(s.unmatched for s in both)
+        why = (f"none of head's {alone} rows has a counterpart on base: every entry renamed" if alone
+               else "no step/stage dumped on both sides with an entry to compare")  # fmt: skip
+        return f"{NOTHING_COMPARED} ({why})"
+
     def findings(self, scenario: str) -> list[str]:
         """Regressions, one line each: a stage missing on head, and numerics beyond msprobe's thresholds."""
         out = [f"MISSING {scenario}: numerics {s.line()}" for s in self.head_vs_base.stages if s.status == "missing"]
@@ -144,13 +160,17 @@ class NumericsReport:
             out.append(f"numerics: determinism self-check clean ({self.determinism.rows} rows, base run 2 vs 1)")
         if not self.judged:
             out += [f"numerics (reported) {s.line()}" for s in hb.diverged]
-        out += [f"numerics {s.line()}" for s in hb.stages if s.status in ("new", "error")]
-        clean = [s for s in hb.stages if s.status == "compared" and not s.diverged]
+        alone = [s for s in hb.stages if s.status == "compared" and s.rows == s.unmatched > 0]  # none in common
+        out += [f"numerics {s.line()}" for s in hb.stages if s.status in ("new", "error") or s in alone]
+        clean = [s for s in hb.stages if s.status == "compared" and not s.diverged and s not in alone]
         if clean:
             apart = sum(s.nonfinite_ok for s in clean)
+            unmatched = sum(s.unmatched for s in clean)
             out.append(
-                f"numerics: {len(clean)} of {len(hb.stages)} step/stage dumps match base ({sum(s.rows for s in clean)} "
-                f"rows all pass{f', {apart} nonfinite_ok rows counted apart' if apart else ''})"
+                f"numerics: {len(clean)} of {len(hb.stages)} step/stage dumps match base "
+                f"({sum(s.rows - s.unmatched for s in clean)} rows all pass"
+                f"{f', {apart} nonfinite_ok rows counted apart' if apart else ''}"
+                f"{f', {unmatched} rows with no counterpart on base not compared' if unmatched else ''})"
             )
         if hb.skipped:
             out.append(f"numerics: not compared (expect.numerics_scope): {hb.skipped}")
@@ -175,6 +195,7 @@ class NumericsReport:
             out += [(f"{key}.status", s.status), (f"{key}.rows", s.rows)]
             out += [(f"{key}.{r}", s.counts[r]) for r in RESULTS if r != "pass"]
             out += [(f"{key}.nonfinite_ok", s.nonfinite_ok)] if s.nonfinite_ok else []
+            out += [(f"{key}.unmatched", s.unmatched)] if s.unmatched else []
             out += [(f"{key}.first", s.first_api)] if s.first else []
         return out
 
@@ -189,11 +210,15 @@ def count_row(
     result: str,
     cells: Callable[[], Mapping[str, Any]],
     nonfinite_ok: list[re.Pattern[str]],
+    matched: bool = True,
 ) -> None:
     """One CSV row into ``stage``'s counts; the first non-pass row kept with its statistics on both sides
-    (``cells``: the row by column, asked for that row only)."""
+    (``cells``: the row by column, asked for that row only). ``matched``: the row has a counterpart on base; one
+    without is counted apart, whatever msprobe's result (it compared nothing)."""
     stage.rows += 1
-    if result == "pass":
+    if not matched:
+        stage.unmatched += 1
+    elif result == "pass":
         stage.counts["pass"] += 1
     elif any(p.search(entry_of(name)) for p in nonfinite_ok):
         stage.nonfinite_ok += 1
@@ -213,4 +238,5 @@ def read_csvs(stage: StageNumerics, out: Path, nonfinite_ok: list[re.Pattern[str
         rank = m.group(0) if (m := RANK.search(path.stem)) else "rank0"  # two files: msprobe names no rank
         with path.open(newline="") as f:
             for row in csv.DictReader(f):
-                count_row(stage, rank, row["NPU Name"], row.get("Result", ""), partial(dict, row), nonfinite_ok)
+                name, result, matched = row["NPU Name"], row.get("Result", ""), row.get("Bench Name") != N_A
+                count_row(stage, rank, name, result, partial(dict, row), nonfinite_ok, matched)

@@ -254,10 +254,10 @@ def _line(r: Row, stack: str | None, mine: str, theirs: str) -> str:
 
 
 def compare_files(npu_path: Path, bench_path: Path, csv_path: Path | None, on_row: Callable[[Row], None]) -> int:
-    """Compare the target's dump.json (NPU, head) against the bench's (base): each row that does not pass goes,
-    judged, to ``on_row`` (a pass is only counted: most rows pass), and every row (with ``csv_path``) to
-    msprobe's CSV layout; like msprobe, no CSV where either side has no entry. Returns the rows. The mode
-    (statistics or md5) is the target's, as msprobe reads it."""
+    """Compare the target's dump.json (NPU, head) against the bench's (base): each row that does not pass or has no
+    counterpart on the bench goes, judged, to ``on_row`` (a pass is only counted: most rows pass), and every row
+    (with ``csv_path``) to msprobe's CSV layout; like msprobe, no CSV where either side has no entry. Returns the
+    rows. The mode (statistics or md5) is the target's, as msprobe reads it."""
     md5 = is_md5(npu_path)
     stack = _load_stack(npu_path.parent / "stack.json")
     header = (MD5_HEADER if md5 else SUMMARY_HEADER) + ([STACK] if stack is not None else [])
@@ -379,7 +379,7 @@ def _judged_lines(
         numbers.note(values, 8)
         stats = stats_cells(values)
     for i, r in enumerate(rows):
-        if r.result != "pass":
+        if r.result != "pass" or r.bench is None:
             on_row(r)
         lines.append(_line(r, info, *stats[2 * i : 2 * i + 2]) if stats else _line(r, info, "", ""))
         if info is not None:
