@@ -301,8 +301,7 @@ def test_truncated_junit_a_results_file_and_a_baseline_that_is_not_one(tmp_path,
     assert main(["gate", "--baseline", str(tmp_path / "file"), "--results", str(tmp_path)]) == 2
     assert capsys.readouterr().err.replace(str(tmp_path), "T").splitlines() == [
         "BASELINE ERROR: T/a.xml: not a JUnit XML file (unclosed token: line 1, column 53)",
-        "INFRASTRUCTURE ERROR (not a check verdict): --results T/file: not a directory (a results dir is made there, "
-        "or an existing one used)",
+        "ERROR: --results T/file: not a directory",
         "BASELINE ERROR: T/file: not valid JSON (Expecting value: line 1 column 1 (char 0)): a truncated or corrupt "
         "baseline.json",
     ]
@@ -926,3 +925,62 @@ def test_a_dump_nested_past_the_recursion_limit_is_not_valid_and_a_harness_bug_n
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and err[0].startswith("HARNESS ERROR (not a verdict on verl): RuntimeError")
     assert sorted(p.relative_to(res).as_posix() for p in res.rglob("*")) == before
+
+
+@pytest.mark.parametrize("host", ["garbage", "http://[::1", "tcp://host:notaport", "tcp://:99999", "fd://"])
+def test_a_docker_host_that_is_no_address_is_bad_input_and_leaves_local_runs_alone(good_case, capsys, monkeypatch,
+                                                                                   host):  # fmt: skip
+    """``DOCKER_HOST`` garbage: the container sweep at every session's start raised (ValueError: a HARNESS ERROR,
+    exit 2, for a run that needs no container). Now the sweep says it did not look, the local run goes on, and the
+    docker executor's commands say the variable is bad input, one line, exit 2."""
+    from harness.cli.console import sweep
+
+    monkeypatch.setenv("DOCKER_HOST", host)
+    said = f"DOCKER_HOST {host!r}: not a Docker daemon address ("
+    capsys.readouterr()
+    sweep()
+    assert capsys.readouterr().out.startswith(f"harness: stale containers not looked for: {said}")
+    reuse = _reusable(good_case)
+    assert main(reuse) == 0
+    assert main(["image", "build-cpu"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"ERROR: {said}") and line.endswith(
+        "name a daemon's socket (unix:///PATH/docker.sock, tcp://HOST:PORT), or unset it"
+    ), line
+    assert main([*reuse[:-1], "--executor", "docker"]) == 2  # before any container: the variable, not the daemon
+    assert f"ERROR: {said}" in " ".join(capsys.readouterr().out.split())  # rich wraps long lines
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["run", "{S}", "--results", "{F}"], "ERROR: --results T/file: not a directory"),
+        (["run", "{S}", "--results", "{F}/x"], "ERROR: --results T/file/x: T/file is not a directory"),
+        (["compare", "{S}", "--base", "0.9.1", "--head", "0.9.1", "--results", "{F}/x"],
+         "ERROR: --results T/file/x: T/file is not a directory"),
+        (["numerics", "{T}/a", "{T}/b", "--results", "{F}/x"], "ERROR: --results T/file/x: T/file is not a directory"),
+        (["bisect", "{S}", "--verl-repo", "{V}", "--good", "HEAD~1", "--bad", "HEAD", "--results", "{F}/x"],
+         "ERROR: --results T/file/x: T/file is not a directory"),
+        (["wheelhouse", "{F}"], "ERROR: DIR T/file: not a directory"),
+        (["wheelhouse", "{F}/x"], "ERROR: DIR T/file/x: T/file is not a directory"),
+    ],
+)  # fmt: skip
+def test_an_output_dir_that_is_a_file_or_under_one_is_bad_input(tmp_path, capsys, argv, said):
+    """A results dir under a regular file was a harness error (NotADirectoryError at its first mkdir, after the
+    trainings of compare's first side); one that is a file an INFRASTRUCTURE ERROR. Every output dir is checked by
+    one function (safeio.output_path) before anything runs: one line naming the option, exit 2."""
+    (tmp_path / "file").write_text("x")
+    for side in ("a", "b"):
+        (tmp_path / side).mkdir()
+    names = {"S": str(write_scenario(tmp_path)), "F": str(tmp_path / "file"), "T": str(tmp_path), "V": "-"}
+    if "{V}" in argv:  # two commits of a verl: bisect reads them before its results dir
+        repo = _git_repo(tmp_path / "verl")
+        (repo / "verl").mkdir()
+        (repo / "verl" / "__init__.py").write_text("")
+        commit = ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "y"]
+        for argv_ in (["add", "verl"], commit, commit):
+            subprocess.run(["git", *argv_], cwd=repo, check=True)
+        names["V"] = str(repo)
+    assert main([a.format(**names) for a in argv]) == 2
+    assert _err(capsys, tmp_path) == said
+    assert (tmp_path / "file").read_text() == "x"

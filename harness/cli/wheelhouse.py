@@ -29,6 +29,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from harness.errors import HarnessError, InfraError
+from harness.safeio import output_path
 
 HARNESS = "verl-msprobe-harness"
 EXTRAS = frozenset({"cpu"})  # msprobe and verl: every scenario needs them
@@ -84,13 +85,12 @@ def _pip(*args: str) -> bool:
 
 
 def cmd_wheelhouse(args: argparse.Namespace) -> int:
-    out = Path(args.dir)
-    if out.exists() and any(out.iterdir()):
-        raise HarnessError(f"wheelhouse: {out} is not empty (nothing is overwritten)")
+    out = output_path(args.dir, "DIR", directory=True)  # a file there, or on the way: one line naming DIR
+    if any(out.iterdir()):
+        raise HarnessError(f"wheelhouse: {args.dir} is not empty (nothing is overwritten)")
     if not (SOURCE / "pyproject.toml").is_file():
         raise InfraError(f"wheelhouse: the harness does not run from a checkout ({SOURCE}): its wheel is built there")
     pins = [f"{d}=={v}" for d, v in sorted(closure(args.python_version, held(args.held)).items())]
-    out.mkdir(parents=True, exist_ok=True)
     tags = ["--python-version", args.python_version, *(f"--platform={p}" for p in args.platform)]
     download = ["download", "--no-deps", "--only-binary=:all:", *tags, "--dest", str(out)]
     print(f"wheelhouse: {len(pins)} distributions for Python {args.python_version} into {out}", flush=True)

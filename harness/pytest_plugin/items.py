@@ -104,7 +104,7 @@ class ScenarioItem(pytest.Item):
                 "--harness-heavy` (or HARNESS_HEAVY=1)"
             )
         try:
-            results = results_dir(config.getoption("harness_results"))
+            results = results_dir(config.getoption("harness_results"), "--harness-results")
             _hold_lock(config, ScenarioDir(results / self.scenario.name))
             self.runs = ensure_runs(
                 self.scenario,

@@ -25,7 +25,7 @@ from harness.artifacts.crash import Crash, classify, transient
 from harness.artifacts.record import ExecResult, RunRecord
 from harness.artifacts.rundir import MODES, Mode, ScenarioDir
 from harness.errors import EnvironmentProblem, HarnessBug, HarnessError, InfraError, WorkloadError
-from harness.safeio import MB, InputError, Versioned
+from harness.safeio import MB, InputError, Versioned, output_path
 from harness.scenario.model import Scenario
 from harness.targets.environment import TargetEnv, check_api, ensure_env, environment
 from harness.targets.spec import Target, parse_target
@@ -139,12 +139,10 @@ def check_target(scenario: Scenario, env: TargetEnv) -> None:
     check_api(env, workload.symbols, list(scenario.precision_debugger.stages), scenario.workload.kind)
 
 
-def results_dir(path: str | Path) -> Path:
-    """A results dir as given on the command line, absolute; InfraError when it is a file (said before any run)."""
-    root = Path(path).resolve()
-    if root.exists() and not root.is_dir():
-        raise InfraError(f"--results {path}: not a directory (a results dir is made there, or an existing one used)")
-    return root
+def results_dir(path: str | Path, option: str = "--results") -> Path:
+    """A results dir as given on the command line (``option``), absolute and made; bad input (a file, or a file on
+    the way to it) is one line naming the option, said before any run (``safeio.output_path``)."""
+    return output_path(path, option, directory=True)
 
 
 LOCK_WAIT_S = 3600.0  # how long a run waits for another holding its results dir (HARNESS_LOCK_WAIT_S)

@@ -19,11 +19,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import docker
 import docker.errors
+import docker.utils
 import requests
+from docker.constants import IS_WINDOWS_PLATFORM
 
 from harness.artifacts.record import ExecResult
 from harness.artifacts.rundir import RunDir
-from harness.errors import InfraError, WorkloadError
+from harness.errors import HarnessError, InfraError, WorkloadError
 from harness.scenario.blocks import ExecutorSettingsBase
 from harness.scenario.settings.docker import DockerRuntime
 from harness.signals import interrupts, note_stopped
@@ -49,10 +51,24 @@ def _daemon_address() -> str:
     return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock (DOCKER_HOST is not set)"
 
 
+def client_from_env() -> DockerClient:
+    """A client for the daemon named by DOCKER_HOST (or the default socket). A DOCKER_HOST that names no daemon
+    address is bad input, said as such (it was a harness error, and broke local runs at the container sweep)."""
+    if host := os.environ.get("DOCKER_HOST"):
+        try:
+            docker.utils.parse_host(host, IS_WINDOWS_PLATFORM)
+        except (docker.errors.DockerException, ValueError) as exc:
+            raise HarnessError(
+                f"DOCKER_HOST {host!r}: not a Docker daemon address ({_short(exc)}): name a daemon's socket "
+                "(unix:///PATH/docker.sock, tcp://HOST:PORT), or unset it"
+            ) from None
+    return docker.from_env(timeout=DAEMON_TIMEOUT_S)
+
+
 def connect() -> DockerClient:
     """A client for the daemon named by DOCKER_HOST (or the default socket); InfraError if it does not answer."""
     try:
-        client = docker.from_env(timeout=DAEMON_TIMEOUT_S)
+        client = client_from_env()
         client.ping()
     except (docker.errors.DockerException, requests.RequestException) as exc:
         raise InfraError(
@@ -190,8 +206,10 @@ class DockerExecutor:
     def sweep(self) -> list[str]:
         """Remove the harness-labelled containers whose harness process (on this host) is gone."""
         try:
-            client = self._client or docker.from_env(timeout=DAEMON_TIMEOUT_S)
+            client = self._client or client_from_env()
             found = client.containers.list(all=True, filters={"label": f"{LABEL_PREFIX}.session"})
+        except HarnessError as exc:  # a DOCKER_HOST that is no address: said, and nothing else stopped
+            return [f"stale containers not looked for: {exc}"]
         except (docker.errors.DockerException, requests.RequestException) as exc:
             if isinstance(exc, requests.Timeout) or isinstance(exc.__context__, requests.Timeout):
                 # a daemon busy with the trainings, not a missing one: said, so leftovers are never hidden
