@@ -10,6 +10,7 @@ failed, the noise left a figure undecided).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Literal, Protocol
 
 EXIT_PASS, EXIT_FAIL, EXIT_ERROR, EXIT_INCONCLUSIVE = 0, 1, 2, 3
@@ -141,3 +142,127 @@ def history_nightly(code: int, word: str, total: int) -> tuple[int, str]:
     if code == EXIT_ERROR and word.startswith(NOTHING_COMPARED) and total > 0:
         return EXIT_PASS, f"STARTED: each of the {total} overhead series has one night (the next nights judge them)"
     return code, word
+
+
+# -- What a CI job does with an exit: the one table of job outcomes -------------------------------------------------
+# Every workflow step and .ci script that runs the harness ends through ``python3 -m harness.job`` (harness/job.py),
+# which reads this table; no workflow, script or report decides what an exit means anywhere else (a test greps).
+# 0 passes; 1 fails the job (a verdict on verl); 3 passes the job with a warning quoting the undecided figures (the
+# noise decides nothing about verl, and a red job on every unchanged pull request teaches people to ignore it); 2 (and
+# any code that is no verdict: a crash of the step itself, a missing command) is retried once where the job's time
+# allows, then fails the job with a line saying it is not a verdict on the pull request and what to do; a signal
+# (the job cancelled, or its time limit) fails it, never retried.
+JobAction = Literal["pass", "fail", "warn", "error"]
+CODES = {"pass": EXIT_PASS, "fail": EXIT_FAIL, "error": EXIT_ERROR, "inconclusive": EXIT_INCONCLUSIVE}  # by name
+Level = Literal["error", "warning", "notice"]
+SIGNALLED = 128  # 128+N: stopped by signal N
+
+EXIT_MEANING: dict[int, str] = {
+    EXIT_PASS: "pass",
+    EXIT_FAIL: "a regression of head: a verdict on the verl (or msprobe) under test",
+    EXIT_ERROR: (
+        "an error of the harness, the runner or the input, or nothing compared: not a verdict on verl, never a pass"
+    ),
+    EXIT_INCONCLUSIVE: "INCONCLUSIVE: the runner's noise left a figure undecided (rerun, or more repeats)",
+}
+JOB_ACTION: dict[int, JobAction] = {
+    EXIT_PASS: "pass",
+    EXIT_FAIL: "fail",
+    EXIT_ERROR: "error",
+    EXIT_INCONCLUSIVE: "warn",
+}
+JOB_EXIT: dict[JobAction, int] = {"pass": 0, "warn": 0, "fail": 1, "error": 1}  # the job's own: green 0, red 1
+JOB_LEVEL: dict[JobAction, Level] = {"pass": "notice", "warn": "warning", "fail": "error", "error": "error"}
+WHAT_TO_DO = (
+    "re-run the failed job; if it fails the same way again, the runner or the harness is at fault (the job's log and "
+    "its results artifact hold the error): tell the harness's maintainers, not the pull request's author"
+)
+
+
+def meaning(code: int, verdicts: bool = True) -> str:
+    """What an exit code says and of whom (a signal, an unknown code, any failure of a step that gives no verdict:
+    not a verdict on verl)."""
+    if not verdicts and code != EXIT_PASS:
+        return f"exit {code} of a step that gives no verdict on verl (a set-up, a build, a query)"
+    if code >= SIGNALLED:
+        return f"stopped by signal {code - SIGNALLED} (the job cancelled or past its time limit): not a verdict on verl"
+    return EXIT_MEANING.get(code, f"exit {code}, no exit of the harness: {EXIT_MEANING[EXIT_ERROR]}")
+
+
+def level(code: int) -> Level:
+    """The annotation level of a verdict line: an error for a verdict on verl or an error, a warning for undecided."""
+    return "notice" if code == EXIT_PASS else JOB_LEVEL[job_action(code)]
+
+
+def job_action(code: int, verdicts: bool = True) -> JobAction:
+    """What the job does with a step's exit ``code`` once it stands (after any retry). ``verdicts`` False: a step that
+    decides nothing about verl (a set-up, an image build, a query), whose every failure is an error, never a verdict
+    (pip's exit 1 is not a regression)."""
+    if not verdicts and code != EXIT_PASS:
+        return "error"
+    return JOB_ACTION.get(code, "error")
+
+
+def publishes_baseline(code: int, accepted: bool = False) -> bool:
+    """Whether a night that exited ``code`` publishes its figures as the next baseline: a pass or an undecided figure
+    does; a verdict on verl only when a maintainer accepts it (``accept-baseline``); an error never (its figures are a
+    broken runner's). A night that does not publish one carries the last good baseline forward."""
+    action = job_action(code)
+    return action in ("pass", "warn") or (action == "fail" and accepted)
+
+
+def retries(code: int, attempt: int, took_s: float, left_s: float | None, verdicts: bool = True) -> bool:
+    """Whether a step that exited ``code`` on its ``attempt`` (1: the first), which took ``took_s``, runs once more:
+    only an error that is no verdict (2 or no harness exit at all, never a signal: a cancelled job stays cancelled),
+    only once, and only where another attempt as long as this one ends within the ``left_s`` the job has left (None:
+    no limit was given)."""
+    if job_action(code, verdicts) != "error" or code >= SIGNALLED or attempt > 1:
+        return False
+    return left_s is None or took_s <= left_s
+
+
+def steps_exit(codes: Iterable[int]) -> int:
+    """One exit for a job of several steps (a night: its runs, its baseline, its gate, its report): a verdict on verl
+    stands whatever else failed (a later step's error does not hide it: 1 over 2), then an error, then undecided."""
+    seen = set(codes)
+    for code in (EXIT_FAIL, *sorted(c for c in seen if job_action(c) == "error"), EXIT_INCONCLUSIVE):
+        if code in seen:
+            return code
+    return EXIT_PASS
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    """What a job publishes of a step's exit: its action, the job's own exit, the annotation's level and line."""
+
+    code: int
+    action: JobAction
+    exit: int
+    level: Level
+    line: str
+
+
+def job_outcome(
+    code: int, attempts: int = 1, why: str = "", undecided: Iterable[str] = (), verdicts: bool = True
+) -> JobOutcome:
+    """The table applied to a step's final exit ``code`` after ``attempts`` runs; ``why``: the step's last error line
+    (exit 2), ``undecided``: the figures the noise left undecided (exit 3), quoted in the warning; ``verdicts``:
+    ``job_action``'s."""
+    action = job_action(code, verdicts)
+    tried = f" ({attempts} attempts)" if attempts > 1 else ""
+    if action == "pass":
+        line = f"PASS (exit 0){tried}: no regression"
+    elif action == "fail":
+        line = f"FAIL (exit 1): {EXIT_MEANING[EXIT_FAIL]}; the findings are listed above and in the summary"
+    elif action == "warn":
+        shown = list(undecided)
+        figures = "; ".join(shown[:3]) + (f" (+{len(shown) - 3} more)" if len(shown) > 3 else "")
+        line = (
+            "INCONCLUSIVE (exit 3), the job passes with this warning: the runner's noise left a figure undecided, "
+            f"not a verdict on verl{': ' + figures if figures else ''}"
+        )
+    else:
+        because = f": {why}" if why else ""
+        said = meaning(code, verdicts)
+        line = f"ERROR{tried}, not a verdict on the pull request: {said}{because}. What to do: {WHAT_TO_DO}"
+    return JobOutcome(code, action, JOB_EXIT[action], JOB_LEVEL[action], line)

@@ -51,7 +51,8 @@ def test_verl_calls_a_reusable_base_against_head_workflow():
     assert call["verl-repository"]["default"] == "verl-project/verl"
     (job,) = reusable["jobs"].values()
     assert job["runs-on"] == "${{ fromJSON(inputs.runner-labels) }}"
-    assert "harness compare --base .verl/base --head .verl/head" in _runs(job)
+    assert "-- bash .ci/ascend-job compare .verl/base .verl/head $SCENARIOS" in _runs(job)
+    assert '"$py" -m harness compare --base "$base" --head "$head"' in (ROOT / ".ci" / "ascend-job").read_text()
     assert ".ci/ascend-job image" in _runs(job)  # docker mode: one image per side
     caller = _load(ROOT / "docs" / "verl-caller-example.yml")
     gate = caller["jobs"]["ascend-gate"]
@@ -75,7 +76,7 @@ def test_verl_calls_a_cpu_gate_on_hosted_runners_for_every_pull_request_forks_in
     (job,) = reusable["jobs"].values()
     assert "bash .ci/cpu-gate pr .verl/base .verl/head" in _runs(job)
     refuse = job["steps"][0]
-    assert refuse["if"] == "github.event_name == 'pull_request_target'" and "exit 1" in refuse["run"]
+    assert refuse["if"] == "github.event_name == 'pull_request_target'" and "exit 2" in refuse["run"]
     restore, save = (s for s in job["steps"] if s.get("uses", "").startswith("actions/cache/"))
     assert restore["uses"].startswith("actions/cache/restore@") and save["uses"].startswith("actions/cache/save@")
     assert "hashFiles('.ci/cpu.lock')" in restore["with"]["key"]
@@ -96,8 +97,8 @@ def test_the_cpu_nightly_runs_two_msprobe_axes_each_its_own_baseline_series():
     assert nightly[True]["schedule"] and "workflow_call" in nightly[True]
     job = nightly["jobs"]["nightly"]
     assert job["runs-on"] == "ubuntu-latest" and job["strategy"]["matrix"]["msprobe"] == ["pinned", "newest"]
-    assert "bash .ci/cpu-gate nightly .verl/nightly" in _runs(job)
-    assert "baseline=precision-debugger-cpu-baseline-$SERIES-msprobe$version" in _runs(job)
+    assert "bash .ci/cpu-gate nightly .verl/nightly" in _runs(job) and 'axis "$AXIS" "$SERIES"' in _runs(job)
+    assert "baseline=precision-debugger-cpu-baseline-%s-msprobe%s" in (ROOT / ".ci" / "cpu-gate").read_text()
     names = [s.get("with", {}).get("name") for s in job["steps"]]
     assert names.count("${{ steps.msprobe.outputs.baseline }}") == 2  # downloads the previous one, publishes the next
 
@@ -130,14 +131,16 @@ def test_the_nightly_is_reusable_per_scenario_and_keeps_a_baseline_series_per_re
     assert caller[True]["schedule"] and caller["jobs"]["nightly"]["uses"].split("@")[0].endswith("nightly-ascend.yml")
     job = nightly["jobs"]["nightly"]
     assert job["strategy"]["matrix"]["scenario"] == "${{ fromJSON(inputs.scenarios) }}"
-    assert '--executor "$EXECUTOR" --verl .verl/nightly' in _runs(job)
-    assert job["env"]["EXECUTOR"] == "${{ inputs.mode == 'job-container' && 'local' || 'docker' }}"
+    assert '-- bash .ci/ascend-job nightly "$SCENARIO"' in _runs(job)
+    script = (ROOT / ".ci" / "ascend-job").read_text()
+    assert 'run "$scenario" --executor "$executor" "${target[@]}"' in script and "executor=docker" in script
     assert job["env"]["BASELINE"] == (
         "precision-debugger-baseline-${{ inputs.verl-ref }}-${{ matrix.scenario }}-${{ inputs.mode }}"
     )
     names = [s.get("with", {}).get("name") for s in job["steps"]]
     assert names.count("${{ env.BASELINE }}") == 2  # downloads the previous one of the series, publishes the next
-    assert "harness gate --baseline baseline-prev/baseline.json" in _runs(job)
+    assert job["steps"][-3]["env"]["PREVIOUS"] == "baseline-prev/baseline.json"
+    assert '"$py" -m harness gate --baseline "${previous[0]}"' in script
 
 
 def test_every_action_is_pinned_by_commit_and_checkouts_keep_no_credentials():
@@ -167,11 +170,12 @@ def test_only_the_nightlies_last_job_writes_the_history_branch_and_its_exit_is_t
         history = workflow["jobs"]["history"]
         assert history["needs"] == "nightly" and "github.event_name != 'pull_request'" in history["if"]
         (step,) = [s for s in history["steps"] if ".ci/history night" in s.get("run", "")]
-        last = step["run"].strip().splitlines()[-1]
-        assert last.startswith("VERL_REPO=.verl/nightly bash .ci/history night ") and "continue-on-error" not in step
+        last = " ".join(step["run"].strip().replace("\\\n", " ").splitlines()[-1].split())
+        assert last.startswith("python3 -m harness.job run ") and "continue-on-error" not in step
+        assert " -- env VERL_REPO=.verl/nightly bash .ci/history night " in last
     bisect = _load(WORKFLOWS / "nightly-cpu.yml")["jobs"]["bisect"]
     assert bisect["needs"] == "history" and "needs.history.outputs.bisect == 'true'" in bisect["if"]
-    assert "bash .ci/history bisect .verl/nightly results/history/*-check.json" in _runs(bisect)
+    assert "-- bash .ci/history bisect .verl/nightly results/history/*-check.json" in _runs(bisect)
     for caller in ("nightly", "cpu-nightly"):  # a reusable workflow's job gets no more than its caller grants
         job = _load(ROOT / "docs" / "verl-nightly-caller-example.yml")["jobs"][caller]
         assert job["permissions"]["contents"] == "write"

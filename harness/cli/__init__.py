@@ -21,14 +21,14 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if bad := next((a for a in argv if not a.isprintable()), None):
         print(f"{parser.prog}: argument {unprintable(bad)}", file=sys.stderr)
-        return 2
+        return outcomes.EXIT_ERROR
     args = parser.parse_args(argv)
     try:
         with interrupts():
             return args.func(args)
     except HarnessError as exc:  # every bad input and failed run: one line, exit 2
         print(one_line(exc), file=sys.stderr)
-        return 2
+        return outcomes.EXIT_ERROR
     except KeyboardInterrupt as exc:  # SIGINT, SIGTERM, SIGHUP: what was stopped, exit 128+N
         line, code = describe(exc)
         print(line, file=sys.stderr)

@@ -29,12 +29,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     if problems:
         for line in problems:
             print(line, file=sys.stderr)
-        return 2
+        return outcomes.EXIT_ERROR
     try:
         watch = Watch.configure(args.max_dump, args.min_free, show=live_line(args.progress_every))
     except ValueError as exc:
         print(f"harness run: {exc}", file=sys.stderr)
-        return 2
+        return outcomes.EXIT_ERROR
     session, results, status = uuid.uuid4().hex, results_dir(args.results), 0
     sweep()
     started, trained = time.monotonic(), 0.0

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
 
-from harness import outcomes
+from harness import job, outcomes
 from harness.errors import HarnessError
 from harness.gate.files import CompareDoc, GateDoc
 from harness.history.checkdoc import HistoryCheckDoc
@@ -23,33 +22,7 @@ from harness.safeio import MB, InputError, read_text
 MAX_PER_LEVEL = 10  # GitHub shows at most 10 error and 10 warning annotations per step
 MAX_INPUT = 64 * MB
 TITLE = "precision_debugger gate"
-MEANING = {
-    0: "pass",
-    1: "a regression of head: a verdict on the verl (or msprobe) under test",
-    2: "an error of the harness, the runner or the input, or nothing compared: not a verdict on verl, never a pass",
-    3: "INCONCLUSIVE: the runner's noise left a figure undecided (rerun, or more repeats)",
-}
-
-
-def meaning(code: int) -> str:
-    """What an exit code says and of whom (an unknown one, a signal: not a verdict on verl)."""
-    return MEANING.get(code, MEANING[2])
-
-
-Level = Literal["error", "warning", "notice"]
-
-
-def escape(text: str, prop: bool = False) -> str:
-    """A workflow command's data (and, ``prop``, a property value): a line break would end the command early and let
-    the rest of a finding (verl's own text, a path) be read as a command of its own."""
-    out = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-    return out.replace(":", "%3A").replace(",", "%2C") if prop else out
-
-
-def command(level: Level, title: str, message: str) -> str:
-    return f"::{level} title={escape(title, prop=True)}::{escape(message)}"
-
-
+Level = outcomes.Level
 Doc = CompareDoc | GateDoc | HistoryCheckDoc
 
 
@@ -129,15 +102,14 @@ def annotation_lines(doc: Doc) -> list[str]:
     where = f"{name}.txt in the results artifact"
     code, verdict = verdict_of(doc)
     if code:
-        level: Level = "warning" if code == 3 else "error"  # undecided is not a finding against verl
-        items.insert(0, (level, TITLE, f"{verdict} (exit {code}: {meaning(code)})"))
+        items.insert(0, (outcomes.level(code), TITLE, f"{verdict} (exit {code}: {outcomes.meaning(code)})"))
     out: list[str] = []
     for level in ("error", "warning", "notice"):
         mine = [(t, m) for lv, t, m in items if lv == level]
         if len(mine) > MAX_PER_LEVEL:
             left = len(mine) - MAX_PER_LEVEL + 1
             mine = [*mine[: MAX_PER_LEVEL - 1], (TITLE, f"{left} more {level}s: every finding is in {where}")]
-        out += [command(level, t, m) for t, m in mine]
+        out += [job.command(level, t, m) for t, m in mine]
     return out
 
 
@@ -145,9 +117,9 @@ def summary(doc: Doc, markdown: str = "", heading: str = "") -> str:
     """The step summary: the verdict and what its exit code means, then the harness's markdown report (a history
     check's: its lines, each change point with its range and how to name its commit)."""
     code, verdict = verdict_of(doc)
-    icon = {0: "✅", 3: "⚠️"}.get(code, "❌")
+    icon = {"pass": "✅", "warn": "⚠️"}.get(outcomes.job_action(code), "❌")
     head = [f"## {heading}", ""] if heading else []
-    head.append(f"{icon} **{verdict}**: exit {code}, {meaning(code)}")
+    head.append(f"{icon} **{verdict}**: exit {code}, {outcomes.meaning(code)}")
     if isinstance(doc, HistoryCheckDoc) and not markdown:
         markdown = "\n".join(f"- {line}" for line in doc.lines)
     return "\n".join([*head, "", markdown.rstrip()]).rstrip() + "\n"

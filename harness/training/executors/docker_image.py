@@ -19,6 +19,7 @@ import tarfile
 
 import docker.errors
 
+from harness import outcomes
 from harness.errors import InfraError
 from harness.training.executors.docker import connect
 from harness.training.executors.docker_options import HOST_PYTHON, IMAGE_KIND_LABEL
@@ -109,7 +110,7 @@ def cmd_build_cpu(args: argparse.Namespace) -> int:
         image_id = build_cpu_image(args.tag)
     except InfraError as exc:
         print(f"INFRASTRUCTURE ERROR {exc}", file=sys.stderr)
-        return 2
+        return outcomes.EXIT_ERROR
     print(f"built {args.tag} ({image_id[:19]}): bare rootfs, label {IMAGE_KIND_LABEL}={HOST_PYTHON}")
     print("the docker executor mounts read-only: " + " ".join(host_python().paths))
     if args.check:

@@ -1,0 +1,208 @@
+"""``python3 -m harness.job``: the one command every workflow step and .ci script ends through, so what a CI job does
+with an exit is decided once, by ``harness.outcomes``' table of job outcomes:
+
+    python3 -m harness.job run [--title T] [--minutes M] [--fresh DIR]... [--annotations FILE] [--no-verdict]
+                               [--accept-baseline BOOL] -- CMD ARGS...
+        run CMD; an exit that is no verdict (2, or no harness exit at all) runs it once more where another attempt as
+        long as the first fits the M minutes this step has (each DIR moved aside to DIR.attempt1 first, so the
+        retry starts clean and the artifact keeps both); then one annotation saying what the job does and why
+        (PASS, FAIL: a verdict on verl, INCONCLUSIVE: a warning quoting the undecided figures from FILE, ERROR: not a
+        verdict on the pull request and what to do), a line in the step summary, ``exit``/``action``/``attempts`` and
+        ``baseline`` (``publish`` or ``keep``: whether a night's figures become the next baseline, ``accept-baseline``
+        letting a verdict through) in the step's outputs; exits 0 (the job green) or 1 (red). ``--no-verdict``: a
+        step that decides nothing about verl (set-up, build, query): any failure is an error, retried once, and a
+        pass says nothing
+    python3 -m harness.job of CODE...
+        one exit for the codes of a job's several steps (``outcomes.steps_exit``), printed (a .ci script exits it);
+        a CODE is a number or a word of ``outcomes.CODES`` (``error``: a script's own failure, not the harness's)
+    python3 -m harness.job say CODE TITLE MESSAGE
+        one annotation at the level the table gives CODE (an error, a warning for INCONCLUSIVE, a notice for a pass)
+
+Standard library only (imports nothing of the harness but ``outcomes``): it runs from a bare checkout before anything
+is installed, so the set-up step itself goes through it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from harness import outcomes
+
+TITLE = "precision_debugger job"
+
+
+def escape(text: str, prop: bool = False) -> str:
+    """A workflow command's data (and, ``prop``, a property value): a line break would end the command early and let
+    the rest of a line (verl's own text, a path) be read as a command of its own."""
+    out = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return out.replace(":", "%3A").replace(",", "%2C") if prop else out
+
+
+def unescape(text: str) -> str:
+    return text.replace("%0A", "\n").replace("%0D", "\r").replace("%3A", ":").replace("%2C", ",").replace("%25", "%")
+
+
+def command(level: outcomes.Level, title: str, message: str) -> str:
+    return f"::{level} title={escape(title, prop=True)}::{escape(message)}"
+
+
+def undecided_of(path: Path | None) -> list[str]:
+    """The figures a step's annotations (its ``::warning`` lines titled INCONCLUSIVE) say the noise left undecided."""
+    if path is None or not path.is_file():
+        return []
+    out = []
+    for line in path.read_text(errors="replace").splitlines():
+        head, sep, message = line.partition("::")[2].partition("::")
+        if sep and head.startswith("warning title=INCONCLUSIVE"):
+            out.append(unescape(message))
+    return out
+
+
+def attempt(argv: Sequence[str]) -> tuple[int, str]:
+    """Run ``argv`` once, its stderr passed through; its exit (128+N for signal N) and its last non-empty stderr line.
+    SIGTERM (the runner cancelling the job) reaches the child, which ends first."""
+    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, errors="replace")
+
+    def forward(signum: int, _frame: object) -> None:
+        proc.send_signal(signum)
+
+    previous = signal.signal(signal.SIGTERM, forward)
+    last = ""
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            sys.stderr.write(line)
+            sys.stderr.flush()
+            last = line.strip() or last
+        code = proc.wait()
+    except KeyboardInterrupt:
+        code = proc.wait()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return (outcomes.SIGNALLED - code if code < 0 else code), last
+
+
+def move_aside(fresh: Sequence[Path], attempt_no: int) -> None:
+    """What the attempt wrote, kept beside (``DIR.attemptN``) so the next one starts clean."""
+    for path in fresh:
+        if path.exists():
+            target = path.with_name(f"{path.name}.attempt{attempt_no}")
+            shutil.rmtree(target, ignore_errors=True)
+            path.rename(target)
+
+
+def publish(
+    outcome: outcomes.JobOutcome, title: str, attempts: int, verdicts: bool = True, accepted: bool = False
+) -> None:
+    """The annotation (stdout: the runner reads workflow commands there), the summary line and the step's outputs; a
+    step that gives no verdict and passed only its outputs."""
+    if out := os.environ.get("GITHUB_OUTPUT"):
+        baseline = "publish" if verdicts and outcomes.publishes_baseline(outcome.code, accepted) else "keep"
+        with open(out, "a", encoding="utf-8") as f:
+            f.write(f"exit={outcome.code}\naction={outcome.action}\nattempts={attempts}\nbaseline={baseline}\n")
+    if not verdicts and outcome.action == "pass":
+        return
+    print(command(outcome.level, title, outcome.line), flush=True)
+    if summary := os.environ.get("GITHUB_STEP_SUMMARY"):
+        icon = {"pass": "✅", "warn": "⚠️"}.get(outcome.action, "❌")
+        with open(summary, "a", encoding="utf-8") as f:
+            f.write(f"\n{icon} **{title}**: {outcome.line}\n")
+
+
+def run(
+    argv: Sequence[str],
+    title: str = TITLE,
+    minutes: float | None = None,
+    fresh: Sequence[Path] = (),
+    annotations: Path | None = None,
+    verdicts: bool = True,
+    accepted: bool = False,
+    once: Callable[[Sequence[str]], tuple[int, str]] = attempt,
+    clock: Callable[[], float] = time.monotonic,
+) -> int:
+    """The step run under the table: retried once on an error where time allows, then published; the job's exit."""
+    started = clock()
+    tries = 0
+    while True:
+        tries += 1
+        began = clock()
+        code, why = once(argv)
+        took = clock() - began
+        left = None if minutes is None else minutes * 60 - (clock() - started)
+        if not outcomes.retries(code, tries, took, left, verdicts):
+            break
+        line = f"attempt {tries}: {outcomes.meaning(code, verdicts)}: {why or 'no error line'}; running it once more"
+        print(command("warning", title, line), flush=True)
+        move_aside(fresh, tries)
+    if outcomes.retries(code, 1, took, None, verdicts) and tries == 1 and left is not None:
+        why = f"{why or 'no error line'} (no time left for a second attempt: {took / 60:.1f} min, {left / 60:.1f} left)"
+    outcome = outcomes.job_outcome(code, tries, why, undecided_of(annotations), verdicts)
+    publish(outcome, title, tries, verdicts, accepted)
+    return outcome.exit
+
+
+def _code(text: str) -> int:
+    if text in outcomes.CODES:
+        return outcomes.CODES[text]
+    if not (text.isascii() and text.isdigit()) or int(text) > 255:
+        words = ", ".join(outcomes.CODES)
+        raise argparse.ArgumentTypeError(f"expected an exit code from 0 to 255 or one of {words}, got {text!r}")
+    return int(text)
+
+
+def _bool(text: str) -> bool:
+    """A workflow's boolean input as it reaches a shell: true or false (empty: false, an input not given)."""
+    if text not in ("true", "false", ""):
+        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+    return text == "true"
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python3 -m harness.job", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="what", required=True)
+    r = sub.add_parser("run", help="run a step under the table of job outcomes")
+    r.add_argument("--title", default=TITLE)
+    r.add_argument("--minutes", type=float, help="the time this step has in its job (another attempt must fit)")
+    r.add_argument("--fresh", type=Path, action="append", default=[], help="a results dir moved aside before a retry")
+    r.add_argument("--annotations", type=Path, help="the step's annotations file: its INCONCLUSIVE figures are quoted")
+    r.add_argument("--no-verdict", dest="verdicts", action="store_false", help="a step that decides nothing about verl")
+    r.add_argument("--accept-baseline", type=_bool, default=False, help="a verdict on verl publishes its baseline")
+    r.add_argument("argv", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
+    o = sub.add_parser("of", help="one exit for a job's several steps")
+    o.add_argument("codes", nargs="+", type=_code)
+    s = sub.add_parser("say", help="one annotation at the level the table gives an exit")
+    s.add_argument("code", type=_code)
+    s.add_argument("title")
+    s.add_argument("message")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if args.what == "of":
+        print(outcomes.steps_exit(args.codes))
+        return outcomes.EXIT_PASS
+    if args.what == "say":
+        print(command(outcomes.level(args.code), args.title, args.message))
+        return outcomes.EXIT_PASS
+    cmd = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    if not cmd:
+        print("python3 -m harness.job run: no command after --", file=sys.stderr)
+        return outcomes.EXIT_ERROR
+    if shutil.which(cmd[0]) is None and not Path(cmd[0]).is_file():
+        outcome = outcomes.job_outcome(outcomes.EXIT_ERROR, 1, f"{cmd[0]}: no such command")
+        publish(outcome, args.title, 1)
+        return outcome.exit
+    return run(cmd, args.title, args.minutes, args.fresh, args.annotations, args.verdicts, args.accept_baseline)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
