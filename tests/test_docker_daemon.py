@@ -231,24 +231,35 @@ def test_free_space_floor_stops_the_container_as_an_infrastructure_error(tmp_pat
     assert leftovers(client, scenario=name) == []
 
 
-def test_a_sigkilled_harness_leaves_a_container_that_the_next_session_sweeps(tmp_path):
-    """A container is swept only when its harness process is gone; one of a live harness never. Every harness
-    session sweeps at its start, so in the parallel suite another may remove the stale one first: asserted is
-    that it is gone after a new session, and the live one is not (the line it prints: test_docker_spec.py)."""
+def test_a_sigkilled_harness_stops_its_container_and_the_next_session_sweeps_it(tmp_path):
+    """The training in its container is ended by its watchdog once the harness is SIGKILLed (it trained on, writing
+    the results dir, and the container ran on); the stopped container is swept only when its harness process is
+    gone, one of a live harness never. Every harness session sweeps at its start, so in the parallel suite another
+    may remove the stale one first: asserted is that it is gone after a new session, and the live one is not (the
+    line it prints: test_docker_spec.py)."""
     client = daemon()
     name = f"docker_stale_{uuid.uuid4().hex[:8]}"
-    write_scenario(tmp_path, name=name, world_size=1)
+    write_scenario(tmp_path, name=name, world_size=1, steps=300)  # trains on for minutes unless ended
     argv = [sys.executable, "-m", "harness", "run", "scenarios", "--executor=docker", "--results", str(tmp_path / "r")]
     killed = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
         while not leftovers(client, scenario=name) and killed.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)
+        time.sleep(3)  # inside the training (its imports take several seconds)
     finally:
         killed.kill()  # SIGKILL: no cleanup runs
         killed.wait()
     [stale] = leftovers(client, scenario=name)
-    assert client.containers.get(stale).labels[PID_LABEL] == str(killed.pid)
+    container = client.containers.get(stale)
+    assert container.labels[PID_LABEL] == str(killed.pid)
+    deadline = time.monotonic() + 30  # the watchdog's grace is 10 s a signal
+    while container.status in ("created", "running") and time.monotonic() < deadline:
+        time.sleep(0.2)
+        container.reload()
+    assert container.status == "exited", container.status
+    log = container.logs().decode(errors="replace")
+    assert "harness.training.watchdog: the harness is gone: ending the training" in log, log[-2000:]
     live = client.containers.create(
         IMAGE, ["true"], labels={f"{LABEL_PREFIX}.session": "live", f"{LABEL_PREFIX}.scenario": name, **owner_labels()}
     )

@@ -27,6 +27,7 @@ from harness.training.executors.docker import DockerExecutor
 from harness.training.executors.docker_options import ASCEND_DRIVER_PATHS
 from harness.training.executors.docker_spec import container_spec, host_python
 from harness.training.launch import Launch
+from harness.training.watchdog import watched
 
 LABELS = {"io.harness.session": "s1", "io.harness.scenario": "tiny", "io.harness.run": "on"}
 
@@ -54,7 +55,8 @@ def test_cpu_self_contained_image(tmp_path):
     spec = spec_for(tmp_path)
     run_dir = str(tmp_path / "results" / "tiny" / "on")
     assert spec["image"] == "verl-msprobe-harness:cpu"
-    assert spec["command"] == ["python3", "-m", "harness.training.workloads.cpu_ppo.train", f"{run_dir}/spec.json"]
+    training = ["python3", "-m", "harness.training.workloads.cpu_ppo.train", f"{run_dir}/spec.json"]
+    assert spec["command"] == watched("python3", f"fifo:{run_dir}/.harness-alive", training)  # its watchdog, in it
     assert spec["working_dir"] == run_dir
     assert spec["labels"] == LABELS
     assert spec["user"] == f"{os.getuid()}:{os.getgid()}"  # files written in the run dir stay the user's

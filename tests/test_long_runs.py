@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 from builders import default_signals, write_scenario
 
+from harness.training.watchdog import MODULE
+
 pytestmark = pytest.mark.trains
 
 SMALL: dict[str, Any] = {
@@ -53,15 +55,17 @@ def harness(*argv: str, cwd: Path, env: dict[str, str] | None = None) -> subproc
     )
 
 
-def processes_with(text: str) -> list[int]:
-    """Live processes whose command line holds ``text`` (zombies have none)."""
+def processes_with(text: str, watchdog: bool = True) -> list[int]:
+    """Live processes whose command line holds ``text`` (zombies have none); ``watchdog=False``: not the training's
+    watchdog (whose command line holds the training's)."""
     found = []
     for d in Path("/proc").iterdir():
         try:
-            if d.name.isdigit() and text.encode() in (d / "cmdline").read_bytes() and int(d.name) != os.getpid():
-                found.append(int(d.name))
+            line = (d / "cmdline").read_bytes() if d.name.isdigit() and int(d.name) != os.getpid() else b""
         except OSError:
             continue
+        if text.encode() in line and (watchdog or MODULE.encode() not in line):
+            found.append(int(d.name))
     return found
 
 
@@ -111,9 +115,9 @@ def _signal_mid_training(argv: list[str], cwd: Path, spec: Path, sig: int) -> su
     )
     try:
         deadline = time.monotonic() + 240
-        while len(processes_with(str(spec))) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        while len(processes_with(str(spec), False)) < 2 and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert len(processes_with(str(spec))) >= 2, "the training and its rank never ran"
+        assert len(processes_with(str(spec), False)) >= 2, "the training and its rank never ran"
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=60)
     finally:
@@ -138,6 +142,30 @@ def test_signal_to_harness_run_stops_the_local_training(tmp_path, sig):
     assert said[-1].startswith(f"interrupted by {name}: stopped the off training of sig_run (local process group ")
     assert "Traceback" not in proc.stderr
     assert processes_with(str(tmp_path)) == []
+
+
+def test_a_sigkilled_harness_run_leaves_no_training(tmp_path):
+    """SIGKILL runs no cleanup of the harness's own: the training (in its own session) trained on, writing the results
+    dir. Its watchdog ends it, its ranks with it, and nothing writes there any more."""
+    path = write_scenario(tmp_path, name="sigkill_run", **{**SMALL, "steps": 300})  # minutes unless ended
+    res = tmp_path / "res"
+    proc = _signal_mid_training(
+        [sys.executable, "-m", "harness", "run", str(path), "--results", str(res)],
+        tmp_path,
+        res / "sigkill_run" / "off" / "spec.json",
+        signal.SIGKILL,
+    )
+    assert proc.returncode == -signal.SIGKILL
+    deadline = time.monotonic() + 30  # the watchdog's grace is 10 s a signal
+    while processes_with(str(tmp_path)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert processes_with(str(tmp_path)) == []
+    log = res / "sigkill_run" / "off" / "train.log"
+    assert "harness.training.watchdog: the harness is gone: ending the training" in log.read_text()
+    metrics = res / "sigkill_run" / "off" / "metrics.jsonl"
+    before = metrics.stat().st_size if metrics.exists() else 0
+    time.sleep(1)
+    assert (metrics.stat().st_size if metrics.exists() else 0) == before
 
 
 @pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])

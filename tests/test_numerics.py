@@ -159,8 +159,10 @@ def test_dumps_with_no_entry_in_common_compare_nothing(tmp_path: Path, capsys):
     path.write_text(json.dumps(doc))
     report = compare_numerics([base], head2, tmp_path / "r3", [], engine="harness")
     assert not report.nothing_compared()
-    assert "numerics: 2 of 2 step/stage dumps match base (26 rows all pass, 2 rows with no counterpart on base not " \
+    assert (
+        "numerics: 2 of 2 step/stage dumps match base (26 rows all pass, 2 rows with no counterpart on base not "
         "compared)" in report.notes()
+    )
 
 
 @pytest.mark.integration

@@ -99,3 +99,14 @@ def test_ctrl_c_leaves_no_process(tmp_path):
     assert proc.returncode != 0, out[-2000:]
     assert gone(results) == [], "processes left after Ctrl-C"
     print(f"SIGINT: {running} processes while running, 0 after; raylets {before} before, {raylets()} after")
+
+
+def test_a_sigkilled_harness_leaves_no_process(tmp_path):
+    """SIGKILL to the harness runs none of its cleanup: Ray's daemons, in process groups of their own, and the
+    trainer's processes went on. The training's watchdog (in its session) ends them all."""
+    proc, results = start(tmp_path, timeout_s=900)
+    running = wait_for_ray(proc, results)
+    proc.kill()
+    proc.communicate(timeout=60)
+    assert gone(results, within_s=40) == [], "processes left after the harness was SIGKILLed"
+    print(f"SIGKILL: {running} processes while running, 0 after")

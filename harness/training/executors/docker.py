@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -39,8 +40,9 @@ from harness.training.executors.docker_options import (
     TARGET_LABEL,
     unsafe_line,
 )
-from harness.training.executors.docker_spec import container_spec
+from harness.training.executors.docker_spec import alive_fifo, container_spec
 from harness.training.launch import Launch, argv_lines
+from harness.training.watchdog import unwatched
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -156,8 +158,8 @@ class DockerExecutor:
             ["harness", *(labels.get(f"{LABEL_PREFIX}.{k}", "") for k in ("scenario", "run")), uuid.uuid4().hex[:8]]
         )
         try:
-            with interrupts():  # a SIGTERM (CI job cancelled) unwinds like Ctrl-C: the container is still removed
-                return _run(client, spec, run, settings, stop or threading.Event())
+            with interrupts(), _held(alive_fifo(run)):  # a SIGTERM (CI job cancelled) unwinds like Ctrl-C: the
+                return _run(client, spec, run, settings, stop or threading.Event())  # container is still removed
         except KeyboardInterrupt as exc:
             note_stopped(exc, f"container {spec['name']} (removed)")
             raise
@@ -192,7 +194,8 @@ class DockerExecutor:
         out.append("env:")
         out += [f"  {k}={v}" for k, v in sorted(spec["environment"].items())]
         out.append("argv:")
-        out += argv_lines(spec["command"])
+        out += argv_lines(unwatched(spec["command"]))
+        out.append(f"under its watchdog (ends it when the harness is gone): {' '.join(spec['command'][:5])}")
         return out
 
     def environment(self, settings: ExecutorSettingsBase, packages_dir: str | None) -> dict[str, Any]:
@@ -271,8 +274,28 @@ def _run(
         stopped=stop.is_set() and not timed_out,
         oom_killed=bool(state.get("OOMKilled")),
         detail=f"container {spec['name']} ({spec['image']}); logs in {run.log.name}",
-        argv=list(spec["command"]),
+        argv=unwatched(spec["command"]),
     )
+
+
+@contextlib.contextmanager
+def _held(fifo: Path) -> Iterator[None]:
+    """The container's watchdog FIFO made and held open (read-write: no wait for its reader) by this process alone
+    until the run is over; its end-of-file ends the training should this process die first."""
+    with contextlib.suppress(FileNotFoundError):
+        fifo.unlink()
+    try:
+        os.mkfifo(fifo)
+        fifo.chmod(0o644)  # the container's user may be another (executor.docker.user)
+        fd = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
+    except OSError as exc:
+        raise InfraError(f"cannot make the watchdog's FIFO {fifo}: {exc.strerror}") from None
+    try:
+        yield
+    finally:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            fifo.unlink()
 
 
 def _stop_when(stop: threading.Event, ended: threading.Event, container: Container) -> None:

@@ -24,6 +24,13 @@ from harness.training.executors.docker_options import (
     CONTAINER_HOME,
 )
 from harness.training.launch import Launch
+from harness.training.watchdog import watched
+
+
+def alive_fifo(run: RunDir) -> Path:
+    """The FIFO the harness holds open while a container runs: its watchdog reads end-of-file once the harness is
+    gone. In the run dir: bind-mounted read-write at its own path, it is there in the container too."""
+    return run.root / ".harness-alive"
 
 
 @dataclass(frozen=True)
@@ -113,7 +120,8 @@ def container_spec(
 
     spec: dict[str, Any] = {
         "image": rt.image,
-        "command": launch.argv(python),
+        # the watchdog ends the training, and so the container, once the harness is gone (its FIFO in the run dir)
+        "command": watched(python, f"fifo:{alive_fifo(run)}", launch.argv(python)),
         "environment": env,
         "working_dir": str(launch.workdir),
         "mounts": [mounts[t] for t in sorted(mounts)],

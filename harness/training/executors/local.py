@@ -7,11 +7,13 @@ import fnmatch
 import grp
 import os
 import pwd
+import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -25,6 +27,7 @@ from harness.scenario.settings.local import LocalRuntime
 from harness.signals import interrupts, note_stopped
 from harness.training.executors.base import ENV_ALLOWLIST, LABEL_PREFIX
 from harness.training.launch import Launch, argv_lines
+from harness.training.watchdog import MODULE, watched
 
 POLL_S = 0.2  # how soon a stop request is acted on
 KILL_GRACE_S = 10
@@ -72,19 +75,25 @@ class LocalExecutor:
         stop: threading.Event | None = None,
     ) -> ExecResult:
         argv = launch.argv(launch.python or sys.executable)  # the target's environment, else the harness's own
+        if shutil.which(argv[0]) is None:
+            raise InfraError(f"cannot start {argv[0]}: not an executable file")
         started = time.monotonic()
-        with run.log.open("wb") as log, interrupts():
+        alive, harness_alive = os.pipe()  # the watchdog reads end-of-file once this process is gone (SIGKILLed)
+        with run.log.open("wb") as log, interrupts(), _closing(harness_alive):
             try:
                 proc = subprocess.Popen(
-                    argv,
+                    watched(sys.executable, f"fd:{alive}", argv),
                     cwd=launch.workdir,
                     env=_env(launch, settings),
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,  # its own group: Ctrl-C in a terminal reaches the harness only
+                    pass_fds=(alive,),
                 )
             except OSError as exc:
-                raise InfraError(f"cannot start {argv[0]}: {exc}") from exc
+                raise InfraError(f"cannot start {sys.executable}: {exc}") from exc
+            finally:
+                os.close(alive)
             try:
                 while (code := _wait(proc, POLL_S)) is None:
                     timed_out = time.monotonic() - started > settings.timeout_s
@@ -114,6 +123,7 @@ class LocalExecutor:
             *(f"  {k}={v}" for k, v in sorted(_env(launch, settings).items())),
             "argv:",
             *argv_lines(launch.argv(launch.python or sys.executable)),
+            f"under its watchdog (ends it when the harness is gone): {sys.executable} -I -m {MODULE}",
         ]
 
     def environment(self, settings: ExecutorSettingsBase, packages_dir: str | None) -> dict[str, Any]:
@@ -124,6 +134,15 @@ class LocalExecutor:
 
     def sweep(self) -> list[str]:
         return []  # a local training dies with its harness's cleanup; one of a SIGKILLed harness is not labelled
+
+
+@contextlib.contextmanager
+def _closing(fd: int) -> Iterator[None]:
+    """Hold ``fd`` (the harness's end of its training's watchdog pipe) until the training is over."""
+    try:
+        yield
+    finally:
+        os.close(fd)
 
 
 def _who(labels: dict[str, str]) -> str:
