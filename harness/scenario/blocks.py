@@ -152,8 +152,9 @@ class OverheadBudget(Strict):
         True,
         description="whether base against head (compare) decides this overhead; false where run-to-run noise leaves "
         "it undecided at any number of runs a pull request can afford (verl's real trainer on CPU: ±185 % to "
-        ">999 % at 2-3 runs a side): compare then runs base, head, base (no more pairs), decides structure, disk "
-        "and numerics, and reports the overhead; the maxima above and the nightly's baseline gate still judge it",
+        ">999 % at 2-3 runs a side; verl's Ascend runners: one run a side in a 40-minute job): compare then runs base "
+        "--repeats times and head once (no more pairs), decides structure, layout, contents, disk, numerics and crash, "
+        "and reports the overhead with its figures; the nightlies judge it (the maxima above, across nights)",
     )
 
     def stage_limit(self, stage: str) -> float | None:
