@@ -30,6 +30,7 @@ import time
 GRACE_S = 10.0  # SIGTERM -> SIGKILL for the session's processes once the harness is gone
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 MODULE = "harness.training.watchdog"
+NOT_STARTED = 127  # the training's exit where it could not be started, as a shell's (no verdict: read as any exit)
 
 
 def watched(python: str, alive: str, argv: list[str]) -> list[str]:
@@ -112,7 +113,7 @@ def main(args: list[str]) -> None:
         child = subprocess.Popen(args[2:])  # inherits the session, the environment and the working directory
     except OSError as exc:
         print(f"{MODULE}: cannot start {args[2]}: {exc.strerror}", file=sys.stderr)
-        sys.exit(127)
+        sys.exit(NOT_STARTED)
 
     def forward(sig: int, _: object) -> None:
         if child.poll() is None:
