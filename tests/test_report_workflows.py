@@ -51,7 +51,7 @@ def test_verl_calls_a_reusable_base_against_head_workflow():
     assert call["verl-repository"]["default"] == "verl-project/verl"
     (job,) = reusable["jobs"].values()
     assert job["runs-on"] == "${{ fromJSON(inputs.runner-labels) }}"
-    assert "-- bash .ci/ascend-job compare .verl/base .verl/head $SCENARIOS" in _runs(job)
+    assert '-- bash .ci/ascend-job compare ".verl/head@$BASE_REF" ".verl/head@$HEAD_REF" $SCENARIOS' in _runs(job)
     assert '"$py" -m harness compare --base "$base" --head "$head"' in (ROOT / ".ci" / "ascend-job").read_text()
     assert ".ci/ascend-job image" in _runs(job)  # docker mode: one image per side
     caller = _load(ROOT / "docs" / "verl-caller-example.yml")
@@ -74,7 +74,7 @@ def test_verl_calls_a_cpu_gate_on_hosted_runners_for_every_pull_request_forks_in
     assert "secrets" not in call and call["inputs"]["runner-labels"]["default"] == '["ubuntu-latest"]'
     assert call["inputs"]["verl-repository"]["default"] == "verl-project/verl"
     (job,) = reusable["jobs"].values()
-    assert "bash .ci/cpu-gate pr .verl/base .verl/head" in _runs(job)
+    assert 'bash .ci/cpu-gate pr ".verl/head@$BASE_REF" ".verl/head@$HEAD_REF"' in _runs(job)
     refuse = job["steps"][0]
     assert refuse["if"] == "github.event_name == 'pull_request_target'" and "exit 2" in refuse["run"]
     restore, save = (s for s in job["steps"] if s.get("uses", "").startswith("actions/cache/"))

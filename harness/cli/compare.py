@@ -12,6 +12,7 @@ from harness.cli.console import console, live_line, sweep
 from harness.errors import HarnessError, ScenarioError
 from harness.pipeline.base_head import run_comparison, write_reports
 from harness.scenario.loader import load_scenarios
+from harness.targets.pair import merge_base
 from harness.targets.spec import parse_target
 from harness.training.devices import skip_reason
 from harness.training.monitor import Show, Watch
@@ -31,6 +32,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise ScenarioError(problems)
     base = parse_target(args.base, args.msprobe, args.series, "--base", args.stack)
     head = parse_target(args.head, args.msprobe, args.series, "--head", args.stack)
+    notes = []
+    if args.merge_base:  # the pull request's change alone: base is the branch point (harness.targets.pair)
+        verl, line = merge_base(base.verl, head.verl)
+        base, notes = base.model_copy(update={"verl": verl}), [f"the pair: {line}"]
+        console.print(escape(notes[0]), soft_wrap=True)
     runnable, skipped = [], []
     for s in scenarios:
         if reason := skip_reason(s):
@@ -54,6 +60,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         max_repeats=args.max_repeats,
         skipped=skipped,
         accepted=args.accept,
+        notes=notes,
     )
     for line in comparison.lines():
         print(line)

@@ -21,6 +21,7 @@ from harness.cli import (
     image,
     junit_merge,
     numerics,
+    pair,
     report,
     run,
     schema,
@@ -88,7 +89,18 @@ def build() -> argparse.ArgumentParser:
         "decided): every finding is still reported, the verdict is ACCEPTED (exit 0) unless an error or an undecided "
         "figure remains; default $HARNESS_ACCEPT",
     )
+    p.add_argument(
+        "--merge-base",
+        action="store_true",
+        help="compare head with the merge base of --base and --head (both <repository>@<ref> of one repository): "
+        "the pull request's change alone, not what the base branch merged after it branched (a merge commit with "
+        "--base its first parent compares as given); a head that is not a descendant of the base is refused",
+    )
     p.set_defaults(func=compare.cmd_compare)
+    p = sub.add_parser("pair", help="the pair a pull-request gate compares: head and its merge base with --base")
+    p.add_argument("--base", required=True, metavar="SPEC", help="<repository>@<ref>: the base branch's commit")
+    p.add_argument("--head", required=True, metavar="SPEC", help="<repository>@<ref> of the same repository")
+    p.set_defaults(func=pair.cmd_pair)
     p = sub.add_parser("dry-run", help="print what each training would run (image, devices, mounts, env, argv)")
     p.add_argument("paths", nargs="+")
     p.add_argument("--results", default="results", help="the results dir the real run would use (nothing written)")

@@ -92,6 +92,7 @@ def run_comparison(
     max_repeats: int | None = None,
     skipped: Collection[str] = (),
     accepted: str | None = None,
+    notes: Collection[str] = (),
 ) -> tuple[Judgement, dict[str, dict[str, list[Observation]]]]:
     """Run and compare; returns the comparison and, per scenario and side, the observations of the repeats.
     ``judge``: the figure families decided (the others are reported); structure names and checks always are.
@@ -101,7 +102,7 @@ def run_comparison(
     ``skipped``: the scenarios not run here, with why (they count in the total a comparison compares).
     ``accepted``: why head's regressions are intended (``outcomes.final``). Head's annotated stages are compared
     with base's first, from their sources (``harness.targets.census``): a finding whether or not a training
-    reaches the stage."""
+    reaches the stage. ``notes``: what the reader must know of the pair first (``harness.targets.pair``)."""
     envs = {side: ensure_env(target) for side, target in (("base", base), ("head", head))}  # once, before training:
     for side, env in envs.items():  # a bad SPEC fails at once
         say(f"{side}: {env.label()}")
@@ -162,7 +163,7 @@ def run_comparison(
         labels,
         list(skipped),
         census,
-        census_notes,
+        [*notes, *census_notes],
         accepted,
     )
     write_comparison(comparison, results)

@@ -251,10 +251,16 @@ def _parse_verl(spec: str, flag: str = "--verl") -> Package:
     source, at, ref = spec.rpartition("@")
     if at and source and ref:
         repo = repository(source)
-        try:
-            commit = str(git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", cwd=repo))
-        except TargetError:
-            raise TargetError(f"{flag} {spec}: no commit {ref!r} in {source}") from None
+        commit = ""
+        # a branch of a clone (actions/checkout's) is origin/<branch> there unless it is the one checked out
+        for name in (ref, f"refs/remotes/origin/{ref}"):
+            try:
+                commit = str(git("rev-parse", "--verify", "--quiet", f"{name}^{{commit}}", cwd=repo))
+                break
+            except TargetError:
+                continue
+        if not commit:
+            raise TargetError(f"{flag} {spec}: no commit {ref!r} in {source}")
         local = "://" not in source
         return Package(
             name="verl", kind="git", spec=spec, source=str(Path(source).expanduser().resolve()) if local else source,
