@@ -17,7 +17,7 @@ EXIT_PASS, EXIT_FAIL, EXIT_ERROR, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 _RANK = [EXIT_PASS, EXIT_INCONCLUSIVE, EXIT_FAIL, EXIT_ERROR]  # what says more: an error over a failure over ...
 NOTHING_COMPARED = "NOTHING COMPARED"
 
-CheckOutcome = Literal["pass", "fail", "inconclusive", "not checked", "xfail", "xpass"]
+CheckOutcome = Literal["pass", "fail", "inconclusive", "not checked", "not gated", "xfail", "xpass"]
 
 
 class Judged(Protocol):
@@ -26,6 +26,7 @@ class Judged(Protocol):
     problems: list[str]
     inconclusive: list[str]
     not_checked: str
+    not_gated: str
 
 
 WORDS: dict[CheckOutcome, str] = {
@@ -33,6 +34,7 @@ WORDS: dict[CheckOutcome, str] = {
     "fail": "FAIL",
     "inconclusive": "INCONCLUSIVE",
     "not checked": "not checked",
+    "not gated": "not gated",
     "xfail": "xfail (known, declared in the scenario)",
     "xpass": "XPASS: the declared gap or bug is gone, remove its declaration",
 }
@@ -84,13 +86,17 @@ def final(statuses: Iterable[str], compared: int, total: int, accepted: str | No
 
 
 def check_outcome(result: Judged, expected_failure: bool = False) -> CheckOutcome:
-    """One check's outcome; ``expected_failure``: a declared known gap or known bug (a strict xfail)."""
+    """One check's outcome; ``expected_failure``: a declared known gap or known bug (a strict xfail). A check whose
+    every budget decision was recorded and none gated (timing recorded, budgets provisional) and which found nothing
+    else wrong is "not gated" (exit 0, a skip under pytest, its figures in the reason): green means decided."""
     if result.not_checked:
         return "not checked"
     failed = bool(result.problems)
     if expected_failure:
         return "xfail" if failed else "xpass"
-    return "fail" if failed else "inconclusive" if result.inconclusive else "pass"
+    if failed or result.inconclusive:
+        return "fail" if failed else "inconclusive"
+    return "not gated" if result.not_gated else "pass"
 
 
 def check_exit(outcome: CheckOutcome) -> int:

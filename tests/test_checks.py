@@ -8,6 +8,7 @@ import shutil
 import pytest
 from builders import write_dump, write_metrics, write_scenario
 
+from harness import outcomes
 from harness.checks import CHECKS, CheckContext
 from harness.checks.known_gap import check_gap
 from harness.checks.overhead import around
@@ -263,6 +264,27 @@ def test_disk_budget(good_case):
     problems = failing(ctx)["disk"]
     assert any(p.startswith("step_2: 1.1") and "> budgets.disk.max_per_step 0.60 MB" in p for p in problems)
     assert any(p.startswith("all dumps:") and "max_total 1.00 MB" in p for p in problems)
+
+
+def test_provisional_budgets_are_reported_with_their_figures_and_gate_nothing(tmp_path, good_case):
+    """``budgets.provisional`` (budgets never measured on the scenario's device, as the multi-GPU CUDA scenarios'):
+    the disk and overhead checks report each figure against them and gate none: not a pass, not a failure, the
+    figures in the line (an over-budget dump failed, one within passed green, as if the budgets were measured)."""
+    _, ctx = good_case
+    big = ctx.tree.root / "step_2" / "actor_update" / "step0" / "rank0" / "pad.bin"
+    big.write_bytes(b"\0" * 1_100_000)
+    budgets = {"provisional": "derived from another device's figures", "disk": {"max_per_rank": "10MB"}}
+    scenario = load_scenario(write_scenario(tmp_path / "p", budgets=budgets))
+    fresh = CheckContext(scenario, ctx.dir)
+    disk, overhead = CHECKS["disk"](fresh), CHECKS["overhead"](fresh)
+    for result in (disk, overhead):
+        assert result.problems == [] and outcomes.check_outcome(result) == "not gated", result.problems
+        assert result.not_gated.startswith("provisional budgets, not gated (derived from another device's figures): ")
+    assert "all dumps 1.1" in disk.not_gated and "against max_total 1.00 MB: over" in disk.not_gated
+    assert "rank0 " in disk.not_gated and "against max_per_rank 10.00 MB: within" in disk.not_gated
+    assert "overhead.wall.profiled 8.49x [" in overhead.not_gated and "against max 20x: within" in overhead.not_gated
+    measured = CheckContext(ctx.scenario, ctx.dir)  # the same dumps against measured budgets
+    assert outcomes.check_outcome(CHECKS["disk"](measured)) == "fail"
 
 
 def test_known_gap_reports_exactly_the_missing_stages(tmp_path, good_case):

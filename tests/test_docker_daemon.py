@@ -98,9 +98,11 @@ def test_docker_run_matches_local_run_and_leaves_no_container(tmp_path):
     out: dict[str, Path] = {}
     for executor in ("local", "docker"):
         out[executor] = tmp_path / f"res_{executor}"
-        proc = pytest_run("scenarios", f"--executor={executor}", f"--harness-results={out[executor]}", cwd=tmp_path)
+        proc = pytest_run("scenarios", f"--executor={executor}", f"--harness-results={out[executor]}", "-rs",
+                          "--harness-timing=record", cwd=tmp_path)  # fmt: skip
         assert proc.returncode == 0, proc.stdout[-3000:]
-        assert summary(proc).startswith("5 passed"), summary(proc)
+        assert summary(proc).startswith("4 passed, 1 skipped"), summary(proc)  # overhead recorded: not a pass
+        assert "docker_same::overhead: not gated (--harness-timing record): overhead.wall.profiled " in proc.stdout
     local, dock = (out[e] / "docker_same" for e in ("local", "docker"))
 
     assert tree(local).keys() == tree(dock).keys()  # the same layout, file for file

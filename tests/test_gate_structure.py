@@ -148,3 +148,19 @@ def test_pytest_regression_item_against_a_baseline(tmp_path, good_case):
     assert "REGRESSED tiny_case: overhead.wall.profiled baseline 8.48x now 84.85x" in proc.stdout, proc.stdout[-3000:]
     proc = pytest_run(f"--harness-baseline={tmp_path / 'missing.json'}")
     assert proc.returncode == 4 and "--harness-baseline" in proc.stderr
+
+
+@pytest.mark.integration
+def test_an_overhead_item_that_gates_nothing_is_not_a_pass(tmp_path, good_case):
+    """Under ``--harness-timing record`` (.ci/run's HARNESS_TIMING=record) every ``::overhead`` item passed green
+    while it gated no ratio. It is skipped, its figures in the reason; the other items pass as before."""
+    scenario, ctx = good_case
+    _reusable_runs(scenario, ctx.dir)
+    argv = [sys.executable, "-m", "pytest", str(tmp_path / "scenarios"), "-p", "no:cacheprovider", "-rs", "-q",
+            f"--harness-results={tmp_path / 'results'}", "--harness-reuse"]  # fmt: skip
+    recorded = subprocess.run([*argv, "--harness-timing=record"], cwd=tmp_path, capture_output=True, text=True)
+    assert recorded.returncode == 0 and recorded.stdout.strip().splitlines()[-1].startswith("4 passed, 1 skipped")
+    said = "tiny_case::overhead: not gated (--harness-timing record): overhead.wall.profiled 8.49x ["
+    assert said in recorded.stdout and "against max 20x: within" in recorded.stdout, recorded.stdout[-2000:]
+    gated = subprocess.run([*argv, "--harness-timing=gate"], cwd=tmp_path, capture_output=True, text=True)
+    assert gated.returncode == 0 and gated.stdout.strip().splitlines()[-1].startswith("5 passed"), gated.stdout

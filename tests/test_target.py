@@ -117,9 +117,11 @@ def test_neutral_commit_passes_and_is_named_everywhere(repo: VerlRepo, cache: Pa
     """The bad commit failing layout is test_compare_runs' (head against this release, under docker)."""
     xml = small / "neutral.xml"
     neutral = harness_pytest(
-        small, cache, f"--verl={repo.path}@{repo.neutral}", f"--harness-results={small / 'res'}", f"--junitxml={xml}"
-    )
-    assert neutral.returncode == 0 and neutral.stdout.strip().splitlines()[-1].startswith("5 passed"), neutral.stdout
+        small, cache, f"--verl={repo.path}@{repo.neutral}", f"--harness-results={small / 'res'}", f"--junitxml={xml}",
+        "--harness-timing=record",  # one pair on a shared runner decides no timing: overhead reported, not gated
+    )  # fmt: skip
+    last = neutral.stdout.strip().splitlines()[-1]
+    assert neutral.returncode == 0 and last.startswith("4 passed, 1 skipped"), neutral.stdout
     doc = json.loads((small / "res" / "tiny_fsdp_l1" / "results.json").read_text())
     assert doc["target"]["verl"]["commit"] == repo.neutral and doc["target"]["verl"]["dirty"] is False
     assert (

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from harness import outcomes
 from harness.artifacts.reader import Metrics
 from harness.artifacts.rundir import ScenarioDir
 from harness.checks import CheckContext
@@ -104,3 +105,14 @@ def test_overhead_check_on_documented_like_runs(tmp_path, monkeypatch, profiled_
     assert recorded.summary.endswith("(not gated (--harness-timing record))")
     decided = f": {'ok' if passes else 'regressed'}, not gated (--harness-timing record)"
     assert any(n.startswith("overhead.wall.profiled: ") and n.endswith(decided) for n in recorded.notes)
+    # it gated nothing: not a pass (it passed green before), its figures said where the item is skipped
+    assert outcomes.check_outcome(recorded) == "not gated" and outcomes.check_outcome(result) != "not gated"
+    x = f"{profiled_s / 17:.2f}x"
+    said = f"overhead.wall.profiled {x} [{x}-{x}] against max 15x: "
+    assert recorded.not_gated.startswith("not gated (--harness-timing record): ")
+    assert said + ("within" if passes else "over") in recorded.not_gated, recorded.not_gated
+    # budgets declared provisional (never measured on the device): the same, with why
+    provisional = scenario.model_copy(update={"budgets": scenario.budgets.model_copy(update={"provisional": "why"})})
+    ungated = check_overhead(CheckContext(provisional, sdir))
+    assert ungated.problems == [] and outcomes.check_outcome(ungated) == "not gated"
+    assert ungated.not_gated.startswith("provisional budgets, not gated (why): " + said), ungated.not_gated

@@ -13,6 +13,7 @@ from harness.artifacts.reader import DumpDir, DumpTree, Metrics
 from harness.artifacts.record import RunRecord
 from harness.artifacts.rundir import LINKED, MODES, Mode, ScenarioDir
 from harness.errors import HarnessError, MetricsError
+from harness.scenario.blocks import Budgets
 from harness.scenario.model import Scenario
 
 Figure = float | int | str
@@ -28,10 +29,19 @@ class CheckResult:
     inconclusive: list[str] = field(default_factory=list)  # figures the noise leaves undecided: not a pass
     not_checked: str = ""  # why there was nothing to check (a training crashed: the crash check says so): not a pass
     xfail_reason: str = ""  # a declared known gap or known bug: expected to fail (a strict xfail)
+    # what was measured against budgets and gated none of it (timing recorded, budgets provisional), with the figures:
+    # not a pass (outcomes.check_outcome); results.json keeps the lines in ``notes``
+    not_gated: str = ""
 
     @property
     def passed(self) -> bool:
         return not self.problems and not self.inconclusive and not self.not_checked
+
+
+def provisional(budgets: Budgets) -> str:
+    """What a check against provisional budgets (``budgets.provisional``: never measured on their device) says of
+    them, "" where they are measured: each figure is reported against them, none gated."""
+    return f"provisional budgets, not gated ({budgets.provisional})" if budgets.provisional else ""
 
 
 def _timings_checked(path: Path) -> Metrics:

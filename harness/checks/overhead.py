@@ -21,11 +21,12 @@ import statistics
 from harness.artifacts import figures as fig
 from harness.artifacts.rundir import MODES
 from harness.checks import stats
-from harness.checks.base import CheckContext, CheckResult
+from harness.checks.base import CheckContext, CheckResult, provisional
 from harness.errors import MetricsError
 
 # what a budget line says where timing is recorded, not gated (``CheckContext.gate_timing``)
 NOT_GATED = "not gated (--harness-timing record)"
+UNGATED_WORDS = {"ok": "within", "regressed": "over", "inconclusive": "undecided"}
 
 
 def ratios(on: dict[int, float], off: dict[int, float], steps: list[int]) -> dict[int, float]:
@@ -118,6 +119,9 @@ def check_overhead(ctx: CheckContext) -> CheckResult:
         clock = "wall time"
         paid_off = {"step": _clock(t_off)} | {k: _clock(v) for k, v in off.stage_times().items()}
         paid_on = {"step": _clock(t_on)} | {k: _clock(v) for k, v in on.stage_times().items()}
+    # timing recorded (--harness-timing record) or budgets never measured on their device: decided, not gated
+    ungated_by = NOT_GATED if not ctx.gate_timing else provisional(s.budgets)
+    ungated: list[str] = []
     judged = [
         (label, "step", steps, limit)
         for label, steps, limit in (
@@ -146,15 +150,19 @@ def check_overhead(ctx: CheckContext) -> CheckResult:
             continue
         decision = stats.against_max(est, limit)
         line = f"{metric}: {decision.text()} ({clock})"
-        if not ctx.gate_timing:
-            res.notes.append(f"{line}: {decision.outcome}, {NOT_GATED}")
+        if ungated_by:
+            res.notes.append(f"{line}: {decision.outcome}, {ungated_by}")
+            ungated.append(f"{metric} {fig.ratio(est.value)} [{fig.ratio(est.low)}-{fig.ratio(est.high)}] against "
+                           f"max {limit:g}x: {UNGATED_WORDS[decision.outcome]}")  # fmt: skip
             continue
         {"regressed": res.problems, "inconclusive": res.inconclusive}.get(decision.outcome, res.notes).append(line)
+    if ungated:  # every maximum recorded and none gated: not a pass, its figures said
+        res.not_gated = f"{ungated_by}: {'; '.join(ungated)}"
     res.summary = ", ".join(
         f"{k} {fig.ratio(float(res.figures[fig.overhead(k)]))}"
         for k in ("profiled", "unprofiled")
         if fig.overhead(k) in res.figures
-    ) + ("" if ctx.gate_timing else f" ({NOT_GATED})")
+    ) + (f" ({ungated_by})" if ungated_by else "")
     if missing_stage := sorted(set(budget.max_stage_ratio) - set(paid_on)):
         res.problems.append(f"max_stage_ratio names stages with no timer in the metrics: {missing_stage}")
     return res

@@ -18,6 +18,7 @@ COLOURS = {
     "fail": "red",
     "inconclusive": "magenta",
     "not checked": "yellow",
+    "not gated": "yellow",
     "xfail": "yellow",
     "xpass": "red",
 }

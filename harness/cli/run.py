@@ -68,6 +68,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                 console.print(f"  {mark}[/] {r.check}: {escape(p)}", soft_wrap=True)
             for p in r.inconclusive:
                 console.print(f"  [magenta]?[/] {r.check}: {escape(p)}", soft_wrap=True)
+            if outcome == "not gated":
+                console.print(f"  [yellow]~[/] {r.check}: {escape(r.not_gated)}", soft_wrap=True)
             if outcome in ("xfail", "xpass"):
                 line = f"{outcomes.WORDS[outcome]}: {r.xfail_reason}"
                 console.print(f"  [yellow]~[/] {r.check}: {escape(line)}", soft_wrap=True)

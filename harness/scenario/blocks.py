@@ -173,6 +173,14 @@ class DiskBudget(Strict):
 class Budgets(Strict):
     overhead: OverheadBudget
     disk: DiskBudget = DiskBudget()
+    provisional: str = Field(
+        "",
+        max_length=300,
+        pattern=r"^[^\n\r]*$",
+        description="why these budgets are provisional (never measured on the scenario's device: derived from "
+        "another's figures): the overhead and disk checks report every figure against them and gate none (not a "
+        "pass, not a failure), until measured budgets replace them and this line goes",
+    )
 
 
 class ExecutorOptions(Strict):
