@@ -4,7 +4,8 @@ with an exit is decided once, by ``harness.outcomes``' table of job outcomes:
     python3 -m harness.job run [--title T] [--minutes M] [--fresh DIR]... [--annotations FILE] [--no-verdict]
                                [--accept-baseline BOOL] -- CMD ARGS...
         run CMD; an exit that is no verdict (2, or no harness exit at all) runs it once more where another attempt as
-        long as the first fits the M minutes this step has (each DIR moved aside to DIR.attempt1 first, so the
+        long as the first fits the M minutes this step has (HARNESS_DEADLINE, the end of those minutes, caps every
+        training the step starts; each DIR moved aside to DIR.attempt1 first, so the
         retry starts clean and the artifact keeps both); then one annotation saying what the job does and why
         (PASS, FAIL: a verdict on verl, INCONCLUSIVE: a warning quoting the undecided figures from FILE, ERROR: not a
         verdict on the pull request and what to do), a line in the step summary, ``exit``/``action``/``attempts`` and
@@ -37,6 +38,7 @@ from pathlib import Path
 from harness import outcomes
 
 TITLE = "precision_debugger job"
+DEADLINE_ENV = "HARNESS_DEADLINE"  # harness.training.deadline reads it (this module imports nothing of the harness)
 
 
 def escape(text: str, prop: bool = False) -> str:
@@ -66,10 +68,10 @@ def undecided_of(path: Path | None) -> list[str]:
     return out
 
 
-def attempt(argv: Sequence[str]) -> tuple[int, str]:
+def attempt(argv: Sequence[str], env: dict[str, str] | None = None) -> tuple[int, str]:
     """Run ``argv`` once, its stderr passed through; its exit (128+N for signal N) and its last non-empty stderr line.
     SIGTERM (the runner cancelling the job) reaches the child, which ends first."""
-    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, errors="replace")
+    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, errors="replace", env=env)
 
     def forward(signum: int, _frame: object) -> None:
         proc.send_signal(signum)
@@ -125,16 +127,19 @@ def run(
     annotations: Path | None = None,
     verdicts: bool = True,
     accepted: bool = False,
-    once: Callable[[Sequence[str]], tuple[int, str]] = attempt,
+    once: Callable[[Sequence[str], dict[str, str]], tuple[int, str]] = attempt,
     clock: Callable[[], float] = time.monotonic,
 ) -> int:
     """The step run under the table: retried once on an error where time allows, then published; the job's exit."""
     started = clock()
+    env = dict(os.environ)
+    if minutes is not None:  # the trainings of the step are capped by what is left of it (harness.training.deadline)
+        env[DEADLINE_ENV] = f"{time.time() + minutes * 60:.0f}"
     tries = 0
     while True:
         tries += 1
         began = clock()
-        code, why = once(argv)
+        code, why = once(argv, env)
         took = clock() - began
         left = None if minutes is None else minutes * 60 - (clock() - started)
         if not outcomes.retries(code, tries, took, left, verdicts):

@@ -3,8 +3,11 @@ unchanged verl and red on a breaking one (what each decides, whom it tells, in w
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,10 +17,12 @@ from conftest import SMALL_TARGET
 
 from harness.artifacts.figures import FAMILIES
 from harness.cli import main
-from harness.pipeline.base_head import families, structure_order
+from harness.errors import InfraError
+from harness.pipeline.base_head import DEFAULT_BUDGET_S, families, structure_order
 from harness.scenario.loader import load_scenario
 from harness.targets.pair import merge_base
 from harness.targets.spec import parse_target
+from harness.training.deadline import DEADLINE_ENV, MAX_TRAINING_ENV, REPORT_RESERVE_S, training_limit
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -151,3 +156,107 @@ def test_the_cpu_gate_does_not_blame_a_pull_request_for_what_main_merged_after_i
     assert lines[0].startswith(f"note: the pair: base {repo.bad} ") and f"merge base {repo.release[:12]}" in lines[0]
     assert lines[-1] == "compare: 1 ok -> PASS"
     assert "the pair: base" in (tmp_path / "summary.md").read_text()
+
+
+# -- what one job runs fits its timeout-minutes ----------------------------------------------------------------------
+# What runs before the main step, allowed per runner (checkouts, Pythons, caches, .ci/setup; on verl's Ascend runners
+# the harness into the image's Python and gsm8k): allowances, not measurements
+SETUP_MIN = {"hosted": 10, "ascend": 5, "cuda": 8}
+MINUTES = re.compile(r"-m harness\.job run (?:(?!--no-verdict)[^\n])*?--minutes (\d+)")
+
+
+def _limit(path: Path, cap: float) -> float:
+    return min(load_scenario(path).executor.timeout_s, cap)
+
+
+def _compare_s(paths: list[Path], repeats: int, cap: float) -> float:
+    """At most, what base against head trains (``harness.pipeline.base_head.run_comparison``): base --repeats times and
+    head once where overhead is not decided; else ABBA pairs, and while INCONCLUSIVE one more pair only when it would
+    end within the default budget by the pairs so far (at most one pair past it)."""
+    total = 0.0
+    for path in paths:
+        t = 2 * _limit(path, cap)  # off and on
+        if "overhead" in families(load_scenario(path), FAMILIES):
+            total += max(2 * repeats * t, DEFAULT_BUDGET_S + 2 * t)
+        else:
+            total += len(structure_order(repeats)) * t
+    return total
+
+
+def _job_trains_s(name: str, job_name: str, job: dict) -> float | None:
+    """What one job's main step trains at most, with the inputs its callers document; None: no static bound (the
+    bisect: probes of whole comparisons, bounded by the step's minutes alone)."""
+    cap = float(job.get("env", {}).get("HARNESS_MAX_TRAINING_S", "inf"))
+    if name == "verl-cpu-gate.yml":
+        listed = re.search(r"PR_SCENARIOS=\(([^)]*)\)", (ROOT / ".ci" / "cpu-gate").read_text())[1]  # type: ignore[index]
+        return _compare_s([ROOT / p for p in listed.split()], 2, cap)  # compare's default --repeats
+    if name == "verl-compare.yml":
+        gate = _load(ROOT / "docs" / "verl-caller-example.yml")["jobs"]["ascend-gate"]["with"]
+        return _compare_s(sorted(ROOT.glob(gate["scenarios"])), gate["repeats"], cap)
+    if name == "nightly-cpu.yml" and job_name == "nightly":
+        nightly = [p for p in sorted((ROOT / "scenarios").glob("*.yaml")) if p.name.startswith(("tiny_", "real_"))
+                   and not p.name.startswith("tiny_cuda_")]  # fmt: skip
+        return sum(2 * _limit(p, cap) for p in nightly)
+    if name in ("nightly-ascend.yml", "nightly-cuda.yml") and job_name == "nightly":
+        inputs = _inputs(name)
+        runs = inputs.get("calibrate-runs", {}).get("default", 1)
+        return max(runs * 2 * _limit(ROOT / "scenarios" / f"{s}.yaml", cap)
+                   for s in json.loads(inputs["scenarios"]["default"]))  # fmt: skip  # one scenario a job
+    if job_name == "history":
+        return 0.0
+    return None
+
+
+def test_what_one_job_runs_fits_its_timeout_minutes():
+    """For every job of every reusable workflow with the inputs its callers document: the set-up and the main step's
+    minutes fit the job's timeout-minutes, and the step's trainings (sides x runs x (off + on) x each training's limit:
+    its scenario's executor.timeout_s, capped by the job's HARNESS_MAX_TRAINING_S) and the reports' reserve fit the
+    step's minutes, which the harness holds every training to (HARNESS_DEADLINE). The old Ascend gate: 2 x 1 x 2 x 30
+    min of qwen2_0_5b_fsdp_l0's timeout in a 40-minute job, cancelled by GitHub before the harness could say why."""
+    checked = []
+    for path in sorted(WORKFLOWS.glob("*.yml")):
+        if path.name in ("ci.yml", "pr-gate.yml"):  # the harness's own tests; pr-gate.yml only calls the gates
+            continue
+        for job_name, job in _load(path)["jobs"].items():
+            mains = [s for s in job.get("steps", []) if MINUTES.search(s.get("run", ""))]
+            assert len(mains) == 1, f"{path.name}:{job_name}: one main step with --minutes, got {len(mains)}"
+            (main_step,) = mains
+            minutes = int(MINUTES.search(main_step["run"])[1])  # type: ignore[index]
+            assert main_step.get("timeout-minutes") == minutes, f"{path.name}:{job_name}: the step's own limit"
+            hosted = job["runs-on"] == "ubuntu-latest"
+            runner = "hosted" if hosted else "cuda" if path.name == "nightly-cuda.yml" else "ascend"
+            assert SETUP_MIN[runner] + minutes <= job["timeout-minutes"], (path.name, job_name, minutes)
+            trains = _job_trains_s(path.name, job_name, job)
+            if trains is not None:
+                assert trains + REPORT_RESERVE_S <= minutes * 60, (path.name, job_name, trains / 60, minutes)
+            checked.append((path.name, job_name, trains))
+    assert {(n, j) for n, j, _ in checked} >= {("verl-cpu-gate.yml", "cpu-gate"), ("verl-compare.yml", "compare"),
+        ("nightly-ascend.yml", "nightly"), ("nightly-cpu.yml", "nightly"), ("nightly-cuda.yml", "nightly")}  # fmt: skip
+
+
+def test_a_training_is_held_to_the_jobs_cap_and_to_what_is_left_of_it(monkeypatch):
+    monkeypatch.delenv(MAX_TRAINING_ENV, raising=False)
+    monkeypatch.delenv(DEADLINE_ENV, raising=False)
+    assert training_limit(900.0) == (900.0, "executor.timeout_s")
+    monkeypatch.setenv(MAX_TRAINING_ENV, "300")
+    assert training_limit(900.0)[0] == 300.0 and training_limit(60.0)[0] == 60.0
+    monkeypatch.setenv(DEADLINE_ENV, str(1000 + REPORT_RESERVE_S + 200))
+    assert training_limit(900.0, now=1000) == (200.0, "HARNESS_DEADLINE, what is left of the job")
+    monkeypatch.setenv(DEADLINE_ENV, str(1000 + REPORT_RESERVE_S + 10))
+    with pytest.raises(InfraError, match="the job's time is spent"):
+        training_limit(900.0, now=1000)
+    monkeypatch.setenv(MAX_TRAINING_ENV, "soon")
+    with pytest.raises(InfraError, match="HARNESS_MAX_TRAINING_S='soon': expected a positive number of seconds"):
+        training_limit(900.0)
+
+
+@pytest.mark.integration
+@pytest.mark.trains
+def test_a_training_past_the_jobs_cap_is_stopped_and_named_not_a_verdict(tmp_path, cache):
+    scenario = write_scenario(tmp_path, name="capped", **SMALL_TARGET)
+    env = os.environ | {"HARNESS_CACHE_DIR": str(cache), MAX_TRAINING_ENV: "2"}
+    proc = subprocess.run([sys.executable, "-m", "harness", "run", str(scenario), "--results", str(tmp_path / "r")],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, check=False, timeout=600)  # fmt: skip
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    said = proc.stdout + proc.stderr
+    assert "timed out after 2s (HARNESS_MAX_TRAINING_S, the job's cap on a training); killed" in said, said[-2000:]

@@ -73,8 +73,8 @@ class Clock:
 def steps(codes: list[int], seconds: float, clock: Clock):
     calls: list[int] = []
 
-    def once(argv):
-        calls.append(1)
+    def once(argv, env):
+        calls.append(env.get("HARNESS_DEADLINE"))
         clock.now += seconds
         return codes[len(calls) - 1], "INFRASTRUCTURE ERROR: the runner's disk is full"
 
@@ -117,7 +117,7 @@ def test_inconclusive_quotes_the_figures_from_the_steps_annotations(tmp_path, ca
         "::warning title=INCONCLUSIVE tiny_fsdp_l1::INCONCLUSIVE tiny_fsdp_l1: overhead.profiled head/base 1.08x "
         "[0.97x-1.21x], tolerance 10%25\n"
     )
-    assert job.run(["gate"], "g", None, (), notes, once=lambda argv: (3, "")) == 0
+    assert job.run(["gate"], "g", None, (), notes, once=lambda argv, env: (3, "")) == 0
     (line,) = capsys.readouterr().out.splitlines()
     assert line.startswith("::warning title=g::INCONCLUSIVE (exit 3), the job passes with this warning")
     assert line.endswith("overhead.profiled head/base 1.08x [0.97x-1.21x], tolerance 10%25")
@@ -179,7 +179,7 @@ def test_every_step_that_runs_the_harness_ends_through_the_table():
     assert not bare, "\n".join(bare)
 
 
-OWN_EXITS = ("harness/outcomes.py", "harness/training/watchdog.py")
+OWN_EXITS = ("harness/outcomes.py",)
 DECIDERS = re.compile(r"^(?:main|cmd_\w+)$")
 CODE_NAMES = re.compile(r"(?:^|_)(?:code|exit|status|returncode|rc)(?:$|_)")
 
@@ -191,8 +191,7 @@ def _literal(node: ast.AST) -> int | None:
 def test_no_exit_code_is_decided_in_the_harness_but_in_outcomes():
     """Entry points return outcomes' constants (a literal 1 or 3 would be a verdict decided there); nothing compares
     an exit with a code but 0 (did it end cleanly); no sys.exit of a literal. The workloads are the programs under
-    test and the watchdog stands in for one (it ends as its training ends; 127: the training could not be started,
-    as a shell says it): their exits are the training's own, read by harness.artifacts.crash."""
+    test: their exits are the training's own, read by harness.artifacts.crash."""
     problems = []
     for path in sorted((ROOT / "harness").rglob("*.py")):
         rel = path.relative_to(ROOT).as_posix()

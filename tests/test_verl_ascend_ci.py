@@ -153,3 +153,31 @@ def test_verls_jobs_run_as_root_and_so_does_the_job_container_mode():
     for name in ("nightly-ascend.yml", "verl-compare.yml"):
         for job in _wf(ROOT / ".github" / "workflows" / name)["jobs"].values():
             assert "--user" not in job.get("container", {}).get("options", ""), name
+
+
+# The node runtime of each action an Ascend job container runs, at the commit pinned (each one's action.yml says
+# `using: node20`); verl's own Ascend containers run actions/checkout@v4, node20 too: what they prove there
+NODE20 = {
+    "actions/checkout@11d5960a326750d5838078e36cf38b85af677262": "v4.4.0",
+    "actions/upload-artifact@ea165f8d65b6e75b540449e92b4886f43607fa02": "v4.6.2",
+    "actions/download-artifact@d3f86a106a0bac45b974a628896c90dbdf5c8093": "v4.3.0",
+    "actions/github-script@f28e40c7f34bde8b3046d885e986cb6290c5673b": "v7.1.0",
+}
+
+
+def test_the_ascend_job_containers_run_actions_on_the_runtime_verls_own_run_there():
+    """verl's Ascend jobs run actions/checkout@v4 (node20) in their containers; the node24 majors (checkout v6,
+    upload-artifact v6, ...) are unproven in verl's image on those runners (the runner mounts its node into the
+    container). Every action of the harness's Ascend job containers is a node20 major, checkout the one verl runs."""
+    verl_actions = {s["uses"] for j in _verl_jobs() for s in j["steps"] if "uses" in s}
+    assert verl_actions == {"actions/checkout@v4"}
+    for name in ("nightly-ascend.yml", "verl-compare.yml"):
+        for job in _wf(ROOT / ".github" / "workflows" / name)["jobs"].values():
+            if "container" not in job:
+                continue
+            for step in job["steps"]:
+                if "uses" in step:
+                    action = step["uses"]
+                    assert action in NODE20, f"{name}: {action} (not a node20 major verl's Ascend containers run)"
+    tag = NODE20["actions/checkout@11d5960a326750d5838078e36cf38b85af677262"]
+    assert tag.split(".")[0] == "v4"

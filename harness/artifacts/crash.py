@@ -156,11 +156,13 @@ def transient(reason: str) -> bool:
     return reason.startswith(TRANSIENT)
 
 
-def classify(res: ExecResult, log: Path, timeout_s: float, requires: list[str] | None = None) -> Crash | None:
+def classify(
+    res: ExecResult, log: Path, timeout_s: float, requires: list[str] | None = None, limit: str = "executor.timeout_s"
+) -> Crash | None:
     """None for a clean exit; else the party and one line. ``requires``: verl's declared requirements, to say
-    whether a missing module is one of them."""
+    whether a missing module is one of them; ``limit``: what set ``timeout_s`` (the scenario, the job)."""
     if res.timed_out:
-        return Crash("infrastructure", f"timed out after {timeout_s:.0f}s (executor.timeout_s); killed")
+        return Crash("infrastructure", f"timed out after {timeout_s:.0f}s ({limit}); killed")
     if res.oom_killed:
         return Crash("infrastructure", f"killed for memory (OOM) with exit code {res.exit_code}")
     if res.exit_code == 0:

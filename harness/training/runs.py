@@ -29,6 +29,7 @@ from harness.safeio import MB, InputError, Versioned, output_path
 from harness.scenario.model import Scenario
 from harness.targets.environment import TargetEnv, check_api, ensure_env, environment
 from harness.targets.spec import Target, parse_target
+from harness.training.deadline import training_limit
 from harness.training.executors.base import LABEL_PREFIX, Executor, owner_labels
 from harness.training.monitor import Monitor, Watch, dump_cap
 from harness.training.registry import EXECUTORS, WORKLOADS
@@ -86,10 +87,12 @@ def _tail(path: Path, lines: int = 15) -> str:
         return "(no log)"
 
 
-def _verdict(res: ExecResult, settings_timeout: float, log: Path, env: TargetEnv) -> tuple[str | None, Crash | None]:
+def _verdict(
+    res: ExecResult, limit: tuple[float, str], log: Path, env: TargetEnv
+) -> tuple[str | None, Crash | None]:
     """The run's error line (None when it finished, or when verl or msprobe crashed it: the crash check's verdict)
-    and the crash (whose code failed), from its exit and its log."""
-    crash = classify(res, log, settings_timeout, env.facts.get("verl_requires"))
+    and the crash (whose code failed), from its exit and its log; ``limit``: its timeout and what set it."""
+    crash = classify(res, log, limit[0], env.facts.get("verl_requires"), limit[1])
     if crash is None or crash.verdict:
         return None, crash
     if res.oom_killed:
@@ -270,9 +273,11 @@ def _train(
         }
         stopped = None
         try:
+            limit = training_limit(scenario.executor.timeout_s)  # the job's cap and deadline too
+            settings = scenario.executor.model_copy(update={"timeout_s": limit[0]})
             with Monitor(run, scenario.name, executor.name, scenario.steps, cap, watch) as monitor:
-                res = executor.execute(launch, run, scenario.executor, labels, stop=monitor.stop)
-            error, crash = _verdict(res, scenario.executor.timeout_s, run.log, env)
+                res = executor.execute(launch, run, settings, labels, stop=monitor.stop)
+            error, crash = _verdict(res, limit, run.log, env)
             if monitor.verdict and res.stopped:  # the kill's exit code says nothing: the monitor's line does
                 crash = None
                 if monitor.verdict.kind == "cap":
