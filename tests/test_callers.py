@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -260,3 +261,105 @@ def test_a_training_past_the_jobs_cap_is_stopped_and_named_not_a_verdict(tmp_pat
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
     said = proc.stdout + proc.stderr
     assert "timed out after 2s (HARNESS_MAX_TRAINING_S, the job's cap on a training); killed" in said, said[-2000:]
+
+
+# -- history and baselines safe --------------------------------------------------------------------------------------
+FAKE_GITHUB = """
+const find = require(process.argv[1]);
+const runs = JSON.parse(process.argv[2]);
+const out = {};
+const github = {
+  rest: {
+    repos: {get: async () => ({data: {default_branch: 'main'}})},
+    actions: {
+      listWorkflowRuns: async (q) => ({data: runs.filter((r) => r.workflow === q.workflow_id)}),
+      listWorkflowRunArtifacts: async (q) => ({data: {artifacts: runs.find((r) => r.id === q.run_id).artifacts
+        .filter((a) => a.name === q.name)}}),
+    },
+  },
+  paginate: {iterator: async function* (fn, q) { yield await fn(q); }},
+};
+const core = {setOutput: (k, v) => { out[k] = v; }, info: () => {}, warning: (w) => { out.warning = w; }};
+const context = {repo: {owner: 'verl-project', repo: 'verl'}, runId: 99};
+find({github, context, core}, 'precision-debugger-cpu-baseline-main-msprobe26.2.0',
+     'verl-project/verl/.github/workflows/precision-debugger-nightly.yml@refs/heads/main')
+  .then(() => console.log(JSON.stringify(out)));
+"""
+NAME = "precision-debugger-cpu-baseline-main-msprobe26.2.0"
+
+
+def _run(id_: int, event: str = "schedule", branch: str = "main", repo: str = "verl-project/verl",
+         workflow: str = "precision-debugger-nightly.yml", expired: bool = False) -> dict:  # fmt: skip
+    return {"id": id_, "event": event, "head_branch": branch, "head_repository": {"full_name": repo},
+            "path": f".github/workflows/{workflow}", "workflow": workflow, "created_at": "2026-12-0{id_ % 9}",
+            "artifacts": [{"name": NAME, "expired": expired}]}  # fmt: skip
+
+
+def _previous(runs: list[dict]) -> dict:
+    node = shutil.which("node")
+    assert node, "node is missing (.ci/run installs Debian's nodejs): the nightlies' baseline finder runs in node"
+    proc = subprocess.run([node, "-e", FAKE_GITHUB, str(ROOT / ".ci" / "previous-baseline.js"), json.dumps(runs)],
+                          capture_output=True, text=True, check=True, timeout=60)  # fmt: skip
+    return json.loads(proc.stdout)
+
+
+def test_the_last_good_baseline_comes_from_this_workflows_own_runs_on_the_default_branch():
+    """Newest first, as the API lists them: a fork's pull request, a pull request from a branch, a push, another
+    branch's dispatch and another workflow all uploaded an artifact of the series' name (the old finder took the
+    newest such artifact of the whole repository); an expired one and this very run are passed over; the scheduled
+    run on main is the baseline, a dispatch on main (accept-baseline) too."""
+    decoys = [_run(9, "pull_request", "fix", repo="someone/verl"), _run(8, "pull_request", "fix"), _run(7, "push"),
+              _run(6, "workflow_dispatch", "feature"), _run(5, workflow="other.yml"),
+              _run(4, expired=True)]  # fmt: skip
+    assert _previous([*decoys, _run(3), _run(2)]) == {"run-id": "3"}
+    assert _previous([*decoys, _run(3, "workflow_dispatch"), _run(2)]) == {"run-id": "3"}
+    assert _previous([_run(99), *decoys]) == {
+        "warning": f"no previous {NAME} among this workflow's scheduled or dispatched runs on main: this night starts "
+        "the series"
+    }
+
+
+def test_one_writer_of_the_history_branch_a_baseline_kept_while_nights_regress_and_hashed_requirements():
+    """Both nightlies' history jobs share one concurrency group (they pushed one branch from two groups: the loser of
+    the race went red), never run after a cancelled night, and set up from hashed wheels only (they installed an
+    unhashed lock and upgraded pip). Each night that does not publish its baseline uploads the last good one again,
+    so it never expires while nights regress; the previous one is found by .ci/previous-baseline.js."""
+    groups = set()
+    for name in ("nightly-cpu.yml", "nightly-ascend.yml"):
+        jobs = _load(WORKFLOWS / name)["jobs"]
+        history = jobs["history"]
+        groups.add(history["concurrency"]["group"])
+        assert history["if"].startswith("${{ !cancelled() && ")
+        runs = " ".join(s.get("run", "") for s in history["steps"])
+        assert "-- bash .ci/setup --history" in runs and "--locked" not in runs
+        steps = jobs["nightly"]["steps"]
+        finder = next(s for s in steps if s.get("id") == "previous")
+        assert "require('./.ci/previous-baseline.js')" in finder["with"]["script"]
+        assert finder["env"]["WORKFLOW_REF"] == "${{ github.workflow_ref }}"
+        uploads = [s for s in steps if s.get("uses", "").startswith("actions/upload-artifact@")]
+        named = {s["if"]: s["with"]["path"] for s in uploads if str(s["with"].get("retention-days")) == "90"}
+        night = "nightly" if name == "nightly-cpu.yml" else "night"
+        assert set(named) == {f"always() && steps.{night}.outputs.baseline == 'publish'",
+                              f"always() && steps.{night}.outputs.baseline != 'publish' && "
+                              "hashFiles('baseline-prev/baseline.json') != ''"}, named  # fmt: skip
+    assert len(groups) == 1
+    lock = (ROOT / ".ci" / "history.lock").read_text().splitlines()
+    pins = [ln for ln in lock if ln and not ln.startswith(("#", "-"))]
+    assert pins and all(re.fullmatch(r"\S+==\S+ --hash=sha256:[0-9a-f]{64}", ln) for ln in pins)
+    cpu = {ln.split("==")[0].lower(): ln.split("==")[1] for ln in (ROOT / ".ci" / "cpu.lock").read_text().splitlines()
+           if "==" in ln and not ln.startswith("#")}  # fmt: skip
+    for ln in pins:
+        name, version = ln.split(" ")[0].split("==")
+        assert cpu.get(name.lower(), version) == version, ln  # the versions of .ci/cpu.lock
+    setup = (ROOT / ".ci" / "setup").read_text()
+    assert "--require-hashes --no-deps -r .ci/history.lock" in setup
+
+
+def test_a_night_records_the_machine_that_trained_not_the_one_appending(tmp_path, monkeypatch):
+    from gate_builders import ENV, write_results
+
+    from harness.history.night import night_of
+
+    write_results(tmp_path / "night", env=ENV | {"runner": "linux-aarch64-a2b3-8-runner-3"})
+    monkeypatch.setenv("RUNNER_NAME", "GitHub Actions 1000")  # the history job's hosted runner
+    assert night_of(tmp_path / "night", date="2026-12-05").identity.runner == "linux-aarch64-a2b3-8-runner-3"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -39,6 +40,7 @@ def environment(scenario: Scenario, target: dict[str, Any]) -> dict[str, Any]:
     """Where the figures were measured. ``target``: ``ScenarioRuns.target`` (versions as installed in the target's
     environment, its identity and series, as the runs recorded them)."""
     env: dict[str, Any] = {"python": platform.python_version(), "machine": platform.machine(), "cpu_model": cpu_model()}
+    env["runner"] = os.environ.get("RUNNER_NAME") or platform.node() or "?"  # the machine that trained, by name
     env.update(target.get("environment") or {})
     packages_dir = env.pop("packages_dir", None)
     env["device"] = scenario.device

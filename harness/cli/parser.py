@@ -275,7 +275,11 @@ def _history(sub: argparse._SubParsersAction) -> None:
     p.add_argument("history", metavar="HISTORY", help="the history file (made when absent)")
     p.add_argument("results", metavar="RESULTS_DIR")
     p.add_argument("--date", help="the night's day, YYYY-MM-DD (default: today, UTC)")
-    p.add_argument("--runner", help="the runner's name (default: $RUNNER_NAME, else the host's name)")
+    p.add_argument(
+        "--runner",
+        help="the runner's name (default: the machines each results.json says trained it, else $RUNNER_NAME, else "
+        "the host's name)",
+    )
     p.add_argument("--verl-repo", metavar="REPO", help="a verl clone: the commit's position in verl's first-parent "
                    "history (default: the target's own repository when it is a local one)")  # fmt: skip
     p.add_argument("--run-url", metavar="URL", help="the CI run's page, linked from the page of the nights "

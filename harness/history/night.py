@@ -125,6 +125,14 @@ def default_runner() -> str:
     return os.environ.get("RUNNER_NAME") or platform.node() or "?"
 
 
+def trained_on(observations: dict[str, Observation]) -> str:
+    """The machines the night's trainings ran on (each results.json says: a nightly's scenario jobs may run on several
+    runners of one label), not the one appending them (a history job on a hosted runner); results from before that
+    was recorded: this machine's."""
+    names = sorted({str(o.environment["runner"]) for o in observations.values() if o.environment.get("runner")})
+    return ", ".join(names) if names else default_runner()
+
+
 WEB_URL = re.compile(r"https?://[^\s<>\"']+")
 
 
@@ -166,7 +174,7 @@ def night_of(
         raise HistoryError(str(exc)) from None
     if not observations:
         raise HistoryError(f"{results}: no <scenario>/results.json in it: nothing to append")
-    identity = identity_of(observations, date or today(), runner or default_runner(), verl_repo)
+    identity = identity_of(observations, date or today(), runner or trained_on(observations), verl_repo)
     return Night(
         id=identity.night_id(),
         identity=identity,
