@@ -22,7 +22,7 @@ from harness.errors import InfraError
 from harness.pipeline.base_head import DEFAULT_BUDGET_S, families, structure_order
 from harness.scenario.loader import load_scenario
 from harness.targets.pair import merge_base
-from harness.targets.spec import parse_target
+from harness.targets.spec import URL_ENV, parse_target, reproducible
 from harness.training.deadline import DEADLINE_ENV, MAX_TRAINING_ENV, REPORT_RESERVE_S, training_limit
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -363,3 +363,50 @@ def test_a_night_records_the_machine_that_trained_not_the_one_appending(tmp_path
     write_results(tmp_path / "night", env=ENV | {"runner": "linux-aarch64-a2b3-8-runner-3"})
     monkeypatch.setenv("RUNNER_NAME", "GitHub Actions 1000")  # the history job's hosted runner
     assert night_of(tmp_path / "night", date="2026-12-05").identity.runner == "linux-aarch64-a2b3-8-runner-3"
+
+
+# -- every finding ends with the command that reproduces it ---------------------------------------------------------
+def test_every_finding_ends_with_the_command_that_reproduces_it_everywhere(tmp_path, monkeypatch):
+    """A regression against the last good night (the nightly's gate): the annotation, the console's lines, the step
+    summary and the nightly's report each end the scenario's findings with the same command, base against head from
+    verl's public repository at the two nights' commits (a CI job's checkout is a local path: HARNESS_VERL_URL)."""
+    from gate_builders import ENV, write_results
+
+    from harness.gate.against_baseline import gate_dirs
+    from harness.gate.baseline import Baseline, build
+    from harness.gate.files import GateDoc
+    from harness.gate.observe import observe_dir
+    from harness.report.github import annotation_lines, summary
+    from harness.report.summary import details
+
+    good, bad = "a" * 40, "b" * 40
+    monkeypatch.setenv(URL_ENV, "https://github.com/verl-project/verl")
+    for i in range(2):
+        write_results(tmp_path / f"cal{i}", env=ENV | {"verl_commit": good, "verl_source": ".verl/nightly"})
+    build([tmp_path / "cal0", tmp_path / "cal1"], calibrate=True).write(tmp_path / "baseline.json")
+    write_results(tmp_path / "now", disk=2_000_000, env=ENV | {"verl_commit": bad, "verl_source": ".verl/nightly"})
+    baseline = Baseline.read(tmp_path / "baseline.json")
+    judgement = gate_dirs(baseline, [tmp_path / "now"])
+    command = ("python -m harness compare scenarios/tiny_case.yaml --base https://github.com/verl-project/verl@"
+               f"{good[:12]} --head https://github.com/verl-project/verl@{bad[:12]}")  # fmt: skip
+    assert f"  reproduce tiny_case: {command}" in judgement.lines()  # the terminal
+    doc = GateDoc.of_judgement(judgement, baseline, observe_dir(tmp_path / "now"), [tmp_path / "now"])
+    findings = [ln for ln in annotation_lines(doc) if "title=REGRESSED tiny_case" in ln]
+    assert findings and all(ln.endswith(f"; reproduce: {command}") for ln in findings)
+    report = "\n".join(details(observe_dir(tmp_path / "now"), doc))  # the nightly's summary.md
+    assert f"- reproduce tiny_case: `{command}`" in report.splitlines()
+    assert command in summary(doc, report)
+    monkeypatch.delenv(URL_ENV)
+    assert reproducible(good, "/home/me/src/verl") == f"/home/me/src/verl@{good[:12]}"
+    assert reproducible(None, None, "0.9.1") == "0.9.1"
+
+
+def test_the_nightly_callers_dispatch_accepts_a_baseline():
+    """Three places said "rerun with accept-baseline", which the nightly caller's dispatch did not have."""
+    caller = _load(ROOT / "docs" / "verl-nightly-caller-example.yml")
+    accept = caller[True]["workflow_dispatch"]["inputs"]["accept-baseline"]
+    assert accept["type"] == "boolean" and accept["default"] is False
+    for job in ("nightly", "cpu-nightly"):
+        assert caller["jobs"][job]["with"]["accept-baseline"] == "${{ inputs.accept-baseline == true }}"
+    for name in ("nightly-cpu.yml", "nightly-ascend.yml"):
+        assert "accept-baseline" in _inputs(name)

@@ -8,6 +8,7 @@ from harness.gate.judge import Judgement, Policy, Side, interleaved
 from harness.gate.judge import compare_runs as compare_scenario
 from harness.gate.observe import Observation
 from harness.targets.census import Census
+from harness.targets.spec import Package
 
 NAMES = {"Functional.linear.forward": 4, "Functional.linear.backward": 4}
 
@@ -142,7 +143,9 @@ def test_inconclusive_scenarios_get_more_abba_pairs_up_to_the_cap(tmp_path, monk
     monkeypatch.setattr(bh, "census_of", lambda target, env: Census(source="verl"))  # no source: the same census
     monkeypatch.setattr(bh, "write_comparison", lambda c, results: None)
     monkeypatch.setattr(bh, "add_numerics", lambda *args: None)  # msprobe's compare of real dumps: not here
-    target = type("T", (), {"describe": lambda self: "verl"})()
+    target = type(
+        "T", (), {"describe": lambda self: "verl", "verl": Package(name="verl", kind="release", version="0.9.1")}
+    )()
     c, _ = bh.run_comparison([scenario], target, target, tmp_path, repeats=2, max_repeats=3, say=lambda m: None)
     assert ran == ["base 1", "head 1", "head 2", "base 2", "base 3", "head 3"] and c.exit_code == 3
     assert c.order == ran
@@ -202,7 +205,9 @@ def test_a_tier_that_cannot_decide_overhead_runs_base_head_base_and_decides_the_
     monkeypatch.setattr(bh, "census_of", lambda target, env: Census(source="verl"))  # no source: the same census
     monkeypatch.setattr(bh, "write_comparison", lambda c, results: None)
     monkeypatch.setattr(bh, "add_numerics", lambda *args: None)
-    target = type("T", (), {"describe": lambda self: "verl"})()
+    target = type(
+        "T", (), {"describe": lambda self: "verl", "verl": Package(name="verl", kind="release", version="0.9.1")}
+    )()
     c, _ = bh.run_comparison([scenario], target, target, tmp_path, repeats=2, say=lambda m: None)
     assert ran == ["base 1", "head 1", "base 2"] and c.order == ran and c.exit_code == 0, c.lines()
     (sc,) = c.scenarios

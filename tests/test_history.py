@@ -120,6 +120,10 @@ def test_step_is_suspected_then_confirmed_with_its_commit_range():
         f"--good {before.identity.verl_commit[:12]} --bad {after.identity.verl_commit[:12]} --check overhead"
     )
     assert bisect in line  # fmt: skip
+    assert line.endswith(  # every finding ends with the command that reproduces it on a developer's machine
+        f"reproduce: python -m harness compare scenarios/tiny.yaml --base https://github.com/verl-project/verl@"
+        f"{before.identity.verl_commit[:12]} --head https://github.com/verl-project/verl@{after.identity.verl_commit[:12]}"
+    )
     change = regressed[0].change
     assert change.low > 1 and change.low < change.size < change.high and change.confirmed and change.further == 2
 

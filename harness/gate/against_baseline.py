@@ -8,6 +8,7 @@ from pathlib import Path
 from harness.gate.baseline import Baseline
 from harness.gate.judge import Judgement, Policy, ScenarioVerdict, Side, judge
 from harness.gate.observe import Observation, observe_dir
+from harness.targets.spec import reproduce_compare, reproducible
 
 
 def gate_scenario(name: str, baseline: Baseline, obs: Observation | None, across_env: bool = False) -> ScenarioVerdict:
@@ -19,7 +20,11 @@ def gate_scenario(name: str, baseline: Baseline, obs: Observation | None, across
     if obs is None:
         why = "in the baseline but not in these results"
         return ScenarioVerdict(name, policy, notes=[why], standing="missing scenario")
-    return judge(name, Side.of_baseline(baseline, name), Side.of_runs([obs]), policy)
+    verdict = judge(name, Side.of_baseline(baseline, name), Side.of_runs([obs]), policy)
+    base, now = (reproducible(e.get("verl_commit"), e.get("verl_source"), e.get("verl"))
+                 for e in (baseline.scenarios[name].environment, obs.environment))  # fmt: skip
+    verdict.reproduce = reproduce_compare(name, base, now)  # the last good night's verl against this night's
+    return verdict
 
 
 def describe_baseline(b: Baseline) -> str:

@@ -80,6 +80,7 @@ class GateScenario(_Doc):
     crashes: list[str] = []
     figures: list[GateFigure] = []  # every figure not within tolerance, with its line
     change: str = "-"  # against the baseline, in a few words (the summary's column)
+    reproduce: str = ""  # the command that reproduces its findings on a developer's machine
 
 
 class GateBaselineDoc(_Doc):
@@ -142,6 +143,7 @@ class GateDoc(Versioned):
                     crashes=s.crashes,
                     figures=[figure(s, f) for f in s.figures if f.verdict != "ok"],
                     change=change_against(observations.get(s.scenario), s, baseline),
+                    reproduce=s.reproduce,
                 )
                 for s in j.scenarios
             ],
@@ -178,6 +180,7 @@ class CompareScenario(_Doc):
     errors: list[str] = []
     figures: list[CompareFigure] = []
     numerics: dict[str, Any] | None = None
+    reproduce: str = ""  # the command that reproduces its findings on a developer's machine
 
 
 class CompareDoc(Versioned):
@@ -228,6 +231,7 @@ class CompareDoc(Versioned):
                     errors=s.errors,
                     figures=figures(s),
                     numerics=s.numerics.as_dict() if s.numerics else None,
+                    reproduce=s.reproduce,
                 )
                 for s in c.scenarios
             ],

@@ -265,6 +265,11 @@ class ScenarioVerdict:
     standing: Status | None = None  # not compared at all: a new or missing scenario, another environment, ...
     numerics: NumericsReport | None = None  # msprobe's compare of the "on" dumps (harness.gate.numerics)
     checks_judged: int = 0  # checks decided on both sides (passing on both counts; fails-on-both does not)
+    reproduce: str = ""  # the command that reproduces its findings on a developer's machine (base against head)
+
+    def reproduce_line(self) -> list[str]:
+        """Where anything but ok was found, the command that reproduces it: each finding ends with it."""
+        return [f"  reproduce {self.scenario}: {self.reproduce}"] if self.reproduce and self.status != "ok" else []
 
     @property
     def status(self) -> Status:
@@ -307,10 +312,11 @@ class ScenarioVerdict:
         if self.policy.kind == "gate":
             return self._gate_lines()
         if self.errors:
-            return [f"ERROR {self.scenario}: {e}" for e in self.errors]
+            return [f"ERROR {self.scenario}: {e}" for e in self.errors] + self.reproduce_line()
         out = [f"{self.status} {self.scenario}: {self.within()}"]
         out += self.findings + self.undecided  # checks and entry names first: they say which stage
         out += [f.compare_line() for f in self.figures if f.verdict != "ok"]
+        out += self.reproduce_line()
         out += [f"  note {self.scenario}: {n}" for n in self.notes]
         return out
 
@@ -323,6 +329,7 @@ class ScenarioVerdict:
             out = [f"{self.status.upper()} {self.scenario}: " + "; ".join(self.errors or self.notes)]
         out += self.findings
         out += [f.gate_line() for f in self.of("regressed", "missing", "inconclusive", "improved", "new")]
+        out += self.reproduce_line() if self.status in ("regressed", "inconclusive") else []
         if self.status in JUDGED:
             out += [f"  note {self.scenario}: {n}" for n in self.notes]
         return out

@@ -21,9 +21,11 @@ from harness import outcomes
 from harness.history.detect import Change, Settings, changes
 from harness.history.series import Reading, read
 from harness.history.store import Acceptance, History, HistoryError, Identity
+from harness.targets.spec import reproduce_compare, reproducible
 
 # an acceptance names the change point's first night after; the detector may place the same change one night
 # earlier or later as nights are added, and the acceptance still holds it
+PUBLIC_VERL = "https://github.com/verl-project/verl"  # where the nights' commits are, unless HARNESS_VERL_URL says
 ACCEPT_SLACK = 1
 
 
@@ -122,11 +124,13 @@ def finding(change: Change, settings: Settings, accepted: list[Acceptance]) -> F
             else f"its interval still reaches below the tolerance ({tolerance:.1%}): decided as nights are added"
         )
         status: outcomes.HistoryStatus = "suspected"
-        return Finding(change, status, f"{outcomes.HISTORY_WORDS[status]}: {where}; {cause}; {wait} {ok}")
+        return Finding(change, status, f"{outcomes.HISTORY_WORDS[status]}: {where}; {cause}; {wait} {ok}; "
+                       f"{reproduce(change)}")  # fmt: skip
     status = "environment" if env else "regressed"
     find = "" if env or probe else f"{find_commit(change)}; "
     return Finding(change, status, f"{outcomes.HISTORY_WORDS[status]}: {where}; tolerance {tolerance:.1%}; {cause}; "
-                   f"{find}accept an intended change: history accept HISTORY {change.name} --reason TEXT")  # fmt: skip
+                   f"{find}accept an intended change: history accept HISTORY {change.name} --reason TEXT; "
+                   f"{reproduce(change)}")  # fmt: skip
 
 
 def find_commit(change: Change) -> str:
@@ -145,6 +149,14 @@ def find_commit(change: Change) -> str:
         f"find the commit: python -m harness bisect scenarios/{change.series.key.scenario}.yaml --verl-repo VERL "
         f"--good {before.verl_commit[:12]} --bad {after.verl_commit[:12]} --check overhead"
     )
+
+
+def reproduce(change: Change) -> str:
+    """The command that reproduces a change on a developer's machine: the night before it against the night after,
+    base against head, from verl's public repository (``HARNESS_VERL_URL`` names another)."""
+    before, after = change.before.identity, change.after.identity
+    specs = (reproducible(i.verl_commit, PUBLIC_VERL, i.verl) for i in (before, after))
+    return f"reproduce: {reproduce_compare(change.series.key.scenario, *specs)}"
 
 
 def judge(history: History, settings: Settings | None = None) -> Verdict:

@@ -29,7 +29,7 @@ from harness.scenario.model import Scenario
 from harness.targets.census import census_of
 from harness.targets.census import diff as census_diff
 from harness.targets.environment import ensure_env
-from harness.targets.spec import Target
+from harness.targets.spec import Target, reproduce_compare, reproducible
 from harness.training.monitor import Watch
 
 SIDES = ("base", "head")
@@ -150,6 +150,8 @@ def run_comparison(
         if "overhead" not in decides[scenario.name] and not scenario.budgets.overhead.compare:
             sc.notes.append(OVERHEAD_NOT_COMPARED)
         sc.errors = scenario_errors.get(scenario.name, []) + sc.errors
+        sc.reproduce = reproduce_compare(scenario.name, *(reproducible(t.verl.commit, t.verl.source, t.verl.version)
+                                                          for t in (base, head)))  # fmt: skip
         if not sc.errors and not any(o.crashes or o.known_crash for obs in sides.values() for o in obs):
             say(f"{scenario.name}: numerics (statistics compare)")
             add_numerics(sc, scenario, sides, results, envs["head"].python)

@@ -57,6 +57,7 @@ def compare_markdown(c: Judgement, png_dir: Path | None = None) -> str:
         out += ["", f"### {s.scenario}: {ICON[s.status]}", ""]
         lines = [*s.errors, *s.findings, *s.undecided, *(f.compare_line() for f in s.figures if f.verdict != "ok")]
         out += [f"- `{line}`" for line in lines]
+        out += [f"- reproduce: `{s.reproduce}`"] if s.reproduce and lines else []
         out += [f"- {n}" for n in s.notes]
         if not s.errors:
             out += ["", *_figure_rows(s)]

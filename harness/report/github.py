@@ -69,22 +69,31 @@ def _findings(doc: Doc) -> list[tuple[Level, str, str]]:
         out += [("notice", "ACCEPTED as intended", doc.accepted)] if doc.accepted else []
         out += [("notice", "SKIPPED", why) for why in doc.skipped]
         for s in doc.scenarios:
-            out += [("error", f"ERROR {s.scenario} (not a verdict on verl)", e) for e in s.errors]
-            out += [(found, f"{_word(f)} {s.scenario}", f) for f in s.findings]
-            out += [(found, f"{f.verdict.upper()} {s.scenario}", f.line) for f in s.figures
-                    if f.verdict in ("regressed", "missing")]  # fmt: skip
-            out += [("warning", f"INCONCLUSIVE {s.scenario}", u) for u in s.undecided]
-            out += [("warning", f"INCONCLUSIVE {s.scenario}", f.line) for f in s.figures if f.verdict == "inconclusive"]
+            mine: list[tuple[Level, str, str]] = [("error", f"ERROR {s.scenario} (not a verdict on verl)", e)
+                                                  for e in s.errors]  # fmt: skip
+            mine += [(found, f"{_word(f)} {s.scenario}", f) for f in s.findings]
+            mine += [(found, f"{f.verdict.upper()} {s.scenario}", f.line) for f in s.figures
+                     if f.verdict in ("regressed", "missing")]  # fmt: skip
+            mine += [("warning", f"INCONCLUSIVE {s.scenario}", u) for u in s.undecided]
+            mine += [("warning", f"INCONCLUSIVE {s.scenario}", f.line) for f in s.figures
+                     if f.verdict == "inconclusive"]  # fmt: skip
+            out += _reproduced(mine, s.reproduce)
         return out
     for g in doc.scenarios:
-        out += [("error", f"ERROR {g.scenario} (not a verdict on verl)", e) for e in g.errors]
-        out += [("error", f"REGRESSED {g.scenario}", c) for c in g.crashes]
-        out += [("error", f"{m.verdict.upper()} {g.scenario}", m.line) for m in g.figures
-                if m.verdict in ("regressed", "missing")]  # fmt: skip
-        out += [("warning", f"INCONCLUSIVE {g.scenario}", m.line) for m in g.figures if m.verdict == "inconclusive"]
+        mine = [("error", f"ERROR {g.scenario} (not a verdict on verl)", e) for e in g.errors]
+        mine += [("error", f"REGRESSED {g.scenario}", c) for c in g.crashes]
+        mine += [("error", f"{m.verdict.upper()} {g.scenario}", m.line) for m in g.figures
+                 if m.verdict in ("regressed", "missing")]  # fmt: skip
+        mine += [("warning", f"INCONCLUSIVE {g.scenario}", m.line) for m in g.figures if m.verdict == "inconclusive"]
         if g.status not in ("ok", "improved", "regressed", "inconclusive", "error"):  # not compared: the note says why
-            out += [("error", f"{g.status} {g.scenario}", "; ".join(g.notes) or g.status)]
+            mine += [("error", f"{g.status} {g.scenario}", "; ".join(g.notes) or g.status)]
+        out += _reproduced(mine, g.reproduce)
     return out
+
+
+def _reproduced(items: list[tuple[Level, str, str]], command: str) -> list[tuple[Level, str, str]]:
+    """Each finding ending with the command that reproduces it, as the console and the summary end its scenario."""
+    return [(lv, t, f"{m}; reproduce: {command}") for lv, t, m in items] if command else items
 
 
 def verdict_of(doc: Doc) -> tuple[int, str]:

@@ -95,7 +95,8 @@ def details(observations: dict[str, Observation], report: GateDoc | None) -> lis
     if report:
         for g in report.scenarios:
             shown = ("regressed", "missing", "inconclusive", "improved")
-            out += [f"- `{m.line}`" for m in g.figures if m.verdict in shown]
+            found = [f"- `{m.line}`" for m in g.figures if m.verdict in shown]
+            out += found + ([f"- reproduce {g.scenario}: `{g.reproduce}`"] if found and g.reproduce else [])
             if g.status not in JUDGED:
                 out += [f"- {g.status} {g.scenario}: {n}" for n in g.errors + g.notes]
     for name, obs in sorted(observations.items()):

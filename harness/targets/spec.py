@@ -44,6 +44,23 @@ STACK_HELP = (
 ENV_VARS = {"verl": "HARNESS_VERL", "msprobe": "HARNESS_MSPROBE", "series": "HARNESS_SERIES", "stack": "HARNESS_STACK"}
 
 
+URL_ENV = "HARNESS_VERL_URL"  # the public repository a CI job's verl checkout came from (the reproduce commands')
+
+
+def reproducible(commit: str | None, source: str | None, version: str | None = None) -> str:
+    """A verl SPEC a developer passes to ``--verl`` to run the very verl that ran here: its commit in the public
+    repository the job checked it out of (``HARNESS_VERL_URL``), else in the repository or checkout it came from;
+    a release by its version."""
+    if commit:
+        return f"{os.environ.get(URL_ENV) or source or 'VERL'}@{commit[:12]}"
+    return version or source or "VERL"
+
+
+def reproduce_compare(scenario: str, base: str, head: str) -> str:
+    """The command that reproduces a finding of ``scenario`` between two verl SPECs, base against head."""
+    return f"python -m harness compare scenarios/{scenario}.yaml --base {base} --head {head}"
+
+
 def cache_dir() -> Path:
     """The harness's own cache (environments, repository mirrors): never inside a results dir. Made here, so that
     a HARNESS_CACHE_DIR naming a file (or a place that cannot be written) is one line before anything uses it."""
