@@ -275,3 +275,24 @@ def test_a_sigkilled_harness_stops_its_container_and_the_next_session_sweeps_it(
         assert leftovers(client, scenario=name) == [live.name]
     finally:
         live.remove(force=True)
+
+
+def test_the_dump_cap_holds_in_a_container(tmp_path):
+    """The on run's size-bounded tmpfs is mounted in the run dir on the host: the container sees it through the run
+    dir's bind mount, and its burst is held there too (the tree kept on the results filesystem, nothing mounted)."""
+    from test_long_runs import RUNAWAY
+
+    from harness.training.dumpfs import mounted_under, plan
+
+    daemon()
+    name = f"docker_burst_{uuid.uuid4().hex[:8]}"
+    write_scenario(tmp_path, name=name, **{**RUNAWAY, "executor": DOCKER})
+    argv = [sys.executable, "-m", "harness", "run", "scenarios", "--results", str(tmp_path / "r")]
+    proc = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, check=False, timeout=600)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    left = sum(p.stat().st_size for p in (tmp_path / "r" / name / "on" / "dumps").rglob("*") if p.is_file())
+    if (size := plan(2_000_000).size) is None:
+        assert f"{name} on: dump cap 2.00 MB polled, not held: " in proc.stderr
+        return
+    assert f"{name} on: dump cap 2.00 MB held: the dumps on a 3.05 MB tmpfs" in proc.stderr
+    assert 2_000_000 < left <= size and mounted_under(tmp_path) == []

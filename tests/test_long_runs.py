@@ -77,7 +77,7 @@ def test_a_runaway_dump_is_stopped_while_it_grows_and_fails_the_disk_check(tmp_p
     proc = harness("run", str(path), "--results", res, "--progress-every", "5", cwd=tmp_path, env=slow)
     out = proc.stdout
     assert proc.returncode == 1, out + proc.stderr  # a check FAILURE, not an infrastructure error (2)
-    assert "disk: stopped the on run at " in out and "(cap 2.00 MB = 2 x budgets.disk.max_total) after " in out
+    assert "disk: stopped the on run at " in out and "(cap 2.00 MB = 2 x budgets.disk.max_total" in out
     assert "global step 2 of 3, growing " in out and " files kept" in out
     # the live line of a log (stdout is not a terminal): plain lines, the last one says how the run ended
     assert "[harness] tensor_runaway off (local): global step 1 of 3, 0s, ? left, dumps 0.00 MB" in out
@@ -94,6 +94,42 @@ def test_a_runaway_dump_is_stopped_while_it_grows_and_fails_the_disk_check(tmp_p
     # its later steps never ran: nothing to time (it said "steps [2, 3] have no timing_s/step", a second failure
     # that read as verl's timers broken)
     assert checks["overhead"]["not_checked"] == "the on run stopped at the dump cap: see the disk check"
+
+
+# the runaway at full speed: five profiled steps of the tensor task against a 1 MB budget (cap 2 MB)
+RUNAWAY: dict[str, Any] = {
+    **TENSOR,
+    "steps": 6,
+    "precision_debugger": {**TENSOR["precision_debugger"], "steps": [1, 2, 3, 4, 5]},
+}
+
+
+def test_the_dump_cap_holds_at_full_write_speed(tmp_path):
+    """No delay: msprobe's tensor task wrote four steps' dumps between two of the monitor's walks, and the run was
+    stopped at 23-30 MB against its 2 MB cap. On a size-bounded tmpfs (where the harness may mount) the tree cannot
+    pass the cap and its margin, and the full filesystem is the cap's verdict (exit 1, the disk check), not a crash
+    of msprobe's on its failed write; elsewhere the run says the cap is only polled."""
+    from harness.training.dumpfs import margin, plan
+
+    path = write_scenario(tmp_path, name="tensor_burst", **RUNAWAY)
+    proc = harness("run", str(path), "--results", str(tmp_path / "res"), cwd=tmp_path)
+    out, cap = proc.stdout + proc.stderr, 2_000_000
+    assert proc.returncode == 1, out
+    record = json.loads((tmp_path / "res" / "tensor_burst" / "on" / "run.json").read_text())
+    assert record["stopped"] and record["error"] is None and record["crash"] is None, record
+    left = sum(p.stat().st_size for p in (tmp_path / "res" / "tensor_burst" / "on" / "dumps").rglob("*") if p.is_file())
+    if plan(cap).size is None:  # not root, or too little memory: said, and the monitor alone
+        assert "tensor_burst on: dump cap 2.00 MB polled, not held: " in out
+        return
+    assert cap < left <= (plan(cap).size or 0) <= cap + margin(cap) + 4096, left  # a margin, in whole pages
+    assert "tensor_burst on: dump cap 2.00 MB held: the dumps on a 3.05 MB tmpfs (the cap + a margin of 1.05 MB)" in out
+    assert processes_with(str(tmp_path)) == [] and not dumpfs_mounted(tmp_path)
+
+
+def dumpfs_mounted(root: Path) -> bool:
+    from harness.training.dumpfs import mounted_under
+
+    return bool(mounted_under(root))
 
 
 def test_free_space_under_the_floor_stops_the_run_as_an_infrastructure_error(tmp_path):

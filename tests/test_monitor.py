@@ -16,6 +16,7 @@ from rich.console import Console
 from harness.artifacts.rundir import RunDir
 from harness.cli.console import LiveBars
 from harness.scenario.blocks import DiskBudget
+from harness.training import dumpfs
 from harness.training.monitor import Cap, Monitor, PeriodicLines, Progress, Watch, dump_cap, parse_size, tree_size
 
 MB = 1_000_000
@@ -143,3 +144,67 @@ def test_live_bars_in_a_terminal_leave_the_last_line():
     assert "tiny_case on (local)" in text and "━" in text  # the bar
     assert "tiny_case on (local): global step 5 of 5, 6s, ended, dumps 1.50 MB in 12 files of cap 2.00 MB" in text
     assert not bars.tasks and not bars.bars.live.is_started
+
+
+ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root (CI runs as root)")
+
+
+@ROOT_ONLY
+def test_a_bounded_dumps_dir_stops_writes_at_its_size_and_keeps_the_tree_as_it_was(tmp_path):
+    """A burst no walk sees: the tmpfs refuses writes past the cap and its margin; what was written is then on the
+    results filesystem as it was (a link stays a link, a FIFO a FIFO, nothing followed), nothing left mounted."""
+    dumps = tmp_path / "on" / "dumps"
+    with dumpfs.bounded(dumps, MB) as how:
+        assert how is not None and how.size == dumpfs.plan(MB).size and dumpfs.mounted_under(tmp_path) == [dumps]
+        written = 0
+        with pytest.raises(OSError, match="No space left on device"), (dumps / "t.pt").open("wb") as f:
+            for _ in range(100):  # 10 MB at once
+                written += f.write(b"0" * 100_000)
+                f.flush()
+        (dumps / "step_2").mkdir()
+        os.symlink("/", dumps / "step_2" / "root")
+        os.mkfifo(dumps / "step_2" / "dump.json")
+    assert dumpfs.mounted_under(tmp_path) == []
+    assert MB < tree_size(dumps)[0] <= MB + dumpfs.MIN_MARGIN + dumpfs.PAGE
+    assert os.readlink(dumps / "step_2" / "root") == "/" and (dumps / "step_2" / "dump.json").is_fifo()
+    assert sorted(p.name for p in tmp_path.joinpath("on").iterdir()) == ["dumps"]  # no copy left beside it
+    with dumpfs.bounded(tmp_path / "empty" / "dumps", MB):
+        pass
+    assert not (tmp_path / "empty" / "dumps").exists()  # nothing dumped: no dumps dir, as unbounded
+
+
+@ROOT_ONLY
+def test_a_tmpfs_a_killed_harness_left_is_released_before_new_runs(tmp_path):
+    dumps = tmp_path / "tiny_case" / "on" / "dumps"
+    context = dumpfs.bounded(dumps, MB)
+    context.__enter__()  # and never left: the harness was SIGKILLed
+    assert dumpfs.mounted_under(tmp_path) == [dumps]
+    dumpfs.release_stale(tmp_path / "tiny_case")
+    assert dumpfs.mounted_under(tmp_path) == []
+
+
+def test_without_root_or_memory_the_cap_is_polled_and_says_so(monkeypatch):
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert dumpfs.plan(2 * MB).line() == (
+        "dump cap 2.00 MB polled, not held: mounting a size-bounded tmpfs for the dumps needs root; a burst between "
+        "two of the monitor's walks can overshoot it"
+    )
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(dumpfs, "_available_memory", lambda: 8 * MB)
+    assert dumpfs.plan(2 * MB).why == "a 3.05 MB tmpfs is over a quarter of the memory (8.00 MB available)"
+    assert dumpfs.margin(80 * MB) == 10 * MB  # an eighth of a larger cap
+
+
+def test_a_bounded_tree_whose_pages_fill_its_tmpfs_is_the_caps_verdict_even_after_the_run_ended(tmp_path):
+    """Many small files fill a tmpfs's pages before their bytes pass the cap; the failed write may end the run before
+    the next walk: the monitor's last look judges it, so it is the disk check's failure, not msprobe's crash."""
+    run = _run(tmp_path)
+    bounded = dumpfs.Bounded(MB, MB + dumpfs.MIN_MARGIN)
+    free = {"bytes": bounded.size}
+    fake = lambda path: SimpleNamespace(f_bavail=free["bytes"] // 4096, f_frsize=4096)  # noqa: E731
+    watch = Watch(min_free=0, interval_s=10, statvfs=fake)  # its fake free space is no floor's concern
+    with Monitor(run, "tiny_case", "local", 3, Cap(MB, "2 x budgets.disk.max_total"), watch, bounded) as monitor:
+        free["bytes"] = 4096  # full, in the second before the next walk, and the run ends
+    assert monitor.verdict and monitor.verdict.kind == "cap"
+    assert monitor.verdict.line.startswith("stopped the on run: its dumps filled their 2.05 MB tmpfs to 2.04 MB in "
+                                           "pages, 0.00 MB in files (cap 1.00 MB = 2 x budgets.disk.max_total) after")

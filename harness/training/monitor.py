@@ -28,6 +28,7 @@ from harness.artifacts.dumpfile import open_regular
 from harness.artifacts.figures import mb
 from harness.artifacts.rundir import RunDir
 from harness.scenario.blocks import DiskBudget
+from harness.training.dumpfs import Bounded
 
 MARGIN = 2  # the cap over the budgets: the disk check judges the budgets, the cap only ends a runaway
 MAX_DUMP_ENV = "HARNESS_MAX_DUMP"  # the runner's own cap on one run's dumps, whatever the scenario says
@@ -179,10 +180,22 @@ class Verdict:
 
 
 class Monitor:
-    """``with Monitor(...) as m: executor.execute(..., stop=m.stop)``; then ``m.verdict`` (None: not stopped)."""
+    """``with Monitor(...) as m: executor.execute(..., stop=m.stop)``; then ``m.verdict`` (None: not stopped).
+    ``bounded``: the dumps' size-bounded filesystem (``harness.training.dumpfs``), where there is one: filled, it
+    is the cap's verdict too, and a run that ended itself on it (a write failed) is judged so, not as a crash."""
 
-    def __init__(self, run: RunDir, scenario: str, executor: str, steps: int, cap: Cap | None, watch: Watch) -> None:
+    def __init__(
+        self,
+        run: RunDir,
+        scenario: str,
+        executor: str,
+        steps: int,
+        cap: Cap | None,
+        watch: Watch,
+        bounded: Bounded | None = None,
+    ) -> None:
         self.run, self.cap, self.watch = run, cap, watch
+        self.bounded = bounded if bounded is not None and bounded.size is not None else None
         self.stop = threading.Event()
         self.verdict: Verdict | None = None
         self._sample = Progress(scenario, run.mode, executor, steps, 0, None, 0.0, 0, 0, 0.0, cap)
@@ -202,6 +215,8 @@ class Monitor:
         self._ended.set()
         self._thread.join()
         last = self._observe()
+        if self.verdict is None and self.bounded is not None:  # filled between two walks: the run may have ended
+            self.verdict = self._capped(last)  # itself, on a failed write
         if self.verdict:  # what the stopped run left, now that it is gone
             line = f"{self.verdict.line}; {mb(last.bytes)} in {last.files} files kept"
             self.verdict = replace(self.verdict, line=line)
@@ -243,13 +258,13 @@ class Monitor:
     def _judge(self, p: Progress) -> None:
         if self.stop.is_set():
             return
+        self.verdict = self._capped(p)
         where = f"after {p.elapsed_s:.1f} s, global step {p.current} of {p.steps}"
-        if self.cap and p.bytes > self.cap.bytes:
-            self.verdict = Verdict(
-                "cap",
-                f"stopped the {p.mode} run at {mb(p.bytes)} ({self.cap}) {where}, growing {mb(p.rate)}/s",
-            )
-        elif (free := _free(self.watch.statvfs, self.run.root)) is not None and free < self.watch.min_free:
+        if (
+            self.verdict is None
+            and (free := _free(self.watch.statvfs, self.run.root)) is not None
+            and (free < self.watch.min_free)
+        ):
             self.verdict = Verdict(
                 "floor",
                 f"stopped: {mb(free)} free on the results filesystem ({self.run.root}) < the floor "
@@ -257,6 +272,26 @@ class Monitor:
             )
         if self.verdict:
             self.stop.set()
+
+    def _capped(self, p: Progress) -> Verdict | None:
+        """The cap's verdict: the dump tree past the cap, or (bounded) the pages of its files past it on their tmpfs
+        (many small files fill the margin before their bytes pass the cap)."""
+        if not self.cap:
+            return None
+        where = f"after {p.elapsed_s:.1f} s, global step {p.current} of {p.steps}"
+        size = (self.bounded.size or 0) if self.bounded else 0
+        if p.bytes > self.cap.bytes:
+            held = f", held by a {mb(size)} tmpfs" if size else ""
+            return Verdict(
+                "cap", f"stopped the {p.mode} run at {mb(p.bytes)} ({self.cap}{held}) {where}, growing {mb(p.rate)}/s"
+            )
+        if size and (free := _free(self.watch.statvfs, self.run.dumps)) is not None and size - free > self.cap.bytes:
+            return Verdict(
+                "cap",
+                f"stopped the {p.mode} run: its dumps filled their {mb(size)} tmpfs to {mb(size - free)} in pages, "
+                f"{mb(p.bytes)} in files ({self.cap}) {where}",
+            )
+        return None
 
 
 def _free(statvfs: Callable[[str], os.statvfs_result], path: Path) -> int | None:

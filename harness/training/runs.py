@@ -29,6 +29,7 @@ from harness.safeio import MB, InputError, Versioned, output_path
 from harness.scenario.model import Scenario
 from harness.targets.environment import TargetEnv, check_api, ensure_env, environment
 from harness.targets.spec import Target, parse_target
+from harness.training import dumpfs
 from harness.training.deadline import training_limit
 from harness.training.executors.base import LABEL_PREFIX, Executor, owner_labels
 from harness.training.monitor import Monitor, Watch, dump_cap
@@ -242,6 +243,7 @@ def ensure_runs(
 def _run_both(
     scenario: Scenario, sdir: ScenarioDir, session: str, executor_kind: str, env: TargetEnv, watch: Watch
 ) -> ScenarioRuns:
+    dumpfs.release_stale(sdir.root)  # a killed harness's dumps tmpfs: rmtree cannot remove a mount point
     shutil.rmtree(sdir.root, ignore_errors=True)
     sdir.root.mkdir(parents=True)
     workload = WORKLOADS[scenario.workload.kind]
@@ -275,10 +277,15 @@ def _train(
         try:
             limit = training_limit(scenario.executor.timeout_s)  # the job's cap and deadline too
             settings = scenario.executor.model_copy(update={"timeout_s": limit[0]})
-            with Monitor(run, scenario.name, executor.name, scenario.steps, cap, watch) as monitor:
-                res = executor.execute(launch, run, settings, labels, stop=monitor.stop)
+            # the on run's dumps on a filesystem of the cap's size where this host allows it: the cap holds
+            with dumpfs.bounded(run.dumps, cap.bytes if cap and mode == "on" else None) as bounded:
+                if bounded is not None:
+                    print(f"[harness] {scenario.name} on: {bounded.line()}", file=sys.stderr, flush=True)
+                with Monitor(run, scenario.name, executor.name, scenario.steps, cap, watch, bounded) as monitor:
+                    res = executor.execute(launch, run, settings, labels, stop=monitor.stop)
             error, crash = _verdict(res, limit, run.log, env)
-            if monitor.verdict and res.stopped:  # the kill's exit code says nothing: the monitor's line does
+            # the kill's exit code says nothing, nor a failed write on the full tmpfs: the monitor's line does
+            if monitor.verdict and (res.stopped or monitor.verdict.kind == "cap"):
                 crash = None
                 if monitor.verdict.kind == "cap":
                     stopped, error = monitor.verdict.line, None
