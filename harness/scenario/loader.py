@@ -179,6 +179,8 @@ def load_scenario(path: str | Path, executor: str | None = None) -> Scenario:
     (``--executor``): the file is also checked as if its ``executor.kind`` said that one, which is how it will
     run (a workload refuses an executor it cannot run under before anything starts)."""
     path = Path(path)
+    if not str(path).isprintable():  # found in a dir given: every line naming it would break (or forge a line)
+        raise ScenarioError([f"{str(path)!r}: a path with a line break or another control character (rename it)"])
     try:
         text = read_text(path, MAX_SCENARIO_BYTES)
     except InputError as exc:

@@ -36,13 +36,19 @@ ENGINES = ("harness", "msprobe")
 
 
 def _dumped(dumps: Path) -> dict[tuple[int, str], set[str]]:
-    """(step, stage) -> rank dirs, for the ``step_N/<stage>/step0/rank*`` dirs of a dump tree."""
+    """(step, stage) -> rank dirs, for the ``step_N/<stage>/step0/rank*`` dirs of a dump tree; a rank dir or dump.json
+    that is a link is not there (not followed: a stage of linked ranks was "compared", 0 rows, and matched base)."""
     out: dict[tuple[int, str], set[str]] = {}
     for step0 in sorted(dumps.glob("step_*/*/step0")) if dumps.is_dir() else []:
         step = step0.parent.parent.name.removeprefix("step_")
         if step.isdigit() and step0.is_dir() and not step0.is_symlink():
-            out[(int(step), step0.parent.name)] = {r.name for r in step0.iterdir() if (r / "dump.json").is_file()}
+            out[(int(step), step0.parent.name)] = {r.name for r in step0.iterdir() if _dump_in(r)}
     return out
+
+
+def _dump_in(rank: Path) -> bool:
+    dump = rank / "dump.json"
+    return not rank.is_symlink() and not dump.is_symlink() and dump.is_file()
 
 
 def _step_stage(dump: Path) -> tuple[int, str]:
@@ -156,7 +162,7 @@ def compare_trees(
                 restrict[id(s)] = only[(step, stage)]
     if not jobs:
         return result, 0.0, 0
-    started, work, own_peak = time.monotonic(), out / "msprobe", 0
+    started, work, own_peak = time.monotonic(), in_place(out, out / "msprobe"), 0  # msprobe's log and work files
     if engine == "harness":
         for s, where, argv in jobs:
             _compare_stage(s, Path(argv[1]), Path(argv[3]), where, patterns, restrict.get(id(s)))

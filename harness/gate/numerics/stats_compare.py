@@ -82,7 +82,10 @@ def _load_stack(path: Path | None) -> dict[str, Any] | None:
     try:
         doc = orjson.loads(text)
     except orjson.JSONDecodeError:  # NaN, Infinity or an integer beyond 64 bits: the stdlib reads them
-        doc = json.loads(text)
+        try:
+            doc = json.loads(text)
+        except RecursionError:  # what json.load of msprobe's own reader would die of
+            raise ValueError(f"{path.name}: nested too deeply to be a call stack") from None
     if not isinstance(doc, dict) or not doc.get("0"):
         return doc if isinstance(doc, dict) else {}
     out: dict[str, Any] = {}
