@@ -5,11 +5,15 @@ from __future__ import annotations
 import json
 import signal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from harness.scenario.stages import NO_GRAD_STAGES
+
+if TYPE_CHECKING:
+    from harness.artifacts.rundir import ScenarioDir
+    from harness.scenario.model import Scenario
 
 BASE: dict[str, Any] = {
     "engine": "fsdp",
@@ -112,3 +116,42 @@ def default_signals() -> None:
     inherits SIGINT ignored and ``nohup`` SIGHUP, and an ignored signal is inherited (the harness keeps it so)."""
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
         signal.signal(sig, signal.SIG_DFL)
+
+
+def write_good_case(tmp: Path) -> tuple[Scenario, ScenarioDir]:
+    """A scenario (``tmp/scenarios/tiny_case.yaml``) and a complete, correct set of artifacts in ``tmp/results``, as
+    a successful pair of runs leaves them."""
+    from harness.artifacts.record import ExecResult, RunRecord
+    from harness.artifacts.rundir import ScenarioDir
+    from harness.scenario.loader import load_scenario
+
+    scenario = load_scenario(write_scenario(tmp))
+    sdir = ScenarioDir(tmp / "results" / scenario.name)
+    dumps = sdir.run("on").dumps
+    for step in scenario.precision_debugger.steps:
+        for stage in scenario.precision_debugger.stages:
+            for rank in range(scenario.world_size):
+                write_dump(dumps, step, stage, rank)
+    write_metrics(sdir.run("off").metrics, {n: 1.0 for n in range(1, 6)})
+    write_metrics(sdir.run("on").metrics, {1: 1.0, 2: 8.0, 3: 1.1, 4: 9.0, 5: 1.05}, stage_scale=0.3)
+    for mode, wall in (("off", 5.2), ("on", 20.4)):  # how each run ended, as its executor records it
+        RunRecord(mode=mode, executor="local", argv=["python"], result=ExecResult(exit_code=0, wall_s=wall)).write(
+            sdir.run(mode).record
+        )
+    return scenario, sdir
+
+
+def reuse_argv(scenario: Scenario, sdir: ScenarioDir) -> list[str]:
+    """``run --reuse`` of a good case: its runs.json written as an earlier session leaves it (the checks, no
+    training)."""
+    from harness.artifacts.record import ExecResult, RunRecord
+    from harness.targets.spec import pinned_target
+    from harness.training.runs import RunsDoc, fingerprint
+
+    ok = ExecResult(exit_code=0, wall_s=1.0)
+    records = {m: RunRecord(mode=m, executor="local", argv=["python"], result=ok) for m in ("off", "on")}
+    RunsDoc(session="earlier", fingerprint=fingerprint(scenario, pinned_target()), records=records).write(
+        sdir.runs_record
+    )
+    results = sdir.root.parent
+    return ["run", str(results.parent / "scenarios" / f"{scenario.name}.yaml"), "--results", str(results), "--reuse"]

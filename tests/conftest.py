@@ -9,14 +9,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from builders import write_dump, write_metrics, write_scenario
+from builders import write_good_case, write_scenario
 from guard import sitecustomize as guard
 from verl_repo import VerlRepo, make_verl_repo
 
-from harness.artifacts.record import ExecResult, RunRecord
-from harness.artifacts.rundir import ScenarioDir
 from harness.checks import CheckContext
-from harness.scenario.loader import load_scenario
 from harness.scenario.model import Scenario
 
 
@@ -48,19 +45,7 @@ def _trains_only_when_marked(request: pytest.FixtureRequest, monkeypatch: pytest
 @pytest.fixture
 def good_case(tmp_path: Path) -> tuple[Scenario, CheckContext]:
     """A scenario with a complete, correct set of artifacts (as a successful pair of runs leaves them)."""
-    scenario = load_scenario(write_scenario(tmp_path))
-    sdir = ScenarioDir(tmp_path / "results" / scenario.name)
-    dumps = sdir.run("on").dumps
-    for step in scenario.precision_debugger.steps:
-        for stage in scenario.precision_debugger.stages:
-            for rank in range(scenario.world_size):
-                write_dump(dumps, step, stage, rank)
-    write_metrics(sdir.run("off").metrics, {n: 1.0 for n in range(1, 6)})
-    write_metrics(sdir.run("on").metrics, {1: 1.0, 2: 8.0, 3: 1.1, 4: 9.0, 5: 1.05}, stage_scale=0.3)
-    for mode, wall in (("off", 5.2), ("on", 20.4)):  # how each run ended, as its executor records it
-        RunRecord(mode=mode, executor="local", argv=["python"], result=ExecResult(exit_code=0, wall_s=wall)).write(
-            sdir.run(mode).record
-        )
+    scenario, sdir = write_good_case(tmp_path)
     return scenario, CheckContext(scenario, sdir)
 
 
