@@ -2,7 +2,7 @@
 with an exit is decided once, by ``harness.outcomes``' table of job outcomes:
 
     python3 -m harness.job run [--title T] [--minutes M] [--fresh DIR]... [--annotations FILE] [--no-verdict]
-                               [--accept-baseline BOOL] -- CMD ARGS...
+                               [--accept-baseline BOOL] [--record FILE] -- CMD ARGS...
         run CMD; an exit that is no verdict (2, or no harness exit at all) runs it once more where another attempt as
         long as the first fits the M minutes this step has (HARNESS_DEADLINE, the end of those minutes, caps every
         training the step starts; each DIR moved aside to DIR.attempt1 first, so the
@@ -26,6 +26,7 @@ is installed, so the set-up step itself goes through it.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import signal
@@ -102,10 +103,20 @@ def move_aside(fresh: Sequence[Path], attempt_no: int) -> None:
 
 
 def publish(
-    outcome: outcomes.JobOutcome, title: str, attempts: int, verdicts: bool = True, accepted: bool = False
+    outcome: outcomes.JobOutcome,
+    title: str,
+    attempts: int,
+    verdicts: bool = True,
+    accepted: bool = False,
+    record: Path | None = None,
 ) -> None:
-    """The annotation (stdout: the runner reads workflow commands there), the summary line and the step's outputs; a
-    step that gives no verdict and passed only its outputs."""
+    """The annotation (stdout: the runner reads workflow commands there), the summary line and the step's outputs
+    (and ``record``: them as JSON, for a later job: the morning's issue); a step that gives no verdict and passed only
+    its outputs."""
+    if record is not None:
+        record.parent.mkdir(parents=True, exist_ok=True)
+        fields = {"title": title, "code": outcome.code, "action": outcome.action, "line": outcome.line}
+        record.write_text(json.dumps(fields, indent=1) + "\n")
     if out := os.environ.get("GITHUB_OUTPUT"):
         baseline = "publish" if verdicts and outcomes.publishes_baseline(outcome.code, accepted) else "keep"
         with open(out, "a", encoding="utf-8") as f:
@@ -127,6 +138,7 @@ def run(
     annotations: Path | None = None,
     verdicts: bool = True,
     accepted: bool = False,
+    record: Path | None = None,
     once: Callable[[Sequence[str], dict[str, str]], tuple[int, str]] = attempt,
     clock: Callable[[], float] = time.monotonic,
 ) -> int:
@@ -150,7 +162,7 @@ def run(
     if outcomes.retries(code, 1, took, None, verdicts) and tries == 1 and left is not None:
         why = f"{why or 'no error line'} (no time left for a second attempt: {took / 60:.1f} min, {left / 60:.1f} left)"
     outcome = outcomes.job_outcome(code, tries, why, undecided_of(annotations), verdicts)
-    publish(outcome, title, tries, verdicts, accepted)
+    publish(outcome, title, tries, verdicts, accepted, record)
     return outcome.exit
 
 
@@ -178,6 +190,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--minutes", type=float, help="the time this step has in its job (another attempt must fit)")
     r.add_argument("--fresh", type=Path, action="append", default=[], help="a results dir moved aside before a retry")
     r.add_argument("--annotations", type=Path, help="the step's annotations file: its INCONCLUSIVE figures are quoted")
+    r.add_argument("--record", type=Path, help="the outcome as JSON (title, code, action, line) for a later job")
     r.add_argument("--no-verdict", dest="verdicts", action="store_false", help="a step that decides nothing about verl")
     r.add_argument("--accept-baseline", type=_bool, default=False, help="a verdict on verl publishes its baseline")
     r.add_argument("argv", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
@@ -206,7 +219,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         outcome = outcomes.job_outcome(outcomes.EXIT_ERROR, 1, f"{cmd[0]}: no such command")
         publish(outcome, args.title, 1)
         return outcome.exit
-    return run(cmd, args.title, args.minutes, args.fresh, args.annotations, args.verdicts, args.accept_baseline)
+    return run(
+        cmd, args.title, args.minutes, args.fresh, args.annotations, args.verdicts, args.accept_baseline, args.record
+    )
 
 
 if __name__ == "__main__":

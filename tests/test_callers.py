@@ -203,7 +203,7 @@ def _job_trains_s(name: str, job_name: str, job: dict) -> float | None:
         runs = inputs.get("calibrate-runs", {}).get("default", 1)
         return max(runs * 2 * _limit(ROOT / "scenarios" / f"{s}.yaml", cap)
                    for s in json.loads(inputs["scenarios"]["default"]))  # fmt: skip  # one scenario a job
-    if job_name == "history":
+    if job_name in ("history", "notify"):  # no training
         return 0.0
     return None
 

@@ -4,6 +4,7 @@ job does with each exit, and that no workflow, .ci script or module of the harne
 from __future__ import annotations
 
 import ast
+import json
 import os
 import re
 import subprocess
@@ -117,7 +118,9 @@ def test_inconclusive_quotes_the_figures_from_the_steps_annotations(tmp_path, ca
         "::warning title=INCONCLUSIVE tiny_fsdp_l1::INCONCLUSIVE tiny_fsdp_l1: overhead.profiled head/base 1.08x "
         "[0.97x-1.21x], tolerance 10%25\n"
     )
-    assert job.run(["gate"], "g", None, (), notes, once=lambda argv, env: (3, "")) == 0
+    record = tmp_path / "outcome.json"  # what the morning's job reads (harness.report.issue)
+    assert job.run(["gate"], "g", None, (), notes, record=record, once=lambda argv, env: (3, "")) == 0
+    assert json.loads(record.read_text())["action"] == "warn"
     (line,) = capsys.readouterr().out.splitlines()
     assert line.startswith("::warning title=g::INCONCLUSIVE (exit 3), the job passes with this warning")
     assert line.endswith("overhead.profiled head/base 1.08x [0.97x-1.21x], tolerance 10%25")

@@ -19,6 +19,7 @@ from harness.cli import (
     github,
     history,
     image,
+    issue,
     junit_merge,
     numerics,
     pair,
@@ -97,6 +98,14 @@ def build() -> argparse.ArgumentParser:
         "--base its first parent compares as given); a head that is not a descendant of the base is refused",
     )
     p.set_defaults(func=compare.cmd_compare)
+    p = sub.add_parser("issue", help="the morning after: the issue of a night that is a verdict on verl")
+    p.add_argument("--night", action="append", default=[], metavar="DIR", help="a night's results (outcome.json)")
+    p.add_argument("--history", action="append", default=[], metavar="CHECK_JSON", help="a history check's JSON")
+    p.add_argument("--title", required=True, help="the issue's title")
+    p.add_argument("--run", default="", metavar="URL", help="the night's CI run")
+    p.add_argument("--page", action="append", default=[], metavar="URL", help="the page of the nights")
+    p.add_argument("--out", required=True, metavar="FILE", help="the issue's body (written only if there is one)")
+    p.set_defaults(func=issue.cmd_issue)
     p = sub.add_parser("pair", help="the pair a pull-request gate compares: head and its merge base with --base")
     p.add_argument("--base", required=True, metavar="SPEC", help="<repository>@<ref>: the base branch's commit")
     p.add_argument("--head", required=True, metavar="SPEC", help="<repository>@<ref> of the same repository")

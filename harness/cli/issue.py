@@ -1,0 +1,24 @@
+"""``python -m harness issue --night DIR... --history CHECK_JSON... --title TITLE --out FILE``: the morning after's
+issue (harness.report.issue): its body written to FILE where the night is a verdict on verl (nothing written where it
+is not), and one line saying which."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from harness import outcomes
+from harness.report.issue import morning
+from harness.safeio import write_atomic
+
+
+def cmd_issue(args: argparse.Namespace) -> int:
+    found = morning([Path(n) for n in args.night], [Path(c) for c in args.history])
+    out = Path(args.out)
+    if not found:
+        out.unlink(missing_ok=True)
+        print("issue: no verdict on verl tonight: nothing to file")
+        return outcomes.EXIT_PASS
+    write_atomic(out, found.body(args.title, args.run, args.page))
+    print(f"issue: {sum(len(v) for v in found.sections.values())} finding(s) in {out}")
+    return outcomes.EXIT_PASS

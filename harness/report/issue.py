@@ -1,0 +1,92 @@
+"""The morning after: the issue a nightly opens or updates when the night is a verdict on verl.
+
+Read from what the night's jobs left, never from their consoles: each night's job outcome (``outcome.json``, written by
+``python3 -m harness.job run --record``) with its annotations (``annotations.txt``, one finding a line, each ending
+with the command that reproduces it), and each history check (``history check --json``: a confirmed regression with
+its verl commit range). A night that failed for an error, or one that passed, files nothing: an error is not a verdict
+on verl (its job is red and says what to do), and an issue nobody needs to act on is noise.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness import job, outcomes
+from harness.errors import HarnessError
+from harness.history.checkdoc import HistoryCheckDoc
+from harness.safeio import MB, InputError, read_text
+
+MAX_INPUT = 16 * MB
+LABEL = "precision-debugger-regression"  # the one open issue is found by it
+
+
+@dataclass
+class Morning:
+    """What the night found on verl: per night (a results dir) or history file, its findings."""
+
+    sections: dict[str, list[str]] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return any(self.sections.values())
+
+    def body(self, title: str, run: str, pages: list[str]) -> str:
+        out = [f"## {title}", "", f"The night's run: {run}" if run else "The night's run: (not named)"]
+        out += [f"The page of the nights: {p}" for p in pages] or ["The page of the nights: not published"]
+        for name, lines in self.sections.items():
+            if lines:
+                out += ["", f"### {name}", "", *(f"- {line}" for line in lines)]
+        out += ["", "Each line ends with the command that reproduces it on a developer's machine. An intended change: "
+                "accept it (`history accept`, or the nightly's dispatch with accept-baseline) and close this issue."]
+        return "\n".join(out) + "\n"
+
+
+def _text(path: Path) -> str:
+    try:
+        return read_text(path, MAX_INPUT)
+    except InputError as exc:
+        raise HarnessError(f"{path}: {exc}") from None
+
+
+def night_findings(night: Path) -> list[str] | None:
+    """A night's findings on verl, or None when the night is no verdict on verl (it passed, or failed for an error):
+    its ``outcome.json`` (absent: the night never ended, nothing to say) and its annotations' errors, the harness's
+    own verdict lines and the errors that are no verdict left out."""
+    record = night / "outcome.json"
+    if not record.is_file():
+        return None
+    try:
+        outcome = json.loads(_text(record))
+        action = outcome["action"]
+    except (ValueError, KeyError, TypeError):
+        raise HarnessError(f"{record}: not a job outcome (python3 -m harness.job run --record writes one)") from None
+    if action != outcomes.JOB_ACTION[outcomes.EXIT_FAIL]:  # only a verdict on verl files an issue
+        return None
+    found = []
+    notes = night / "annotations.txt"
+    for line in _text(notes).splitlines() if notes.is_file() else []:
+        head, sep, message = line.partition("::")[2].partition("::")
+        title = job.unescape(head.partition("title=")[2])
+        if sep and head.startswith("error ") and not title.startswith(("ERROR ", "precision_debugger")):
+            found.append(job.unescape(message))
+    return found or [str(outcome.get("line", "a verdict on verl (see the run)"))]
+
+
+def history_findings(path: Path) -> list[str]:
+    """A history check's confirmed regressions (not accepted), each with its range and reproduce command."""
+    try:
+        doc = HistoryCheckDoc.of(json.loads(_text(path)))
+    except (InputError, ValueError) as exc:
+        raise HarnessError(f"{path}: not a history check (history check --json): {exc}") from None
+    return [f.line for f in doc.findings if f.status == "regressed" and not f.accepted]
+
+
+def morning(nights: list[Path], checks: list[Path]) -> Morning:
+    m = Morning()
+    for night in nights:
+        if (found := night_findings(night)) is not None:
+            m.sections[f"the night of {night.name}"] = found
+    for check in checks:
+        m.sections[f"the history: {check.name.removesuffix('-check.json')}"] = history_findings(check)
+    return m
