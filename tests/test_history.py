@@ -18,10 +18,11 @@ from harness.cli import main
 from harness.history.detect import Settings, changes
 from harness.history.night import night_of
 from harness.history.series import read
-from harness.history.store import History, HistoryError, Identity, Night, ScenarioRun, add
+from harness.history.store import History, HistoryError, Identity, Night, ScenarioRun, add, first_apart
 from harness.history.verdict import accept, judge
 
 PROFILED = "overhead.wall.profiled"
+FIRST = "overhead.wall.first_profiled"
 STAGE = "overhead.wall.stage.actor_update"
 # a night's offset from its level: the spread of a quiet nightly of one run (a few per cent), fixed so that every
 # verdict below is the same on every run
@@ -239,8 +240,15 @@ def test_append_reads_a_results_dir_and_refuses_it_twice(tmp_path):
     run = n.scenarios["tiny_case"][0]
     assert (n.identity.processor, n.identity.msprobe, n.identity.torch) == ("Xeon", "26.2.0", "2.13.0+cpu")
     assert run.status == "ok"
-    assert run.tolerances == {PROFILED: 0.075, "overhead.wall.unprofiled": 0.25, STAGE: 0.15}
-    assert sorted(run.samples[PROFILED]) == ["step2.rank0", "step2.rank1", "step4.rank0", "step4.rank1"]
+    assert run.tolerances == {PROFILED: 0.075, "overhead.wall.unprofiled": 0.25, STAGE: 0.15, FIRST: 0.15}
+    # the first profiled step (2) a figure of its own, left out of the profiled step's and the stage's series
+    assert sorted(run.samples[PROFILED]) == sorted(run.samples[STAGE]) == ["step4.rank0", "step4.rank1"]
+    assert sorted(run.samples[FIRST]) == ["step2.rank0", "step2.rank1"]
+    unprofiled = ["step3.rank0", "step3.rank1", "step5.rank0", "step5.rank1"]
+    assert sorted(run.samples["overhead.wall.unprofiled"]) == unprofiled
+    # one statistic: the figure is its samples' geometric mean (10 x 1.0 and 10 x 1.02), not the check's median
+    assert run.figures[PROFILED] == pytest.approx(10 * (1.02**0.5), abs=1e-4)
+    assert run.figures[FIRST] == pytest.approx(10 * (0.98**0.5), abs=1e-4)
     h, _ = add(History(), n)
     with pytest.raises(HistoryError, match="already in the history as night"):
         add(h, night_of(results, "2026-11-02", "r1"))
@@ -262,9 +270,11 @@ def test_cli_append_check_accept(tmp_path, capsys):
         assert (code, err) == (0, "") and f"{h}: {i} nights" in out
     code, out, _ = _cli(capsys, "check", str(h))
     assert code == 1 and "REGRESSED: tiny_case overhead.wall.profiled" in out
-    change = out.split("history accept HISTORY ")[1].split()[0]
-    code, out, _ = _cli(capsys, "accept", str(h), change, "--reason", "richer statistics")
-    assert code == 0 and out.startswith(f"accepted {change}")
+    changes = [part.split()[0] for part in out.split("history accept HISTORY ")[1:]]
+    assert [c.split("@")[0] for c in changes] == [f"tiny_case:{FIRST}", f"tiny_case:{PROFILED}"]
+    for change in changes:
+        code, out, _ = _cli(capsys, "accept", str(h), change, "--reason", "richer statistics")
+        assert code == 0 and out.startswith(f"accepted {change}")
     code, out, _ = _cli(capsys, "check", str(h))
     assert code == 0 and "'richer statistics'" in out
     before = h.read_bytes()
@@ -278,9 +288,9 @@ def test_cli_append_check_accept(tmp_path, capsys):
     [
         ('{"schema_version": 1, "nights": [', "not valid JSON"),
         ("", "not valid JSON"),
-        ('{"schema_version": 7, "nights": []}', "written by schema 7, this harness reads schemas 1 and 2"),
-        ('{"schema_version": 2, "nights": [{"schema_version": 1, "identity": {"date": "2026-11-01"}}]}',
-         "night 1 (2026-11-01) was appended by schema 1, the file is schema 2: a mixed-version history"),
+        ('{"schema_version": 7, "nights": []}', "written by schema 7, this harness reads schemas 2 and 3"),
+        ('{"schema_version": 3, "nights": [{"schema_version": 2, "identity": {"date": "2026-11-01"}}]}',
+         "night 1 (2026-11-01) was appended by schema 2, the file is schema 3: a mixed-version history"),
     ],
 )  # fmt: skip
 def test_a_broken_history_is_one_line_and_left_alone(tmp_path, capsys, text, said):
@@ -308,9 +318,10 @@ def test_the_written_history_is_versioned(tmp_path, capsys):
     run = "https://github.com/verl-project/verl/actions/runs/123"
     _cli(capsys, "append", str(h), str(tmp_path / "r"), "--date", "2026-11-01", "--run-url", run)
     doc = json.loads(h.read_text())
-    assert doc["schema_version"] == 2 and doc["nights"][0]["schema_version"] == 2 and doc["nights"][0]["run"] == run
+    assert doc["schema_version"] == 3 and doc["nights"][0]["schema_version"] == 3 and doc["nights"][0]["run"] == run
     identity = set(doc["nights"][0]["identity"])
-    assert identity >= {"verl_commit", "verl_position", "msprobe", "torch", "processor", "image", "runner", "date"}
+    assert identity >= {"verl_commit", "verl_position", "msprobe", "torch", "processor", "image", "runner", "date",
+                        "harness", "scenarios"}  # fmt: skip
 
 
 def test_one_night_has_no_change_point():
@@ -356,18 +367,89 @@ def test_real_nights_of_verl_commits_appended_and_checked(repo: VerlRepo, cache:
     assert check.stdout.splitlines()[-1].startswith("history check: NOTHING COMPARED (0 of ")
 
 
-def test_a_schema_1_history_reads_and_is_written_as_schema_2(tmp_path, capsys):
-    """Last night's history, written before nights kept their run: read, checked, and appended to."""
+def test_a_schema_2_history_reads_with_its_first_profiled_step_apart(tmp_path, capsys):
+    """Last night's history, written before the first profiled step was a figure of its own and before nights held
+    the harness's commit and the scenario files: read as schema 3 (the same split made on its samples, the geometric
+    mean its figures), checked, and appended to."""
     h = tmp_path / "history.json"
     for i in (1, 2):
         write_results(tmp_path / f"r{i}", dumps=False, env=ENV | {"verl_commit": f"{i:02x}" * 20})
-        _cli(capsys, "append", str(h), str(tmp_path / f"r{i}"), "--date", f"2026-11-0{i}")
+    _cli(capsys, "append", str(h), str(tmp_path / "r1"), "--date", "2026-11-01")
     doc = json.loads(h.read_text())
-    old = doc | {"schema_version": 1, "nights": [{k: v for k, v in n.items() if k != "run"} | {"schema_version": 1}
-                                                 for n in doc["nights"][:1]]}  # fmt: skip
-    h.write_text(json.dumps(old))
+    (night3,) = doc["nights"]
+    run = night3["scenarios"]["tiny_case"][0]
+    old_run = run | {  # as schema 2 kept it: every sample, the check's figures, no first profiled step
+        "figures": {k: v for k, v in run["figures"].items() if k != FIRST} | {PROFILED: 10.0},
+        "samples": {k: v for k, v in run["samples"].items() if k != FIRST}
+        | {PROFILED: run["samples"][PROFILED] | run["samples"][FIRST]},
+        "tolerances": {k: v for k, v in run["tolerances"].items() if k != FIRST},
+    }
+    identity = {k: v for k, v in night3["identity"].items() if k not in ("harness", "scenarios")}
+    old_night = night3 | {"schema_version": 2, "identity": identity, "scenarios": {"tiny_case": [old_run]}}
+    h.write_text(json.dumps(doc | {"schema_version": 2, "nights": [old_night]}))
+    (read,) = History.read(h).nights
+    assert read.scenarios["tiny_case"][0] == ScenarioRun.model_validate(run)  # the split schema 3 makes on append
+    assert (read.identity.harness, read.identity.scenarios) == (None, {})
     code, out, _ = _cli(capsys, "check", str(h))
     assert code == 2 and "1 night(s): a series needs two nights or more" in out  # read: one night, nothing compared
     code, _, err = _cli(capsys, "append", str(h), str(tmp_path / "r2"), "--date", "2026-11-02")
-    assert (code, err) == (0, "") and json.loads(h.read_text())["schema_version"] == 2
+    assert (code, err) == (0, "") and json.loads(h.read_text())["schema_version"] == 3
     assert _cli(capsys, "append", str(h), str(tmp_path / "r1"), "--run-url", "javascript:alert(1)")[0] == 2
+
+
+def test_the_first_profiled_step_is_apart_where_later_ones_are():
+    """Four profiled steps: the first (msprobe's set-up, x1.8 here) out of the profiled step's and each stage's
+    series, the profiled step's first one a figure of its own; one profiled step: its figures are that step's."""
+    samples = {f"step{n}.rank{r}": 4.0 * (1.8 if n == 2 else 1.0) for n in (2, 4, 6, 8) for r in (0, 1)}
+    figures, kept, tolerances = first_apart(
+        {PROFILED: 4.4, STAGE: 4.4, "overhead.wall.unprofiled": 1.0},
+        {PROFILED: samples, STAGE: samples, "overhead.wall.unprofiled": {"step3.rank0": 1.0, "step5.rank0": 1.1}},
+        {PROFILED: 0.075, STAGE: 0.15, "overhead.wall.unprofiled": 0.25},
+    )
+    assert figures[PROFILED] == figures[STAGE] == 4.0 and figures[FIRST] == 7.2
+    assert sorted(kept[FIRST]) == ["step2.rank0", "step2.rank1"] and len(kept[PROFILED]) == len(kept[STAGE]) == 6
+    assert figures["overhead.wall.unprofiled"] == pytest.approx((1.1) ** 0.5, abs=1e-4)  # no profiled step in it
+    assert tolerances[FIRST] == 0.15
+    one = {"step3.rank0": 2.0, "step3.rank1": 2.42}
+    figures, kept, tolerances = first_apart({PROFILED: 2.2}, {PROFILED: one}, {PROFILED: 0.075})
+    assert figures == {PROFILED: 2.2} and kept == {PROFILED: one} and FIRST not in tolerances
+
+
+@pytest.mark.parametrize(
+    ("field", "said"),
+    [("harness", "the harness 000000000000 -> 111111111111"),
+     ("scenarios", "the scenario file scenarios/tiny.yaml (sha256 aaaaaaaaaaaa -> bbbbbbbbbbbb)")],
+)  # fmt: skip
+def test_a_harness_or_scenario_file_change_is_the_environment_never_verl(field, said):
+    """A harness commit or a scenario edit that moves the figures (both have) between two nights: an environment
+    change, exit 2 until accepted, never verl's commit range blamed nor bisected."""
+    before, after = ("0" * 40, "1" * 40) if field == "harness" else ({"tiny": "a" * 64}, {"tiny": "b" * 64})
+    nights = [night(i, 4.0 * (1.3 if i >= 9 else 1.0), **{field: after if i >= 9 else before}) for i in range(1, 13)]
+    v = judge(history_of(nights))
+    assert v.exit_code == 2 and v.findings
+    assert all(f.status == "environment" and said in f.line and "harness bisect" not in f.line for f in v.findings)
+    unknown = [night(i, 4.0 * (1.3 if i >= 9 else 1.0), **({field: after} if i >= 9 else {})) for i in range(1, 13)]
+    assert judge(history_of(unknown)).exit_code == 1  # a schema-2 night's harness and files unknown: verl's range
+
+
+def test_one_scenario_a_results_dir_is_one_night_with_each_scenario_file():
+    """The Ascend nightly appends a results dir a scenario to one night: their scenario files merged into its
+    identity; the same scenario with another file is another night."""
+    a, b = night(1, scenarios={"tiny": "a" * 64}), night(1, scenarios={"other": "c" * 64})
+    b = b.model_copy(update={"scenarios": {"other": [b.scenarios["tiny"][0].model_copy(update={"source": "other"})]}})
+    h, lines = add(history_of([a]), b)
+    assert lines[0].startswith("merged") and h.nights[-1].identity.scenarios == {"tiny": "a" * 64, "other": "c" * 64}
+    _, lines = add(h, night(1, scenarios={"tiny": "b" * 64}).model_copy(update={"scenarios": {}}))
+    assert lines[0].startswith("night ") and lines[0].endswith(" appended")
+
+
+def test_night_of_reads_the_harness_commit_and_the_scenario_file(tmp_path):
+    env = ENV | {"cpu_model": "Xeon", "harness": "c" * 40, "scenario_sha256": "d" * 64}
+    write_results(tmp_path / "r", "tiny_a", env=env, dumps=False)
+    write_results(tmp_path / "r", "tiny_b", env=env | {"scenario_sha256": "e" * 64}, dumps=False)
+    ident = night_of(tmp_path / "r", "2026-11-01", "r1").identity
+    assert (ident.harness, ident.scenarios) == ("c" * 40, {"tiny_a": "d" * 64, "tiny_b": "e" * 64})
+    write_results(tmp_path / "s", "tiny_a", env=env, dumps=False)
+    write_results(tmp_path / "s", "tiny_b", env=env | {"harness": "f" * 40}, dumps=False)
+    with pytest.raises(HistoryError, match=r"tiny_b: harness 'f{40}' but tiny_a: 'c{40}': one night is one install"):
+        night_of(tmp_path / "s", "2026-11-01", "r1")

@@ -32,6 +32,10 @@ def overhead(label: str, clock: Clock = "wall") -> str:
 
 OVERHEAD_PROFILED = overhead("profiled")
 OVERHEAD_UNPROFILED = overhead("unprofiled")
+# The first profiled step on its own: msprobe's one-time set-up (its hooks, its dump dirs) on top of a profiled step.
+# The history keeps it apart from the profiled step's series (``harness.history.store.first_apart``); no check writes
+# it, so the gate and base against head (which pair samples by step) never see it.
+FIRST_PROFILED = overhead("first_profiled")
 
 
 def overhead_step(step: int) -> str:
@@ -62,6 +66,13 @@ def samples_of(metric: str, figures: Mapping[str, object]) -> dict[str, float]:
         for name, v in figures.items()
         if name.startswith(prefix) and isinstance(v, int | float) and SAMPLE_KEY.match(name.removeprefix(prefix))
     }
+
+
+def step_of_sample(key: str) -> int:
+    """The step of a sample's key (``step4.rank1``: 4); ValueError for a key that is none."""
+    if not SAMPLE_KEY.match(key):
+        raise ValueError(f"{key!r} is not a sample key (step<N>.rank<R>)")
+    return int(key.removeprefix("step").split(".")[0])
 
 
 def step_time(mode: str, step: int) -> str:
@@ -121,6 +132,7 @@ _PATTERNS: list[tuple[re.Pattern[str], str, Family | None, Unit]] = [
     (re.compile(r"^overhead\.interval\..+$"), "overhead.interval", None, "text"),
     (re.compile(r"^overhead\.sample\..+\.step(?P<step>\d+)\.rank(?P<rank>\d+)$"), "overhead.sample", None, "ratio"),
     (re.compile(r"^overhead\.wall\.(?:profiled|unprofiled)$"), "overhead", "overhead", "ratio"),
+    (re.compile(r"^overhead\.wall\.first_profiled$"), "overhead.first", "overhead", "ratio"),
     (re.compile(r"^overhead\.wall\.stage\.(?P<stage>.+)$"), "overhead.stage", "overhead", "ratio"),
     (re.compile(r"^overhead\.cpu\.(?:profiled|unprofiled)$"), "overhead.cpu", None, "ratio"),
     (re.compile(r"^overhead\.cpu\.stage\.(?P<stage>.+)$"), "overhead.cpu.stage", None, "ratio"),

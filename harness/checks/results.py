@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 from pathlib import Path
@@ -12,10 +13,11 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from harness.artifacts.figures import check_figures
 from harness.checks.base import CheckResult
-from harness.errors import BaselineError
+from harness.errors import BaselineError, TargetError
 from harness.safeio import MB, InputError, Versioned, write_atomic
 from harness.scenario.loader import NAME_RE
 from harness.scenario.model import Scenario
+from harness.targets.spec import git
 from harness.training.registry import EXECUTORS
 from harness.training.runs import ScenarioRuns
 
@@ -36,11 +38,26 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine() or "?"
 
 
+@functools.cache
+def harness_commit() -> str | None:
+    """The harness's own commit where it runs from a git checkout (a nightly's), else None. A harness change can move
+    an overhead figure with verl unchanged: the history keeps it with each night and never blames verl for it."""
+    root = Path(__file__).resolve().parents[2]
+    if not (root / ".git").exists():
+        return None
+    try:
+        return str(git("rev-parse", "HEAD", cwd=root))
+    except TargetError:
+        return None
+
+
 def environment(scenario: Scenario, target: dict[str, Any]) -> dict[str, Any]:
-    """Where the figures were measured. ``target``: ``ScenarioRuns.target`` (versions as installed in the target's
+    """Where the figures were measured, and with what: the harness's commit and the scenario file's sha256 (what the
+    history calls an environment change). ``target``: ``ScenarioRuns.target`` (versions as installed in the target's
     environment, its identity and series, as the runs recorded them)."""
     env: dict[str, Any] = {"python": platform.python_version(), "machine": platform.machine(), "cpu_model": cpu_model()}
     env["runner"] = os.environ.get("RUNNER_NAME") or platform.node() or "?"  # the machine that trained, by name
+    env |= {"harness": harness_commit(), "scenario_sha256": scenario.digest}
     env.update(target.get("environment") or {})
     packages_dir = env.pop("packages_dir", None)
     env["device"] = scenario.device

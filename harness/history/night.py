@@ -23,11 +23,11 @@ from harness.checks.results import read_results
 from harness.errors import BaselineError, HarnessError
 from harness.gate.baseline import floor
 from harness.gate.observe import Observation, observe_dir
-from harness.history.store import DATE, HistoryError, Identity, Night, RunStatus, ScenarioRun
+from harness.history.store import DATE, HistoryError, Identity, Night, RunStatus, ScenarioRun, first_apart
 from harness.targets.spec import git
 
 # identity fields every scenario of one results dir must agree on: one night runs on one machine and one install
-AGREED = ("verl", "verl_commit", "series", "msprobe", "torch", "device_kind", "processor", "image")
+AGREED = ("verl", "verl_commit", "series", "msprobe", "torch", "device_kind", "processor", "image", "harness")
 
 
 def fingerprint(obs: Observation) -> str:
@@ -46,13 +46,11 @@ def scenario_run(obs: Observation) -> ScenarioRun:
         if isinstance(v, int | float) and not isinstance(v, bool) and parse(m).kind != "overhead.sample"
     }
     overhead = sorted(m for m in numbers if family(m) == "overhead")
+    figures, samples, tolerances = first_apart(
+        numbers, {m: s for m in overhead if (s := samples_of(m, obs.figures))}, {m: floor(m) for m in overhead}
+    )
     return ScenarioRun(
-        source=fingerprint(obs),
-        status=status,
-        why=list(why),
-        figures=numbers,
-        samples={m: s for m in overhead if (s := samples_of(m, obs.figures))},
-        tolerances={m: floor(m) for m in overhead},
+        source=fingerprint(obs), status=status, why=list(why), figures=figures, samples=samples, tolerances=tolerances
     )
 
 
@@ -95,6 +93,7 @@ def identity_of(observations: dict[str, Observation], date: str, runner: str, ve
             "device_kind": str(env.get("device_kind") or "?"),
             "processor": _processor(env),
             "image": env.get("image"),
+            "harness": env.get("harness"),
         }
     first_name, first = next(iter(fields.items()))
     for name, f in fields.items():
@@ -104,10 +103,12 @@ def identity_of(observations: dict[str, Observation], date: str, runner: str, ve
                 "(append each results dir to a history of its own)"
             )
     source = _source(observations[first_name])
+    files = {name: str(d) for name, obs in observations.items() if (d := obs.environment.get("scenario_sha256"))}
     return Identity(
         date=date,
         runner=runner,
         verl_position=_position(first["verl_commit"], verl_repo, source),
+        scenarios=files,
         **first,
     )
 

@@ -12,15 +12,23 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import statistics
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, model_validator
 
+from harness.artifacts.figures import FIRST_PROFILED, OVERHEAD_PROFILED, overhead_stage, step_of_sample
 from harness.errors import HarnessError
+from harness.gate.baseline import floor
 from harness.safeio import MB, InputError, Versioned
 
-SCHEMA = 2  # 2: a night's run (the CI run that made it); a schema-1 history reads as one without
+# 2: a night's run (the CI run that made it). 3: the identity holds the harness's commit and each scenario file's
+# digest; the first profiled step is a figure of its own, left out of the profiled step's and the stages' series, and
+# a night's overhead figure is the geometric mean of its samples (``first_apart``). A schema-2 history reads as one
+# (the same split made on its samples; its harness and scenario files unknown)
+SCHEMA = 3
 MAX_BYTES = 256 * MB
 # the nights kept: past it the oldest are pruned (and ``append`` says which); over a year of nightlies, ~20 kB a
 # night for the tiny tier's eight scenarios
@@ -55,6 +63,16 @@ class Identity(_Model):
     processor: str  # the CPU model, or the NPU type on an NPU runner: step times move with it
     image: str | None = None  # the container image the trainings ran in (docker executor)
     runner: str  # the machine's name: shown, not keyed (a hosted runner's name changes every night)
+    # what measured: the harness's own commit and each scenario file's sha256 (None, absent: a schema-2 night, unknown).
+    # A change of either moves overhead figures without any change of verl: an environment change, never blamed on it
+    harness: str | None = None
+    scenarios: dict[str, str] = {}
+
+    def same_night(self, other: Identity) -> bool:
+        """Two results dirs of one night: the same identity, the scenario files they share the same (the Ascend
+        nightly appends one results dir a scenario to one night)."""
+        mine, theirs = self.model_dump(exclude={"scenarios"}), other.model_dump(exclude={"scenarios"})
+        return mine == theirs and all(self.scenarios[k] == v for k, v in other.scenarios.items() if k in self.scenarios)
 
     def night_id(self) -> str:
         """A short, stable name of a night, for ``accept`` and the reports."""
@@ -71,8 +89,8 @@ class Identity(_Model):
 
 class ScenarioRun(_Model):
     """One scenario of one results dir: every numeric figure, each overhead figure's samples (its on/off ratio per
-    step and rank) and tolerance. A run whose training crashed or failed is kept, marked, and is no point of any
-    series."""
+    step and rank) and tolerance, as ``first_apart`` makes them. A run whose training crashed or failed is kept,
+    marked, and is no point of any series."""
 
     source: str  # the results.json's fingerprint: the same results dir (or a copy of it) is appended once
     status: RunStatus
@@ -106,21 +124,74 @@ class Acceptance(_Model):
     accepted: str  # when (UTC, ISO 8601)
 
 
+def _profiled_steps(metric: str) -> bool:
+    """A figure whose samples are profiled steps: the profiled step's and each stage's (the unprofiled steps' are
+    not)."""
+    return metric == OVERHEAD_PROFILED or metric.startswith(overhead_stage(""))
+
+
+def first_apart(
+    figures: dict[str, float], samples: dict[str, dict[str, float]], tolerances: dict[str, float]
+) -> tuple[dict[str, float], dict[str, dict[str, float]], dict[str, float]]:
+    """A run's overhead figures as the history keeps them, one statistic everywhere (the series, the page, the docs'
+    tables): a figure with samples is the geometric mean of its samples (the mean of their logarithms, what the
+    detector and base against head read; ``checks.stats.paired``), and the first profiled step is a figure of its own.
+
+    The first profiled step pays msprobe's one-time set-up (its hooks installed, its dump dirs made: about 1.8x the
+    later profiled steps on tiny_fsdp_l1), and was a quarter of every night's point: its noise, not verl's, made the
+    one change point of verl's own 15 nights (docs/history.md). Where a run profiles two steps or more, its first
+    step's samples are left out of the profiled step's and every stage's series, and the profiled step's first-step
+    samples are ``FIRST_PROFILED`` (msprobe's set-up, judged at a stage's tolerance: one step's samples). A run that
+    profiles one step has no later step: its figures are that step's, and no ``FIRST_PROFILED``."""
+    figures, samples, tolerances = dict(figures), dict(samples), dict(tolerances)
+    for metric, values in list(samples.items()):
+        if not values:
+            continue
+        if _profiled_steps(metric):
+            steps = sorted({step_of_sample(k) for k in values})
+            if len(steps) > 1:
+                first = {k: v for k, v in values.items() if step_of_sample(k) == steps[0]}
+                values = {k: v for k, v in values.items() if k not in first}
+                if metric == OVERHEAD_PROFILED:
+                    samples[FIRST_PROFILED] = first
+                    figures[FIRST_PROFILED] = _geomean(first)
+                    tolerances[FIRST_PROFILED] = floor(FIRST_PROFILED)
+        samples[metric] = values
+        figures[metric] = _geomean(values)
+    return figures, samples, tolerances
+
+
+def _geomean(values: dict[str, float]) -> float:
+    return round(math.exp(statistics.fmean(math.log(v) for v in values.values())), 4)
+
+
+def _upgrade_run(run: Any) -> Any:
+    """A schema-2 run (its overhead figures the check's medians, the first profiled step in every series) as schema
+    3's: ``first_apart`` on its samples."""
+    if not (isinstance(run, dict) and isinstance(run.get("samples"), dict) and isinstance(run.get("figures"), dict)):
+        return run  # left for validation to name
+    try:
+        figures, samples, tolerances = first_apart(run["figures"], run["samples"], run.get("tolerances") or {})
+    except (TypeError, ValueError, AttributeError):
+        return run  # not numbers: validation names it
+    return run | {"figures": figures, "samples": samples, "tolerances": tolerances}
+
+
 class History(Versioned):
     FILE = "history"
     REDO = "append the nights again with this harness, or check it with the harness that wrote it"
-    schema_version: Literal[2] = 2
+    schema_version: Literal[3] = 3
     nights: list[Night] = []
     accepted: list[Acceptance] = []
     pruned: Annotated[int, Field(ge=0)] = 0  # nights pruned past the size cap so far
 
     @classmethod
     def upgrade(cls, doc: dict[str, Any]) -> dict[str, Any]:
-        """Schema 1 had no night's run: its nights are schema 2's without one. A night that says another schema is
-        left as it is, for the mixed-version check to name."""
+        """Schema 2's nights are schema 3's whose harness and scenario files are unknown, their runs split by
+        ``first_apart``. A night that says another schema is left as it is, for the mixed-version check to name."""
         nights = doc.get("nights")
-        if isinstance(nights, list) and all(isinstance(n, dict) and n.get("schema_version", 1) == 1 for n in nights):
-            doc = doc | {"nights": [n | {"schema_version": SCHEMA} for n in nights]}
+        if isinstance(nights, list) and all(isinstance(n, dict) and n.get("schema_version") == 2 for n in nights):
+            doc = doc | {"nights": [_upgrade_night(n) for n in nights]}
         return doc
 
     @model_validator(mode="before")
@@ -153,6 +224,14 @@ class History(Versioned):
         return next(((i, n) for i, n in enumerate(self.nights) if n.id == night_id), None)
 
 
+def _upgrade_night(night: dict[str, Any]) -> dict[str, Any]:
+    scenarios = night.get("scenarios")
+    if isinstance(scenarios, dict):
+        night = night | {"scenarios": {k: [_upgrade_run(r) for r in v] if isinstance(v, list) else v
+                                       for k, v in scenarios.items()}}  # fmt: skip
+    return night | {"schema_version": SCHEMA}
+
+
 def add(history: History, night: Night, keep: int = KEEP_NIGHTS) -> tuple[History, list[str]]:
     """``history`` with ``night`` added: merged into the newest night when their identities are the same, refused
     (HistoryError, one line) when it is older than the newest or its results are already in; the oldest nights
@@ -167,11 +246,13 @@ def add(history: History, night: Night, keep: int = KEEP_NIGHTS) -> tuple[Histor
     lines: list[str] = []
     nights = list(history.nights)
     newest = nights[-1] if nights else None
-    if newest is not None and newest.identity == night.identity:
+    if newest is not None and newest.identity.same_night(night.identity):
         scenarios = {k: list(v) for k, v in newest.scenarios.items()}
         for name, runs in night.scenarios.items():
             scenarios.setdefault(name, []).extend(runs)
-        merged = {"scenarios": scenarios, "results": [*newest.results, *night.results], "run": newest.run or night.run}
+        files = newest.identity.scenarios | night.identity.scenarios
+        merged = {"scenarios": scenarios, "results": [*newest.results, *night.results], "run": newest.run or night.run,
+                  "identity": newest.identity.model_copy(update={"scenarios": files})}  # fmt: skip
         nights[-1] = newest.model_copy(update=merged)
         lines.append(f"merged into night {newest.id} ({newest.identity.date}): the same identity, one point more runs")
     else:

@@ -8,8 +8,9 @@ the first after, or, when msprobe changed between those two nights, msprobe name
 the image changed there, the environment is the likely cause: no verdict on verl, and the check says so with exit 2
 until a person accepts the change. A regression still waiting for its further nights, or whose interval still
 reaches below the tolerance, is SUSPECTED (exit 3). Improvements, changes within tolerance and accepted changes are
-reported and pass. Disk and dump structure keep their exact per-night gate (``harness gate``); the history judges
-overhead, the figure one night cannot decide.
+reported and pass. A change of the harness's own commit or of the scenario's file between the two nights is an
+environment change too: what measured changed, not verl. Disk and dump structure keep their exact per-night gate
+(``harness gate``); the history judges overhead, the figure one night cannot decide.
 """
 
 from __future__ import annotations
@@ -76,6 +77,18 @@ def _moved(before: Identity, after: Identity, fields: tuple[str, ...]) -> list[s
     ]
 
 
+def _measured_with(before: Identity, after: Identity, scenario: str) -> list[str]:
+    """What measured changed between two nights: the harness's commit, the scenario's file. Unknown on either night
+    (a night appended by schema 2): not said to have changed."""
+    out = []
+    if before.harness and after.harness and before.harness != after.harness:
+        out.append(f"the harness {before.harness[:12]} -> {after.harness[:12]}")
+    was, now = before.scenarios.get(scenario), after.scenarios.get(scenario)
+    if was and now and was != now:
+        out.append(f"the scenario file scenarios/{scenario}.yaml (sha256 {was[:12]} -> {now[:12]})")
+    return out
+
+
 def _accepted(change: Change, accepted: list[Acceptance]) -> Acceptance | None:
     key = change.series.key
     ids = [p.night.id for p in change.series.points]
@@ -100,7 +113,7 @@ def finding(change: Change, settings: Settings, accepted: list[Acceptance]) -> F
         f"({before.date}, {before.commit_text()}), first after {change.after.night.id} ({after.date}, "
         f"{after.commit_text()}), {change.nights_before} nights before, {change.nights_after} after"
     )
-    env = _moved(before, after, ("torch", "image"))
+    env = _moved(before, after, ("torch", "image")) + _measured_with(before, after, change.series.key.scenario)
     probe = _moved(before, after, ("msprobe",))
     cause = (
         f"likely cause: {', '.join(env + probe)} (the environment, not verl; {_range(before, after)})"

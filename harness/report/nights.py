@@ -36,8 +36,8 @@ from harness.history.verdict import Finding, judge
 from harness.safeio import write_atomic
 
 # the kinds charted (harness.artifacts.figures), in the order a page shows them: overhead first, the headline
-CHARTED = ["overhead", "overhead.stage", "overhead.cpu", "overhead.cpu.stage", "run_time", "disk.total", "disk.stage",
-           "disk.rank", "structure", "contents.entries"]  # fmt: skip
+CHARTED = ["overhead", "overhead.first", "overhead.stage", "overhead.cpu", "overhead.cpu.stage", "run_time",
+           "disk.total", "disk.stage", "disk.rank", "structure", "contents.entries"]  # fmt: skip
 RUN_TIME = ("time", "time.outside_steps")  # summed per mode: the run's training time, off and on (kind run_time)
 UNITS = {"ratio": "on/off (x)", "bytes": "MB", "count": "entries", "seconds": "s"}
 # a scenario's state on the index, worst first: the word history check gives its findings

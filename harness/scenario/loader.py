@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import hashlib
 import re
 from collections.abc import Hashable, Iterable
 from pathlib import Path
@@ -208,6 +209,7 @@ def load_scenario(path: str | Path, executor: str | None = None) -> Scenario:
             problems = [f"{path}: --executor {executor}: {_describe(err)}" for err in exc.errors()]
             raise ExecutorRefused(problems, scenario) from None
     scenario._name = path.stem
+    scenario._digest = hashlib.sha256(text.encode()).hexdigest()
     return scenario
 
 

@@ -61,10 +61,16 @@ class Scenario(Strict):
         "trainings of several minutes that the everyday run (.ci/run) leaves out",
     )
     _name: str = PrivateAttr("scenario")
+    _digest: str | None = PrivateAttr(None)
 
     @property
     def name(self) -> str:
         return self._name
+
+    @property
+    def digest(self) -> str | None:
+        """The sha256 of the file it was loaded from (None: not loaded from a file)."""
+        return self._digest
 
     @model_validator(mode="after")
     def _check(self) -> Scenario:
