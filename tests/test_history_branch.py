@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -115,7 +116,7 @@ def test_a_suspected_regression_warns_and_an_accepted_one_is_shown(tmp_path, cap
     # accepted on the branch (a maintainer's history accept, pushed), the next night shows it
     work = tmp_path / "accept"
     git("clone", "-q", "-b", BRANCH, str(bare), str(work))
-    changes = [a.split("[")[-1].rstrip("]") for a in annotations(proc) if "SUSPECTED" in a]
+    changes = [re.search(r" \[(\S+@\S+)\]", a)[1] for a in annotations(proc) if "SUSPECTED" in a]
     assert len(changes) == 2  # the profiled step and its first step (msprobe's set-up), a figure of its own
     for change in changes:
         assert main(["history", "accept", str(work / "cpu.json"), change, "--reason", "richer statistics"]) == 0

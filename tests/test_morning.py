@@ -91,7 +91,7 @@ def test_a_confirmed_regression_files_one_issue_with_its_range_reproduce_command
         f"- REGRESSED tiny_case: disk.total_bytes baseline 1.00 MB now 2.00 MB (+100%); reproduce: {REPRODUCE}" in body
     )
     assert "errored" not in body and "training failed" not in body and "FAIL (exit 1" not in body
-    (history,) = [ln for ln in body.splitlines() if ln.startswith("- REGRESSED: tiny_case")]
+    (history,) = [ln for ln in body.splitlines() if ln.startswith("- REGRESSED: tiny_case overhead.wall.profiled ")]
     good, bad = "08" * 6, "09" * 6
     assert f"verl commits {good}..{bad}" in history and f"--good {good} --bad {bad}" in history
     public = "https://github.com/verl-project/verl"
