@@ -24,6 +24,8 @@ def actionlint() -> str:
 
 
 def test_workflows_pass_actionlint():
+    # without shellcheck on PATH actionlint passes every run: script unchecked (.ci/run installs Debian's)
+    assert shutil.which("shellcheck"), "shellcheck is missing: apt-get install shellcheck"
     files = [*sorted(str(p) for p in WORKFLOWS.glob("*.yml")), *sorted(str(p) for p in (ROOT / "docs").glob("*.yml"))]
     assert {Path(f).name for f in files} >= {"ci.yml", "nightly-ascend.yml", "pr-gate.yml", "verl-compare.yml"}
     proc = subprocess.run(
