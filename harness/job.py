@@ -69,6 +69,21 @@ def undecided_of(path: Path | None) -> list[str]:
     return out
 
 
+def error_of(path: Path | None, code: int) -> str:
+    """The step's first error annotation after its verdict line (that one says only what the exit means): the
+    reason an attempt that decided nothing is quoted with. Its last stderr line is a progress line of the harness or a
+    tool's warning when the harness wrote its error to the summary and the annotations."""
+    if path is None or not path.is_file():
+        return ""
+    verdict = f"(exit {code}: {outcomes.meaning(code)})"
+    for line in path.read_text(errors="replace").splitlines():
+        head, sep, message = line.partition("::")[2].partition("::")
+        if sep and head.startswith("error title=") and not message.endswith(escape(verdict)):
+            said = f"{unescape(head.removeprefix('error title='))}: {unescape(message).splitlines()[0]}"
+            return said if len(said) <= 400 else said[:399] + "…"
+    return ""
+
+
 def attempt(argv: Sequence[str], env: dict[str, str] | None = None) -> tuple[int, str]:
     """Run ``argv`` once, its stderr passed through; its exit (128+N for signal N) and its last non-empty stderr line.
     SIGTERM (the runner cancelling the job) reaches the child, which ends first."""
@@ -152,6 +167,7 @@ def run(
         tries += 1
         began = clock()
         code, why = once(argv, env)
+        why = error_of(annotations, code) or why
         took = clock() - began
         left = None if minutes is None else minutes * 60 - (clock() - started)
         if not outcomes.retries(code, tries, took, left, verdicts):

@@ -126,6 +126,31 @@ def test_inconclusive_quotes_the_figures_from_the_steps_annotations(tmp_path, ca
     assert line.endswith("overhead.profiled head/base 1.08x [0.97x-1.21x], tolerance 10%25")
 
 
+def test_an_attempt_that_decided_nothing_is_quoted_with_its_first_error_not_its_last_stderr_line(tmp_path, capsys):
+    # verl's pull request #7212 through the CPU gate: the harness's own error (its summary and annotations) came
+    # after a tool's warning and the trainings' progress on stderr, which the retry's line quoted as the reason
+    notes = tmp_path / "annotations.txt"
+    verdict = f"FAIL (1 of 2 scenarios compared) (exit 2: {outcomes.meaning(2)})"
+    notes.write_text(
+        job.command("error", "precision_debugger gate", verdict) + "\n"
+        + job.command("error", "ERROR real_fsdp_l0 (not a verdict on verl)", "head run 1: INFRASTRUCTURE ERROR: "
+                      "verl raised AttributeError at verl/plugin/platform/platform_tpu_workarounds.py:191\nLog tail")
+        + "\n"
+    )  # fmt: skip
+    said = "[harness] real_fsdp_l0 off (local): global step 1 of 4, 60s"
+    assert job.run(["gate"], "g", None, (), notes, once=lambda argv, env: (2, said)) == 1
+    printed = capsys.readouterr().out.splitlines()
+    assert "attempt 1" in printed[0] and said not in printed[0]
+    assert printed[0].endswith(
+        "ERROR real_fsdp_l0 (not a verdict on verl): head run 1: INFRASTRUCTURE ERROR: verl raised AttributeError "
+        "at verl/plugin/platform/platform_tpu_workarounds.py:191; running it once more"
+    )
+    assert "platform_tpu_workarounds.py:191" in printed[-1] and said not in printed[-1]
+    notes.write_text(job.command("error", "precision_debugger gate", verdict) + "\n")  # the verdict line alone
+    assert job.run(["gate"], "g", None, (), notes, once=lambda argv, env: (2, said)) == 1
+    assert said in capsys.readouterr().out
+
+
 # -- nothing decides an exit but outcomes.py ----------------------------------------------------------------------
 STATUS = r"\$\{?(?:\w*status\w*|\w*code\w*|rc|\?|PIPESTATUS\[\d\])\}?\"?"
 FORBIDDEN_SHELL = {
