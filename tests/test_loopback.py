@@ -1,4 +1,4 @@
-"""Every server a real training starts listens on loopback only.
+"""Every server a real training starts listens on loopback only, and its Ray cluster asks for a token of its own.
 
 Runs real_fsdp_l0 (verl's real main_ppo on CPU: Ray's GCS, raylet, agents, workers, TransferQueue, gloo) and,
 every 2 s until it ends, lists with psutil the listening sockets of the run's process tree, in each network
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -63,6 +64,7 @@ def test_a_real_run_listens_on_loopback_only(tmp_path: Path) -> None:
     log = (tmp_path / "run.log").open("w")
     proc = subprocess.Popen([*argv, "--results", str(tmp_path / "res")], cwd=ROOT, stdout=log, stderr=log)
     seen: set[tuple[str, int, str, bool]] = set()
+    auth: dict[str, str] = {}  # Ray's GCS's RAY_AUTH_* variables: its token authentication
     deadline = time.monotonic() + 1200
     while proc.poll() is None and time.monotonic() < deadline:
         try:
@@ -73,6 +75,8 @@ def test_a_real_run_listens_on_loopback_only(tmp_path: Path) -> None:
         for p in tree:
             try:
                 names[p.pid] = p.name()
+                if names[p.pid] == "gcs_server" and not auth:
+                    auth = {k: v for k, v in p.environ().items() if k.startswith("RAY_AUTH")}
             except psutil.Error:
                 continue
         seen |= listening(names)
@@ -85,3 +89,10 @@ def test_a_real_run_listens_on_loopback_only(tmp_path: Path) -> None:
     assert proc.wait() == 0, (tmp_path / "run.log").read_text()[-3000:]
     assert any(s[2] == "gcs_server" for s in seen), "Ray's GCS was never seen listening"
     assert not [s for s in seen if reachable(s[0], s[3])], sorted(seen)
+    # the cluster asks for a token of its own, held in the environment of the run's processes only
+    assert auth.get("RAY_AUTH_MODE") == "token" and re.fullmatch(r"[0-9a-f]{64}", auth.get("RAY_AUTH_TOKEN", "")), auth
+    token = auth["RAY_AUTH_TOKEN"].encode()
+    assert token not in (tmp_path / "run.log").read_bytes()
+    assert not [
+        p for p in (tmp_path / "res").rglob("*") if p.is_file() and not p.is_symlink() and token in p.read_bytes()
+    ]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from builders import default_signals
 
-from harness.training.watchdog import watched
+from harness.training.watchdog import ray_auth, watched
 
 # A training that leaves behind what Ray's daemons are: one process in a process group of its own (setpgid) and one
 # re-parented (its parent exits at once), both in the training's session; each appends to a file while it lives.
@@ -120,3 +120,13 @@ def test_the_watchdog_ends_as_its_training_ended_and_forwards_sigterm(tmp_path, 
     assert sleeper.wait(timeout=30) == -signal.SIGTERM
     os.close(read)
     os.close(write)
+
+
+def test_every_ray_cluster_a_training_starts_asks_for_a_token_of_its_own():
+    """Each training gets Ray's token authentication and a fresh token; one that joins a cluster (RAY_ADDRESS) or is
+    given a token keeps what it was given."""
+    one, two = ray_auth({"PATH": "/bin"}), ray_auth({"PATH": "/bin"})
+    assert one["RAY_AUTH_MODE"] == two["RAY_AUTH_MODE"] == "token" and one["PATH"] == "/bin"
+    assert len(one["RAY_AUTH_TOKEN"]) == 64 and one["RAY_AUTH_TOKEN"] != two["RAY_AUTH_TOKEN"]
+    for given in ({"RAY_ADDRESS": "10.0.0.1:6379"}, {"RAY_AUTH_TOKEN": "theirs"}, {"RAY_AUTH_MODE": "disabled"}):
+        assert ray_auth(given) == given

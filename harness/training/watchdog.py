@@ -12,6 +12,10 @@ session. In a container the training gone, the watchdog ends, docker-init with i
 session's sweep removes it). While the harness lives, the watchdog forwards SIGTERM, SIGINT and SIGHUP to the
 training (docker's init signals its child only) and ends as the training ended: its exit code, or the same signal.
 
+Every Ray cluster a training starts asks for a token of its own (``ray_auth``): the watchdog starts the training
+with Ray's token authentication on and a fresh token in its environment only, which the training's Ray daemons and
+workers inherit; the harness never holds it, so it is in no record, no description and no log of the harness.
+
 Stdlib only and nothing else of the harness imported: it runs under the harness's own interpreter locally, and under
 the image's in a container, beside every workload.
 """
@@ -21,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
+import secrets
 import select
 import signal
 import subprocess
@@ -41,6 +46,16 @@ def watched(python: str, alive: str, argv: list[str]) -> list[str]:
 def unwatched(argv: list[str]) -> list[str]:
     """The training's own argv in :func:`watched`'s (what run.json and a dry run show), ``argv`` when it is not."""
     return argv[6:] if argv[1:4] == ["-I", "-m", MODULE] and argv[5:6] == ["--"] else argv
+
+
+def ray_auth(environ: dict[str, str]) -> dict[str, str]:
+    """The training's environment: Ray's token authentication (``RAY_AUTH_MODE=token``, Ray 2.52 on; an older Ray
+    ignores it) with a fresh token (never printed, never in a file: with none given, Ray 2.60 would write one into
+    ``~/.ray/auth_token``), unless the training joins a cluster of someone else's (``RAY_ADDRESS``: that cluster's
+    token is the one to send) or a token is given already."""
+    if "RAY_ADDRESS" in environ or "RAY_AUTH_TOKEN" in environ or "RAY_AUTH_MODE" in environ:
+        return environ
+    return {**environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
 
 
 def session(sid: int) -> list[int]:
@@ -110,7 +125,8 @@ def main(args: list[str]) -> None:
     signal.set_wakeup_fd(wake)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     try:
-        child = subprocess.Popen(args[2:])  # inherits the session, the environment and the working directory
+        # inherits the session, the environment (with a Ray token of its own) and the working directory
+        child = subprocess.Popen(args[2:], env=ray_auth(dict(os.environ)))
     except OSError as exc:
         print(f"{MODULE}: cannot start {args[2]}: {exc.strerror}", file=sys.stderr)
         sys.exit(NOT_STARTED)

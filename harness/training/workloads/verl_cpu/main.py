@@ -9,8 +9,9 @@ Why a network namespace: Ray 2.60 ignores the loopback address it is given for m
 during a real_fsdp_l0 run with ``_node_ip_address=127.0.0.1`` (psutil, listening sockets of the run's process
 tree): GCS, raylets, the driver and every worker on ``::``, the autoscaler monitor and a dashboard process on
 ``0.0.0.0``, the runtime-env agent, the dashboard agent and TransferQueue's controller and storage unit on the
-host's address. Ray has no authentication: whoever reaches GCS runs code here. In a namespace of its own with only
-loopback, there is nothing else to listen on (docs/security.md).
+host's address. Whoever reaches GCS runs code here: in a namespace of its own with only loopback, there is nothing
+else to listen on, and the cluster asks for a token of its own (Ray's token authentication, ``RAY_AUTH_MODE=token``,
+set by the training's watchdog) that only the training's process tree holds (docs/security.md).
 """
 
 from __future__ import annotations
