@@ -1127,9 +1127,9 @@ def _rows() -> list[Row]:
         "actor_update": 0}}}), 2, "T/scenarios/bad_case.yaml:20: budgets.overhead.max_stage_ratio.actor_update: Input should be greater than or equal to 1 (got 0)")  # fmt: skip
     add("2.5", "validate: budgets.provisional with a line break", edited(budgets={"provisional": "a\nREGRESSED"}), 2, "T/scenarios/bad_case.yaml:22: budgets.provisional: String should match pattern '^[^\\n\\r]*$' (got 'a\\nREGRESSED')")  # fmt: skip
     add("2.6", "run --executor docker on a device cpu verl_ppo scenario", argv("run", REAL_CPU, "--executor",
-        "docker"), 2, "ROOT/scenarios/real_fsdp_l1.yaml: --executor docker: device cpu runs with the local executor (the docker executor is not wired yet)")  # fmt: skip
+        "docker"), 2, "ROOT/scenarios/real_fsdp_l1.yaml: --executor docker: device cpu runs with the local or the ray executor (the docker executor is not wired yet)")  # fmt: skip
     add("2.6", "compare --executor docker on a device cpu verl_ppo scenario", argv("compare", REAL_CPU, "--base",
-        "0.9.1", "--head", "0.9.1", "--executor", "docker"), 2, "INVALID SCENARIO: ROOT/scenarios/real_fsdp_l1.yaml: --executor docker: device cpu runs with the local executor (the docker executor is not wired yet)")  # fmt: skip
+        "0.9.1", "--head", "0.9.1", "--executor", "docker"), 2, "INVALID SCENARIO: ROOT/scenarios/real_fsdp_l1.yaml: --executor docker: device cpu runs with the local or the ray executor (the docker executor is not wired yet)")  # fmt: skip
     add(
         "2.6",
         "target --series 'main\\nREGRESSED fake'",
@@ -1601,7 +1601,7 @@ def _rows() -> list[Row]:
         "pytest --executor docker: real_fsdp_l0",
         refused("real_fsdp_l0"),
         0,
-        "SKIPPED [5] …real_fsdp_l0.yaml: ROOT/scenarios/real_fsdp_l0.yaml: --executor docker: device cpu runs with the local executor (the docker executor is not wired yet)",
+        "SKIPPED [5] …real_fsdp_l0.yaml: ROOT/scenarios/real_fsdp_l0.yaml: --executor docker: device cpu runs with the local or the ray executor (the docker executor is not wired yet)",
         child=True,
     )
     add(
@@ -1609,7 +1609,7 @@ def _rows() -> list[Row]:
         "pytest --executor docker: real_fsdp_l1",
         refused("real_fsdp_l1"),
         0,
-        "SKIPPED [5] …real_fsdp_l1.yaml: ROOT/scenarios/real_fsdp_l1.yaml: --executor docker: device cpu runs with the local executor (the docker executor is not wired yet)",
+        "SKIPPED [5] …real_fsdp_l1.yaml: ROOT/scenarios/real_fsdp_l1.yaml: --executor docker: device cpu runs with the local or the ray executor (the docker executor is not wired yet)",
         child=True,
     )
     add(
@@ -1617,7 +1617,7 @@ def _rows() -> list[Row]:
         "pytest --executor docker: real_critic_fsdp_l1",
         refused("real_critic_fsdp_l1"),
         0,
-        "SKIPPED [6] …real_critic_fsdp_l1.yaml: ROOT/scenarios/real_critic_fsdp_l1.yaml: --executor docker: device cpu runs with the local executor (the docker executor is not wired yet)",
+        "SKIPPED [6] …real_critic_fsdp_l1.yaml: ROOT/scenarios/real_critic_fsdp_l1.yaml: --executor docker: device cpu runs with the local or the ray executor (the docker executor is not wired yet)",
         child=True,
     )
     add("2.2", "compare --repeats 101", compare("--repeats", "101"), 2, "python -m harness compare: error: argument --repeats: expected a whole number from 1 to 100 runs per side, got '101'")

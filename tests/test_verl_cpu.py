@@ -117,7 +117,8 @@ def test_a_real_scenario_without_kl_loss_is_refused_naming_verls_predicate(tmp_p
     [
         ({"workload__rollout": "vllm"}, "device cpu needs rollout hf_generate"),
         ({"engine": "megatron"}, "device cpu runs engine fsdp only"),
-        ({"executor__kind": "docker"}, "device cpu runs with the local executor"),
+        ({"executor__kind": "docker"}, "device cpu runs with the local or the ray executor"),
+        ({"workload__nnodes": 2}, "device cpu runs on one node, or on the nodes of a Ray cluster"),
         ({"device": "npu"}, "rollout hf_generate is the CPU rollout: device cpu only"),
     ],
 )

@@ -96,6 +96,11 @@ def disk_rank(rank: int | None) -> str:
     return f"disk.rank{rank}_bytes" if rank is not None else "disk.proc_bytes"
 
 
+def disk_node(index: int) -> str:
+    """The dumps one node held, the nodes numbered by their lowest rank (``NodesRecord.numbered``)."""
+    return f"disk.node{index}_bytes"
+
+
 def contents_entries(stage: str) -> str:
     return f"contents.entries.{stage}"
 
@@ -143,6 +148,7 @@ _PATTERNS: list[tuple[re.Pattern[str], str, Family | None, Unit]] = [
     (re.compile(r"^disk\.step(?P<step>\d+)_bytes$"), "disk.step", "disk", "bytes"),
     (re.compile(r"^disk\.stage\.(?P<stage>.+)_bytes$"), "disk.stage", "disk", "bytes"),
     (re.compile(r"^disk\.(?:rank(?P<rank>\d+)|proc)_bytes$"), "disk.rank", "disk", "bytes"),
+    (re.compile(r"^disk\.node\d+_bytes$"), "disk.node", "disk", "bytes"),
     (re.compile(r"^structure\..+\.entries$"), "structure", "structure", "count"),
     (re.compile(r"^contents\.entries\.(?P<stage>.+)$"), "contents.entries", None, "count"),
     (re.compile(r"^gap\.(?P<stage>.+)\.missing_dirs$"), "gap", None, "count"),

@@ -44,6 +44,11 @@ class RunDir:
     def record(self) -> Path:
         return self.root / "run.json"
 
+    @property
+    def nodes(self) -> Path:
+        """nodes.json: a run on a Ray cluster's nodes (``harness.artifacts.nodes``)."""
+        return self.root / "nodes.json"
+
 
 @dataclass(frozen=True)
 class ScenarioDir:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Protocol
 
 from harness.artifacts.crash import Crash
+from harness.artifacts.nodes import NodesRecord
 from harness.artifacts.reader import DumpDir, DumpTree, Metrics
 from harness.artifacts.record import RunRecord
 from harness.artifacts.rundir import LINKED, MODES, Mode, ScenarioDir
@@ -75,6 +76,16 @@ class CheckContext:
     @cached_property
     def off_tree(self) -> DumpTree:
         return DumpTree.scan(self.dir.run("off").dumps)
+
+    @cached_property
+    def nodes(self) -> NodesRecord | None:
+        """Where the on run's ranks ran and what each node's disk held (a run on a Ray cluster's nodes); None: on one
+        host."""
+        return NodesRecord.read(self.dir.run("on").nodes)
+
+    def on_node(self, rank: int | None) -> str:
+        """`` on node ...`` for a line about ``rank``'s dumps, on a cluster; "" on one host."""
+        return self.nodes.where(rank) if self.nodes else ""
 
     @cached_property
     def metrics_off(self) -> Metrics:

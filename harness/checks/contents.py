@@ -286,7 +286,7 @@ def _plain_tensors(entry: Any) -> int:
 
 
 def _check_dump(ctx: CheckContext, d: DumpDir, out: _Problems, counts: Counter, found: _Problems) -> None:
-    rel = d.path.relative_to(ctx.tree.root).as_posix() + "/dump.json"
+    rel = d.path.relative_to(ctx.tree.root).as_posix() + "/dump.json" + ctx.on_node(d.rank)
     try:
         f = _read_dump(ctx, d, rel)
     except (FileNotFoundError, NotRegularFile):

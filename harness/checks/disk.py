@@ -40,6 +40,10 @@ def check_disk(ctx: CheckContext) -> CheckResult:
         elif limit is not None and n > limit:
             res.problems.append(f"{what}: {mb(n)} > budgets.disk.{field} {mb(limit)}")
 
+    nodes = ctx.nodes.numbered() if ctx.nodes else []
+    for index, node in nodes:  # what each node's own disk held: the budget a node's disk has to give
+        res.figures[fig.disk_node(index)] = node.bytes
+
     over("all dumps", total, budget.max_total, "max_total")
     for step, n in sorted(per_step.items()):
         over(f"step_{step}", n, budget.max_per_step, "max_per_step")
@@ -47,11 +51,17 @@ def check_disk(ctx: CheckContext) -> CheckResult:
         over(f"step_{step}/{stage}", n, budget.max_per_stage, "max_per_stage")
     for rank, n in ranks:
         over(f"rank{rank}" if rank is not None else "proc", n, budget.max_per_rank, "max_per_rank")
+    for index, node in nodes:
+        over(f"node{index}: {node.name} (ranks {node.ranks})", node.bytes, budget.max_per_node, "max_per_node")
     if ungated:  # measured against budgets never measured on the device: said, not gated, never a pass
         res.not_gated = f"{ungated_by}: {'; '.join(ungated)}"
         res.notes.append(res.not_gated)
+    if budget.max_per_node is not None and ctx.nodes is None:
+        res.notes.append("budgets.disk.max_per_node: not judged, the run was on one host (no nodes.json)")
     res.summary = f"{mb(total)} total, max {mb(max(per_step.values(), default=0))} per step"
     res.notes.append(
         f"total {mb(total)}; per step " + ", ".join(f"step_{s}: {mb(n)}" for s, n in sorted(per_step.items()))
     )
+    if nodes:
+        res.notes.append("per node: " + ", ".join(f"node{i} {n.name} ranks {n.ranks}: {mb(n.bytes)}" for i, n in nodes))
     return res

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from harness.artifacts.nodes import NodesRecord
 from harness.checks.base import CheckContext, CheckResult
 
 
@@ -15,7 +16,9 @@ def check_layout(ctx: CheckContext) -> CheckResult:
     profiled, allowed_stages = set(s.precision_debugger.steps), set(s.expected_stages)
 
     for key in sorted(expected - found.keys()):
-        res.problems.append("missing dump dir step_{}/{}/step0/rank{}".format(*key))
+        res.problems.append("missing dump dir step_{}/{}/step0/rank{}".format(*key) + ctx.on_node(key[2]))
+    if ctx.nodes is not None:
+        res.problems += node_problems(ctx.nodes, expected, set(found))
     for (step, st, r), d in sorted(found.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or -1)):
         rel = d.path.relative_to(ctx.tree.root)
         if (step, st, r) in expected:
@@ -48,7 +51,38 @@ def check_layout(ctx: CheckContext) -> CheckResult:
     if ctx.off_tree.dirs or ctx.off_tree.strays:  # a link is reported above
         res.problems.append(f"the off run (precision_debugger disabled) wrote dumps under {ctx.off_tree.root}")
 
+    if ctx.nodes is not None:
+        res.notes += [f"{n.name}: ranks {n.ranks} (Ray), rank dirs {n.dump_ranks} gathered" for n in ctx.nodes.nodes]
     res.figures["layout.expected_dirs"] = len(expected)
     res.figures["layout.found_dirs"] = len(found)
     res.summary = f"{len(expected & found.keys())}/{len(expected)} expected dirs, {len(found)} found"
     return res
+
+
+def node_problems(
+    nodes: NodesRecord, expected: set[tuple[int, str, int]], found: set[tuple[int, str, int | None]]
+) -> list[str]:
+    """Each node judged whole: its ranks' expected dirs missing (all: its dumps never reached the results dir;
+    some: partial), its gathering cut short, what it held that was refused (links, FIFOs, devices, never followed),
+    dumps of a rank Ray placed elsewhere, and expected ranks Ray placed on no node."""
+    out = []
+    placed = {r for n in nodes.nodes for r in n.ranks}
+    if not placed:
+        out.append(f"no rank's node was read from Ray ({nodes.placement}): the nodes cannot be judged")
+    for n in nodes.nodes:
+        mine = {k for k in expected if k[2] in n.ranks}
+        if missing := mine - found:
+            what = "none reached the results dir" if missing == mine else f"{len(missing)} missing (partial)"
+            out.append(f"{n.name} (ranks {n.ranks}): of its {len(mine)} expected dump dirs, {what}")
+        if not n.alive:
+            out.append(f"{n.name} (ranks {n.ranks}) was gone when the job gathered: its dumps are lost")
+        elif n.problem:
+            out.append(f"{n.name} (ranks {n.ranks}): {n.problem}")
+        out += [f"{n.name}: {entry}: not gathered" for entry in n.refused]
+        for r in sorted(set(n.dump_ranks) - set(n.ranks)):
+            other = nodes.node_of(r)
+            out.append(f"{n.name} held rank{r}'s dumps, Ray placed rank {r} on {other.name if other else 'no node'}")
+    ranks = sorted({k[2] for k in expected if k[2] is not None} - placed)
+    if placed and ranks:
+        out.append(f"ranks {ranks}: Ray placed no worker of this run with that RANK ({nodes.placement})")
+    return out

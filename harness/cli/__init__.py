@@ -12,6 +12,7 @@ from pathlib import Path
 from harness import outcomes
 from harness.cli.parser import build, unprintable
 from harness.errors import HarnessError, one_line, unexpected
+from harness.pipeline.options import executor_choice
 from harness.safeio import write_atomic
 from harness.signals import describe, interrupts
 
@@ -24,6 +25,8 @@ def main(argv: list[str] | None = None) -> int:
         return outcomes.EXIT_ERROR
     args = parser.parse_args(argv)
     try:
+        if hasattr(args, "ray_address"):  # a cluster named: the ray executor, its address in the environment
+            args.executor = executor_choice(args.executor, args.ray_address)
         with interrupts():
             return args.func(args)
     except HarnessError as exc:  # every bad input and failed run: one line, exit 2

@@ -58,7 +58,8 @@ def build() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+")
     p.add_argument("--results", default="results")
     shared.add(
-        p.add_argument, (shared.EXECUTOR, shared.REUSE, *shared.TARGET, shared.STACK, *shared.WATCH, shared.TIMING)
+        p.add_argument,
+        (shared.EXECUTOR, shared.RAY_ADDRESS, shared.REUSE, *shared.TARGET, shared.STACK, *shared.WATCH, shared.TIMING),
     )
     p.set_defaults(func=run.cmd_run)
     p = sub.add_parser(
@@ -72,7 +73,7 @@ def build() -> argparse.ArgumentParser:
     p.add_argument("--msprobe", metavar="SPEC", help="the msprobe of both sides: a version or a .whl")
     p.add_argument("--series", help=SERIES_HELP)
     p.add_argument("--results", default="results/compare")
-    shared.add(p.add_argument, (shared.REPEATS, shared.MAX_REPEATS, shared.EXECUTOR, shared.STACK))
+    shared.add(p.add_argument, (shared.REPEATS, shared.MAX_REPEATS, shared.EXECUTOR, shared.RAY_ADDRESS, shared.STACK))
     p.add_argument(
         "--judge",
         type=_families,
@@ -114,6 +115,7 @@ def build() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+")
     p.add_argument("--results", default="results", help="the results dir the real run would use (nothing written)")
     p.add_argument("--executor", choices=list(EXECUTORS), help="as run's: describe the runs under this executor")
+    shared.add(p.add_argument, (shared.RAY_ADDRESS,))
     shared.add(p.add_argument, (*shared.TARGET, shared.STACK))
     p.set_defaults(func=dry_run.cmd_dry_run)
     p = sub.add_parser("target", help="make (or reuse) the environment of a verl/msprobe under test and describe it")
@@ -269,6 +271,7 @@ def build() -> argparse.ArgumentParser:
     )  # fmt: skip
     p.add_argument("--results", default="results/bisect", help="each probe's results in RESULTS/<sha12>")
     p.add_argument("--executor", choices=list(EXECUTORS))
+    shared.add(p.add_argument, (shared.RAY_ADDRESS,))
     p.add_argument("--msprobe", metavar="SPEC", help="the msprobe of every probe: a version or a .whl")
     p.set_defaults(func=bisect.cmd_bisect)
     _history(sub)

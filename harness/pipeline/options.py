@@ -14,6 +14,7 @@ from typing import Any
 from harness.errors import InfraError
 from harness.pipeline.base_head import repeats_option
 from harness.scenario.settings import EXECUTORS
+from harness.scenario.settings.ray import ADDRESS_ENV, check_address
 from harness.targets.spec import SERIES_HELP, STACK_HELP, STACKS, TARGET_HELP
 from harness.training.monitor import MAX_DUMP_ENV, MIN_FREE_ENV, positive_seconds
 
@@ -35,6 +36,15 @@ MSPROBE = Option(
 SERIES = Option("series", {"help": f"{SERIES_HELP} (env HARNESS_SERIES)"}, "series")
 STACK = Option("stack", {"choices": list(STACKS), "help": f"the stack: {STACK_HELP} (env HARNESS_STACK)"}, "stack")
 EXECUTOR = Option("executor", {"choices": list(EXECUTORS), "help": "override every scenario's executor"}, "executor")
+RAY_ADDRESS = Option(
+    "ray-address",
+    {
+        "metavar": "URL",
+        "help": f"submit every scenario's trainings to this Ray cluster, as Ray jobs (its dashboard, http://HEAD:8265; "
+        f"executor ray; env {ADDRESS_ENV})",
+    },
+    "ray-address",
+)
 REUSE = Option(
     "reuse",
     {
@@ -85,6 +95,23 @@ TIMING = Option(
 )
 TARGET = (VERL, MSPROBE, SERIES)
 WATCH = (MAX_DUMP, MIN_FREE, PROGRESS_EVERY)
+
+
+def executor_choice(executor: str | None, ray_address: str | None) -> str | None:
+    """``--executor``, or ``ray`` where a cluster is named (``--ray-address``, else ``HARNESS_RAY_ADDRESS`` unless
+    ``--executor`` says otherwise); the address then reaches the ray executor as ``HARNESS_RAY_ADDRESS``, in this
+    process and the runs and workers it starts. InfraError, one line, for a bad address or ``--ray-address`` with
+    another executor."""
+    if ray_address and executor not in (None, "ray"):
+        raise InfraError(f"--ray-address with --executor {executor}: a cluster's runs are the ray executor's")
+    given = ray_address or (os.environ.get(ADDRESS_ENV) if executor in (None, "ray") else None)
+    if not given:
+        return executor
+    try:
+        os.environ[ADDRESS_ENV] = check_address(given)
+    except ValueError as exc:
+        raise InfraError(f"{'--ray-address' if ray_address else ADDRESS_ENV}: {exc}") from None
+    return "ray"
 
 
 def add(add_option: Callable[..., Any], options: Iterable[Option], pytest: bool = False) -> None:

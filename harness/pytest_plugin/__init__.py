@@ -22,6 +22,7 @@ import pytest
 
 from harness.errors import HarnessError, one_line
 from harness.gate.baseline import Baseline
+from harness.pipeline.options import executor_choice
 from harness.pytest_plugin.hygiene import (
     WorkersStop,
     interrupt_when_orphaned,
@@ -58,6 +59,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if workerinput and workerinput.get("harness_loadgroup"):
         config.option.loadgroup = True  # xdist set this from the worker's own args, before our change above
     config.stash[SESSION] = workerinput["testrunuid"] if workerinput else uuid.uuid4().hex
+    try:  # a cluster named (--ray-address, HARNESS_RAY_ADDRESS): every scenario under the ray executor
+        config.option.executor = executor_choice(config.getoption("executor", None), config.getoption("ray_address"))
+    except HarnessError as exc:
+        raise pytest.UsageError(one_line(exc)) from None
     config.stash[SCENARIOS] = ScenarioList(config.getoption("executor", None))
     try:
         config.stash[TARGET] = parse_target(

@@ -37,7 +37,7 @@ from harness.pytest_plugin.state import (
 from harness.scenario.blocks import KnownGap
 from harness.scenario.loader import ExecutorRefused
 from harness.scenario.model import Scenario
-from harness.training.devices import skip_reason
+from harness.training.devices import cluster_missing, skip_reason
 from harness.training.runs import ensure_runs, results_dir, scenario_lock
 
 
@@ -103,6 +103,8 @@ class ScenarioItem(pytest.Item):
                 f"{name} is heavy (heavy: true, minutes of training): run it with `pytest scenarios/ -k {name} "
                 "--harness-heavy` (or HARNESS_HEAVY=1)"
             )
+        if reason := cluster_missing(self.scenario):
+            pytest.skip(reason)
         try:
             results = results_dir(config.getoption("harness_results"), "--harness-results")
             _hold_lock(config, ScenarioDir(results / self.scenario.name))

@@ -13,7 +13,9 @@ from harness.pipeline import options as shared
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("harness", "verl precision_debugger regression harness")
     g.addoption("--harness-results", default="results", help="results directory (default: ./results)")
-    shared.add(g.addoption, (shared.EXECUTOR, shared.REUSE, *shared.TARGET, shared.STACK), pytest=True)
+    shared.add(
+        g.addoption, (shared.EXECUTOR, shared.RAY_ADDRESS, shared.REUSE, *shared.TARGET, shared.STACK), pytest=True
+    )
     g.addoption(
         "--harness-compare-base",
         metavar="SPEC",

@@ -168,6 +168,9 @@ class DiskBudget(Strict):
     max_per_step: Bytes | None = None
     max_per_stage: Bytes | None = Field(None, description="one stage of one step, all ranks")
     max_per_rank: Bytes | None = Field(None, description="one rank over the whole run")
+    max_per_node: Bytes | None = Field(
+        None, description="one node's disk over the whole run, all its ranks (a run on a Ray cluster's nodes)"
+    )
 
 
 class Budgets(Strict):

@@ -177,8 +177,8 @@ def parse_yaml(path: Path, text: str) -> tuple[yaml.Node | None, Any]:
 def load_scenario(path: str | Path, executor: str | None = None) -> Scenario:
     """Parse and validate one scenario file; raise ScenarioError with every problem found. Only a regular UTF-8
     file of at most 1 MB is read (a FIFO or a device named .yaml is refused before it is opened). ``executor``
-    (``--executor``): the file is also checked as if its ``executor.kind`` said that one, which is how it will
-    run (a workload refuses an executor it cannot run under before anything starts)."""
+    (``--executor``): the file is checked, and returned, as if its ``executor.kind`` said that one, which is how it
+    will run (a workload refuses an executor it cannot run under before anything starts)."""
     path = Path(path)
     if not str(path).isprintable():  # found in a dir given: every line naming it would break (or forge a line)
         raise ScenarioError([f"{str(path)!r}: a path with a line break or another control character (rename it)"])
@@ -204,7 +204,7 @@ def load_scenario(path: str | Path, executor: str | None = None) -> Scenario:
         as_run = {**(block if isinstance(block, dict) else {}), "kind": executor}
         scenario._name = path.stem
         try:
-            Scenario.model_validate({**data, "executor": as_run})
+            scenario = Scenario.model_validate({**data, "executor": as_run})  # as it will run
         except ValidationError as exc:
             problems = [f"{path}: --executor {executor}: {_describe(err)}" for err in exc.errors()]
             raise ExecutorRefused(problems, scenario) from None

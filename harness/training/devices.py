@@ -12,6 +12,7 @@ import os
 from functools import cache
 
 from harness.scenario.model import Scenario
+from harness.scenario.settings.ray import ADDRESS_ENV
 from harness.training.registry import EXECUTORS
 
 NAMES = {"npu": "an Ascend NPU", "cuda": "a CUDA GPU"}
@@ -64,6 +65,8 @@ def unavailable_reason(device: str, ids: list[int] | None = None) -> str | None:
 def device_problem(scenario: Scenario) -> str | None:
     """Why this host cannot give the scenario its device (with the ids its container would get), or None."""
     ex = scenario.executor
+    if ex.kind == "ray":  # the cluster's nodes hold the devices (the job checks they offer them), not this host
+        return None
     if why := unavailable_reason(scenario.device, EXECUTORS[ex.kind].device_ids(ex, scenario.device)):
         return why
     return _too_few_gpus(scenario)
@@ -92,4 +95,15 @@ def skip_reason(scenario: Scenario, path: str | None = None) -> str | None:
         f"{scenario.name} needs {NAMES.get(scenario.device, scenario.device)} (device: {scenario.device}): {why}. "
         f"Run it on {RUNNERS.get(scenario.device, scenario.device)} with `pytest scenarios/ -k {scenario.name}`; "
         f"check it here with `python -m harness dry-run {where}`"
+    )
+
+
+def cluster_missing(scenario: Scenario) -> str | None:
+    """A scenario that runs on a Ray cluster none named (``--ray-address``, ``HARNESS_RAY_ADDRESS``,
+    ``executor.ray.address``): pytest skips it with this line, which says how to run it."""
+    if scenario.executor.kind != "ray" or os.environ.get(ADDRESS_ENV) or scenario.executor.options("ray").address:
+        return None
+    return (
+        f"{scenario.name} runs on a Ray cluster (executor ray) and none is named: `pytest scenarios/ -k "
+        f"{scenario.name} --ray-address http://HEAD:8265` (or {ADDRESS_ENV}; docs/several-nodes.md)"
     )

@@ -4,8 +4,46 @@ each other; what the executor hands back is ``harness.artifacts.record.ExecResul
 from __future__ import annotations
 
 import shlex
+import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+
+
+@dataclass(frozen=True)
+class NodeRun:
+    """A run on the nodes of a Ray cluster (the ray executor). Each node keeps what the training writes there (the
+    save_path, the metrics of the trainer if it lands there) and the msprobe config under ``root``, a directory of
+    this run's own on that node's disk, until the job has gathered every node's into the run dir; the workload
+    points verl at these paths, the executor places, gathers and removes them."""
+
+    root: PurePosixPath
+    nnodes: int
+    per_node: int  # ranks on each node
+    resource: str  # the Ray resource each rank asks for: "GPU" (CUDA, and the CPU platform's logical GPUs), "NPU"
+
+    @classmethod
+    def new(cls, scratch: str, scenario: str, mode: str, nnodes: int, per_node: int, resource: str) -> NodeRun:
+        """A root of its own: two harnesses submitting the same scenario to one cluster never share one."""
+        return cls(PurePosixPath(scratch) / f"{scenario}-{mode}-{uuid.uuid4().hex[:8]}", nnodes, per_node, resource)
+
+    @property
+    def dumps(self) -> PurePosixPath:
+        """verl's save_path on every node: each rank writes its dumps on its own node's disk."""
+        return self.root / "dumps"
+
+    @property
+    def metrics(self) -> PurePosixPath:
+        """verl's file logger (VERL_FILE_LOGGER_PATH): on whichever node Ray places the trainer."""
+        return self.root / "metrics.jsonl"
+
+    @property
+    def msprobe_config(self) -> PurePosixPath:
+        return self.root / "msprobe_config.json"
+
+    @property
+    def job(self) -> str:
+        """The Ray job's submission id."""
+        return f"harness-{self.root.name}"
 
 
 @dataclass(frozen=True)
@@ -19,6 +57,7 @@ class Launch:
     inputs: list[Path] = field(default_factory=list)
     python: str | None = None  # the target environment's interpreter; None: the executor's default
     target: str | None = None  # the verl identity a self-contained image must hold; None: the pinned release
+    node: NodeRun | None = None  # a run on a Ray cluster's nodes (the ray executor); None: on one host
 
     def argv(self, python: str) -> list[str]:
         return [python, "-m", self.module, *self.args]

@@ -37,4 +37,5 @@ EXECUTORS: dict[str, Executor] = _paired(
     settings.EXECUTORS,
     "harness.training.executors.local:LocalExecutor",
     "harness.training.executors.docker:DockerExecutor",
+    "harness.training.executors.ray_job:RayJobExecutor",
 )

@@ -218,10 +218,12 @@ def ensure_runs(
     the environment, no live line)."""
     env = env or ensure_env(parse_target())
     sdir = ScenarioDir(Path(results) / scenario.name)
+    kind = executor or scenario.executor.kind
+    if kind != scenario.executor.kind:  # as it runs: the kind changes, the options blocks stay (the workload reads it)
+        scenario = scenario.model_copy(update={"executor": scenario.executor.model_copy(update={"kind": kind})})
     with scenario_lock(sdir):
         runs = _load(sdir, session, scenario, env, reuse)
         if runs is None:
-            kind = executor or scenario.executor.kind
             if kind == "docker" and env.stack.source != "harness":
                 raise WorkloadError(
                     f"{scenario.name}: {env.stack.summary()}: the docker executor runs the harness's stack only (its "
@@ -277,8 +279,11 @@ def _train(
         try:
             limit = training_limit(scenario.executor.timeout_s)  # the job's cap and deadline too
             settings = scenario.executor.model_copy(update={"timeout_s": limit[0]})
-            # the on run's dumps on a filesystem of the cap's size where this host allows it: the cap holds
-            with dumpfs.bounded(run.dumps, cap.bytes if cap and mode == "on" else None) as bounded:
+            # the on run's dumps on a filesystem of the cap's size where this host allows it: the cap holds (not on a
+            # Ray cluster's nodes: each writes on its own disk, and the job gathers into the run dir, which the head
+            # mounted before any tmpfs here; the gathered dumps' size is the disk check's)
+            held = cap.bytes if cap and mode == "on" and launch.node is None else None
+            with dumpfs.bounded(run.dumps, held) as bounded:
                 if bounded is not None:
                     print(f"[harness] {scenario.name} on: {bounded.line()}", file=sys.stderr, flush=True)
                 with Monitor(run, scenario.name, executor.name, scenario.steps, cap, watch, bounded) as monitor:

@@ -33,5 +33,6 @@ EXECUTORS: dict[str, Any] = {
     for name, path in {
         "local": "harness.scenario.settings.local:LocalRuntime",
         "docker": "harness.scenario.settings.docker:DockerRuntime",
+        "ray": "harness.scenario.settings.ray:RayRuntime",
     }.items()
 }

@@ -125,20 +125,23 @@ class VerlPpoSettings(Strict):
                 raise ValueError(f"device cpu needs rollout {HF_ROLLOUT}: vllm and sglang do not run on CPU")
             if scenario.engine != "fsdp":
                 raise ValueError("device cpu runs engine fsdp only (megatron-core is not installable here)")
-            if scenario.executor.kind != "local":
-                raise ValueError("device cpu runs with the local executor (the docker executor is not wired yet)")
-            if self.nnodes != 1:
-                raise ValueError("device cpu runs on one node")
+            if scenario.executor.kind == "docker":
+                raise ValueError(
+                    "device cpu runs with the local or the ray executor (the docker executor is not wired yet)"
+                )
+            if self.nnodes != 1 and scenario.executor.kind != "ray":
+                raise ValueError("device cpu runs on one node, or on the nodes of a Ray cluster (executor ray)")
         elif self.rollout == HF_ROLLOUT:
             raise ValueError(f"rollout {HF_ROLLOUT} is the CPU rollout: device cpu only")
         per_node = self.devices_per_node(scenario.world_size)
         if per_node * self.nnodes != scenario.world_size:
             raise ValueError(f"world_size {scenario.world_size} != nnodes {self.nnodes} x n_gpus_per_node {per_node}")
         ex, docker = scenario.executor, scenario.executor.options("docker")
-        if self.nnodes > 1 and "RAY_ADDRESS" not in {*docker.pass_env, *docker.env}:
+        if self.nnodes > 1 and ex.kind != "ray":
             raise ValueError(
-                "nnodes > 1: the harness starts one process (or container), which must join a running Ray cluster "
-                "spanning the nodes; pass RAY_ADDRESS (executor.docker.pass_env or env)"
+                f"nnodes {self.nnodes}: the training is submitted to a Ray cluster spanning the nodes (a driver "
+                "started on this host has no raylet of that cluster): executor.kind ray with executor.ray.address, or "
+                "--ray-address / HARNESS_RAY_ADDRESS"
             )
         stages = set(scenario.precision_debugger.stages) | set(scenario.expected_stages)
         if "compute_rm_score" in stages:

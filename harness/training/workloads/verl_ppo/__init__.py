@@ -27,7 +27,7 @@ from harness.scenario.blocks import ScenarioView
 from harness.scenario.settings.verl_ppo import VerlPpoSettings
 from harness.scenario.stages import STAGES
 from harness.targets.dialect import dialect_of
-from harness.training.launch import Launch
+from harness.training.launch import Launch, NodeRun
 from harness.training.msprobe_config import msprobe_config
 from harness.training.workloads.verl_cpu import assets
 from harness.training.workloads.verl_ppo.cpu import check_cpu_plugin_symbols, cpu_env
@@ -36,6 +36,8 @@ from harness.training.workloads.verl_ppo.overrides import build_overrides
 
 MODULE = "verl.trainer.main_ppo"
 CPU_MODULE = "harness.training.workloads.verl_cpu.main"  # main_ppo behind a launcher that owns Ray's temp dir
+# the Ray resource a rank asks for on each device (the CPU platform names its ranks "GPU": verl counts those)
+RANK_RESOURCE = {"cpu": "GPU", "cuda": "GPU", "npu": "NPU"}
 
 
 class VerlPpo:
@@ -60,18 +62,19 @@ class VerlPpo:
         if s.tiny is not None and not dry:
             assets.ensure(s.tiny)
         inputs = Inputs.of(s)
-        if not dry and (missing := inputs.missing()):
+        node = self._node(scenario, run)
+        if node is None and not dry and (missing := inputs.missing()):  # a cluster's job checks every node
             raise InfraError(
                 f"verl_ppo inputs missing on this host: {'; '.join(missing)}. Runners keep them in their caches "
                 f"(QWEN2_0_5B_PATH, GSM8K_DATA_DIR); make the gsm8k parquet files with: "
                 f"{' '.join(inputs.prepare_data_argv())}"
             )
         run.root.mkdir(parents=True, exist_ok=True)
-        if enabled:
-            cfg = msprobe_config(scenario.precision_debugger, dump_path=str(run.dumps))
+        if enabled:  # on a cluster, the job places it on every node (node.msprobe_config)
+            cfg = msprobe_config(scenario.precision_debugger, dump_path=str(node.dumps if node else run.dumps))
             run.msprobe_config.write_text(json.dumps(cfg, indent=2))
         dialect = dialect_of(python) if enabled else None  # how the target turns precision_debugger on
-        config_name, overrides, expected = build_overrides(scenario, run, enabled, dialect, python)
+        config_name, overrides, expected = build_overrides(scenario, run, enabled, dialect, python, node)
         check_overrides(
             config_name,
             overrides,
@@ -84,20 +87,33 @@ class VerlPpo:
         )
         cpu = scenario.device == "cpu"
         return Launch(
-            module=CPU_MODULE if cpu else MODULE,
+            # on a cluster, main_ppo joins it: the CPU launcher's own Ray (temp dir, loopback namespace) is not wanted
+            module=CPU_MODULE if cpu and node is None else MODULE,
             args=[f"--config-name={config_name}", *overrides],
             env={
-                "VERL_FILE_LOGGER_PATH": str(run.metrics),
+                "VERL_FILE_LOGGER_PATH": str(node.metrics if node else run.metrics),
                 "HYDRA_FULL_ERROR": "1",
                 **(cpu_env() if cpu else {}),
             },
             workdir=run.root,
             inputs=[inputs.model, inputs.data_dir],
             python=python,
+            node=node,
         )
 
+    @staticmethod
+    def _node(scenario: ScenarioView, run: RunDir) -> NodeRun | None:
+        """Where a run on a Ray cluster keeps its files on every node (None: not on a cluster)."""
+        if scenario.executor.kind != "ray":
+            return None
+        s: VerlPpoSettings = scenario.workload
+        per_node = s.devices_per_node(scenario.world_size)
+        scratch = scenario.executor.options("ray").scratch
+        return NodeRun.new(scratch, scenario.name, run.mode, s.nnodes, per_node, RANK_RESOURCE[scenario.device])
+
     def takes_slot(self, scenario: ScenarioView) -> bool:
-        return scenario.device == "cpu"  # Ray and the workers on this host (accelerator runs are the runner's)
+        # Ray and the workers on this host (accelerator runs are the runner's, a cluster's runs its nodes')
+        return scenario.device == "cpu" and scenario.executor.kind != "ray"
 
     def describe(self, scenario: ScenarioView, run: RunDir, python: str | None = None) -> list[str]:
         """For the dry run, after ``prepare(run, dry=True)`` passed: inputs on this host, and which of verl's

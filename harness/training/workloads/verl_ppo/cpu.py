@@ -38,13 +38,22 @@ def cpu_overrides(scenario: ScenarioView, config_name: str, python: str | None =
         "reward.num_workers": 1,
         "transfer_queue.backend.SimpleStorage.num_data_storage_units": 1,
         "data.dataloader_num_workers": 0,
+        # the Ray verl starts on this host; a cluster's nodes were started with their resources (a driver joining
+        # one may not ask for any: Ray raises ValueError)
+        **({} if scenario.executor.kind == "ray" else local_ray(ranks)),
+        "reward.custom_reward_function.path": Path(reward.__file__),
+        "reward.custom_reward_function.name": "compute_score",
+        **optional_overrides(config_name, python),
+    }
+
+
+def local_ray(ranks: int) -> dict[str, Any]:
+    """The Ray cluster verl's ``ray.init`` starts on this host for ``ranks`` ranks."""
+    return {
         "ray_kwargs.ray_init.num_cpus": RAY_CPUS_PER_RANK * ranks + RAY_CPUS_EXTRA,
         "++ray_kwargs.ray_init.num_gpus": ranks,  # logical: the CPU platform names its ranks "GPU"
         "++ray_kwargs.ray_init.include_dashboard": False,
         "++ray_kwargs.ray_init._node_ip_address": "127.0.0.1",  # Ray, and gloo after it, on localhost only
-        "reward.custom_reward_function.path": Path(reward.__file__),
-        "reward.custom_reward_function.name": "compute_score",
-        **optional_overrides(config_name, python),
     }
 
 

@@ -4,6 +4,7 @@ must resolve them to."""
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterable
 from typing import Any
 
@@ -11,6 +12,7 @@ from harness.artifacts.rundir import RunDir
 from harness.scenario.blocks import ScenarioView
 from harness.scenario.settings.verl_ppo import VerlPpoSettings
 from harness.targets.dialect import Dialect
+from harness.training.launch import NodeRun
 from harness.training.workloads.verl_ppo.cpu import cpu_overrides
 from harness.training.workloads.verl_ppo.inputs import Inputs
 
@@ -53,17 +55,30 @@ def role_profilers(stages: Iterable[str]) -> list[str]:
     return [path for role, path in ROLE_PROFILERS.items() if role in roles]
 
 
+def cluster_overrides(config_name: str, python: str | None) -> dict[str, Any]:
+    """A run on a Ray cluster's nodes: Ray's workers run the target's interpreter (``python``, None: the harness's),
+    through verl's own key where the target's config has it (verl 0.9.1 does); a verl without it runs its workers
+    with the interpreter each node's Ray was started with."""
+    from harness.training.workloads.verl_ppo.config import compose, defines
+
+    key = "ray_kwargs.ray_init.runtime_env.py_executable"
+    return {key: python or sys.executable} if defines(compose(config_name, [], python), key) else {}
+
+
 def build_overrides(
     scenario: ScenarioView,
     run: RunDir,
     enabled: bool,
     dialect: Dialect | None = None,
     python: str | None = None,
+    node: NodeRun | None = None,
 ) -> tuple[str, list[str], dict[str, Any]]:
     """(config name, overrides, expected resolved values). ``expected`` is what verl must resolve to. ``dialect``:
     the target's way to configure precision_debugger (harness.targets.dialect; None: profiler-config, verl #5986 on).
-    ``python``: the target's interpreter (None: the harness's own verl)."""
+    ``python``: the target's interpreter (None: the harness's own verl). ``node``: a run on a Ray cluster, whose
+    save_path and msprobe config lie on every node's own disk (None: the run dir's)."""
     s: VerlPpoSettings = scenario.workload
+    dumps, config = (node.dumps, node.msprobe_config) if node else (run.dumps, run.msprobe_config)
     inputs = Inputs.of(s)
     per_node = s.devices_per_node(scenario.world_size)
     config_name = CONFIG_NAMES[scenario.engine]
@@ -110,6 +125,8 @@ def build_overrides(
         ov["trainer.device"] = scenario.device
     if scenario.device == "cpu":
         ov.update(cpu_overrides(scenario, config_name, python))
+    if node is not None:  # every worker on every node runs the target's interpreter, where verl's config says so
+        ov.update(cluster_overrides(config_name, python))
     expected: dict[str, Any] = {
         "trainer.total_training_steps": scenario.steps,
         "trainer.logger": ["console", "file"],
@@ -118,14 +135,14 @@ def build_overrides(
     }
     if enabled:
         pd = scenario.precision_debugger
-        tool = {"config_path": str(run.msprobe_config), "stages": list(pd.stages), "strict": pd.strict}
+        tool = {"config_path": str(config), "stages": list(pd.stages), "strict": pd.strict}
         if dialect is not None and dialect.name == "tool-config":  # verl #5186: the tool config turns it on
-            tool.update(enable=True, data_dir=str(run.dumps), steps=list(pd.steps))
+            tool.update(enable=True, data_dir=str(dumps), steps=list(pd.steps))
         ov.update(
             {
                 "global_profiler.tool": "precision_debugger",
                 "global_profiler.steps": list(pd.steps),
-                "global_profiler.save_path": run.dumps,
+                "global_profiler.save_path": dumps,
             }
         )
         # no '+': these keys exist in verl 0.9.1's config, so hydra itself rejects a misspelling
@@ -134,7 +151,7 @@ def build_overrides(
             {
                 "global_profiler.tool": "precision_debugger",
                 "global_profiler.steps": list(pd.steps),
-                "global_profiler.save_path": str(run.dumps),
+                "global_profiler.save_path": str(dumps),
             }
         )
         expected.update({f"{TOOL_CONFIG}.{k}": v for k, v in tool.items()})
@@ -143,7 +160,7 @@ def build_overrides(
             if dialect is not None and dialect.all_ranks:  # its DistProfiler profiles rank 0 only by default
                 ov[f"{block}.all_ranks"] = expected[f"{block}.all_ranks"] = True
             expected.update(
-                {f"{block}.enable": True, f"{block}.tool": "precision_debugger", f"{block}.save_path": str(run.dumps)}
+                {f"{block}.enable": True, f"{block}.tool": "precision_debugger", f"{block}.save_path": str(dumps)}
             )
             expected.update({f"{block}.tool_config.precision_debugger.{k}": v for k, v in tool.items()})
     overrides = [*strategy, *(f"{k}={hydra_value(v)}" for k, v in ov.items()), *s.overrides]

@@ -1,0 +1,57 @@
+"""The ``executor.ray`` block: a scenario's trainings submitted to an existing Ray cluster with Ray's Job Submission
+API (``harness.training.executors.ray_job``), every node's dumps gathered inside the job.
+
+The address is the cluster's dashboard (where the Job Submission API answers); ``--ray-address`` and
+``HARNESS_RAY_ADDRESS`` name it for every scenario of a command and win over this block's. The token is never a
+field: it comes from Ray's own places on the harness's host (``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH``,
+``~/.ray/auth_token``), so a scenario file never holds it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import PurePosixPath
+
+from pydantic import Field, field_validator
+
+from harness.scenario.blocks import ExecutorOptions
+
+ADDRESS_ENV = "HARNESS_RAY_ADDRESS"
+_ADDRESS = re.compile(r"^https?://[A-Za-z0-9.\-\[\]:]+(?::\d{1,5})?/?$")
+
+
+def check_address(value: str) -> str:
+    """A dashboard address ``http(s)://HOST[:PORT]``; ValueError in one line otherwise."""
+    if not _ADDRESS.match(value):
+        raise ValueError(
+            f"{value!r} is not the address of a Ray cluster's dashboard (the Job Submission API): "
+            "http://HEAD:8265 or https://HOST[:PORT]"
+        )
+    return value.rstrip("/")
+
+
+class RayRuntime(ExecutorOptions):
+    """A Ray cluster that is already running; the harness submits each training to it as a Ray job."""
+
+    address: str | None = Field(
+        None,
+        description="the cluster's dashboard, http://HEAD:8265 (--ray-address or HARNESS_RAY_ADDRESS win over it)",
+    )
+    scratch: str = Field(
+        "/tmp/harness-ray",
+        description="a directory on every node's own disk: each run's save_path, metrics and msprobe config lie in "
+        "a directory of its own under it until the job has gathered them into the results dir, then it is removed",
+    )
+    env: dict[str, str] = Field(default_factory=dict, description="extra environment of the job (every node)")
+
+    @field_validator("address")
+    @classmethod
+    def _address(cls, value: str | None) -> str | None:
+        return None if value is None else check_address(value)
+
+    @field_validator("scratch")
+    @classmethod
+    def _scratch(cls, value: str) -> str:
+        path = PurePosixPath(value)
+        if not path.is_absolute() or ".." in path.parts or path == PurePosixPath("/"):
+            raise ValueError(f"{value!r}: an absolute directory below / on every node, without '..'")
+        return str(path)

@@ -1,0 +1,284 @@
+"""The entrypoint of a run's Ray job: ``python -m harness.training.executors.ray_entry run ... -- MODULE ARGS``, run
+by Ray on the node that holds the job's driver (the head), with the run dir at the same path as on the harness's host
+(a filesystem they share: what the job gathers there outlives a cluster made for one job).
+
+1. Checks that the run dir is here, then on every alive node (a Ray task pinned to it): makes the run's own dir
+   (``NodeRun.root``), places the msprobe config there, and says which inputs (model, data) the node lacks.
+2. Runs the training (``MODULE``, verl's ``main_ppo``) in this process: its ``ray.init`` joins the cluster.
+3. Reads from Ray which node each rank ran on (the training's actors whose runtime environment sets ``RANK``),
+   gathers every node's dumps and metrics into the run dir (``ray_gather``), writes ``nodes.json`` and removes each
+   node's run dir.
+
+A failure of its own (no run dir here, an input missing on a node, a node lost while gathering) is one line
+``HARNESS RAY ERROR: ...`` at the end of the job's log, which the executor turns into an infrastructure error; the
+training's own failure keeps its exit code and traceback (the crash classifier reads them). SIGTERM (the job
+stopped) ends it at once: a stopped run is not gathered, its node dirs are removed by the executor's clean-up job.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import runpy
+import signal
+import socket
+import sys
+import time
+import traceback
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from harness.artifacts.nodes import NodeDoc, NodesRecord
+from harness.outcomes import EXIT_ERROR
+from harness.training.executors import ray_gather
+
+ERROR = "HARNESS RAY ERROR:"
+MARKER = ".ray-job"  # the run dir's proof that the job sees it: the executor writes the job's id there
+PREPARE_TIMEOUT_S = 300
+GET_TIMEOUT_S = 300  # one message of a node's stream; a node that sends nothing that long is lost
+GATE_ENV = "HARNESS_TEST_GATHER_GATE"  # TEST ONLY: wait for this path to exist before gathering (at most GATE_WAIT_S)
+GATE_WAIT_S = 600
+PLACEMENT = "Ray's actors of the training whose runtime environment sets RANK (state API)"
+
+
+class Failed(Exception):
+    """The job's own failure, in one line."""
+
+
+def say(line: str) -> None:
+    print(f"harness ray job: {line}", flush=True)
+
+
+def _terminate(signum: int, _frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _pinned(fn: Any, node_id: str, **options: Any) -> Any:
+    """``fn`` as a Ray task that runs on that node or not at all."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    strategy = NodeAffinitySchedulingStrategy(node_id, soft=False)
+    return ray.remote(num_cpus=0, max_retries=0)(fn).options(scheduling_strategy=strategy, **options)
+
+
+def alive_nodes() -> list[dict[str, Any]]:
+    import ray
+
+    return [n for n in ray.nodes() if n.get("Alive")]
+
+
+def _doc(n: dict[str, Any], ranks: list[int]) -> NodeDoc:
+    """A node of ``ray.nodes()`` as the record has it."""
+    head = bool(n.get("Resources", {}).get("node:__internal_head__"))
+    return NodeDoc(node_id=n["NodeID"], ip=n.get("NodeManagerAddress", "?"), ranks=ranks, head=head,
+                   alive=bool(n.get("Alive")))  # fmt: skip
+
+
+def prepare_nodes(root: str, run_dir: Path, inputs: list[str]) -> None:
+    """Every alive node: its run dir, the msprobe config, the inputs checked; Failed naming each node's lack."""
+    import ray
+
+    config = run_dir / "msprobe_config.json"
+    files = {"msprobe_config.json": config.read_bytes()} if config.is_file() else {}
+    nodes = alive_nodes()
+    refs = [_pinned(ray_gather.prepare, n["NodeID"]).remote(root, files, inputs) for n in nodes]
+    try:
+        facts = ray.get(refs, timeout=PREPARE_TIMEOUT_S)
+    except Exception as exc:  # any Ray error here is the cluster's: one line
+        raise Failed(f"preparing the nodes failed: {type(exc).__name__}: {_first(exc)}") from None
+    problems = []
+    for f in facts:
+        name = f"node {f['ip']} ({f['hostname']})"
+        problems += [f"{name}: {f['error']}"] if f["error"] else []
+        problems += [f"{name}: {p} is absent (model and data must lie at the same path on every node)"
+                     for p in f["missing"]]  # fmt: skip
+        if not f["error"]:
+            say(f"{name}: run dir {root} made")
+    if problems:
+        raise Failed("; ".join(problems))
+
+
+def _first(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [""])[0][:300]
+
+
+def train(module: str, args: list[str]) -> int:
+    """The training, in this process (its ``ray.init`` joins the cluster); its exit code."""
+    sys.argv = [module, *args]
+    try:
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            return int(exc.code or 0)
+        print(exc.code, file=sys.stderr, flush=True)
+        return 1
+    except Exception:  # the training's own failure: its traceback for the crash classifier
+        traceback.print_exc()
+        sys.stderr.flush()
+        return 1
+    return 0
+
+
+def placement(run: str) -> dict[str, list[int]]:
+    """node id -> the ranks Ray placed there: the training's actors (``RUN_ENV`` in their environment) whose
+    runtime environment sets ``RANK``, read from Ray's state API."""
+    from ray.util.state import list_actors
+
+    from harness.training.executors.ray_cluster import RUN_ENV, actor_env
+
+    out: dict[str, set[int]] = {}
+    for actor in list_actors(detail=True, limit=10_000, raise_on_missing_output=False):
+        env = actor_env({"serialized_runtime_env": getattr(actor, "serialized_runtime_env", None)})
+        rank, node = env.get("RANK", ""), getattr(actor, "node_id", None)
+        if env.get(RUN_ENV) == run and rank.isdigit() and node:
+            out.setdefault(node, set()).add(int(rank))
+    return {node: sorted(ranks) for node, ranks in out.items()}
+
+
+def gather(root: str, run_dir: Path, run: str) -> NodesRecord:
+    """Every alive node's dumps and metrics into the run dir; the record of what came from where, and of the nodes
+    Ray placed ranks on that are gone."""
+    import ray
+
+    placed = placement(run)
+    nodes = {n["NodeID"]: n for n in ray.nodes()}  # the dead too: a node lost during the run is named
+    taken: dict[str, str] = {}
+    docs, errors = [], []
+    for n in nodes.values():
+        if not n.get("Alive"):
+            continue
+        doc = _doc(n, placed.get(n["NodeID"], []))
+        receiver = ray_gather.Receiver(run_dir, taken, doc.name)
+        stream = _pinned(ray_gather.ship, doc.node_id, num_returns="streaming").remote(root)
+        try:
+            for ref in stream:
+                msg = ray.get(ref, timeout=GET_TIMEOUT_S)
+                if msg[0] == "node":
+                    doc.hostname = msg[1]["hostname"]
+                else:
+                    receiver.take(msg)
+        except Exception as exc:  # a node lost mid-stream: what came is kept, the rest said
+            receiver.abandon()
+            doc.problem = f"gathering stopped after {receiver.files} files: {type(exc).__name__}: {_first(exc)}"
+            errors.append(f"{doc.name} (ranks {doc.ranks}): {doc.problem}")
+        doc.files, doc.bytes, doc.refused = receiver.files, receiver.bytes, receiver.refused
+        doc.dump_ranks = sorted(receiver.rank_dirs)
+        refused = f", {len(doc.refused)} refused" if doc.refused else ""
+        say(f"{doc.name}: ranks {doc.ranks} (Ray), gathered {doc.files} files, {doc.bytes} bytes{refused}"
+            + (f"; {doc.problem}" if doc.problem else ""))  # fmt: skip
+        docs.append(doc)
+    for node, ranks in placed.items():
+        if not nodes.get(node, {}).get("Alive"):  # placed, then lost with its disk before anything was gathered
+            doc = _doc(nodes[node], ranks) if node in nodes else NodeDoc(node_id=node, ip="?", ranks=ranks)
+            doc.alive, doc.problem = False, "the node died during the run"
+            docs.append(doc)
+            errors.append(f"{doc.name} (ranks {ranks}) died during the run: its dumps cannot be gathered")
+    error = "; ".join(errors) or None
+    return NodesRecord(job=run, nodes=docs, placement=PLACEMENT, complete=error is None, error=error)
+
+
+def clean_nodes(root: str) -> None:
+    import ray
+
+    refs = [_pinned(ray_gather.clean, n["NodeID"]).remote(root) for n in alive_nodes()]
+    try:
+        left = [f"node {f['ip']}" for f in ray.get(refs, timeout=PREPARE_TIMEOUT_S) if f["left"]]
+    except Exception as exc:
+        say(f"removing the nodes' run dirs failed: {type(exc).__name__}: {_first(exc)}")
+        return
+    say(f"run dir {root} removed from every node" + (f" but {', '.join(left)}" if left else ""))
+
+
+def _gate() -> None:
+    """TEST ONLY: hold the gathering until a test has looked at (or changed) the nodes' disks and made the file the
+    variable names; the file is then removed, so the next run waits again."""
+    if not (gate := os.environ.get(GATE_ENV)):
+        return
+    say(f"waiting for {gate} before gathering ({GATE_ENV}, TEST ONLY)")
+    deadline = time.monotonic() + GATE_WAIT_S
+    while not os.path.exists(gate) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    with contextlib.suppress(OSError):
+        os.unlink(gate)
+
+
+def run(args: argparse.Namespace) -> int:
+    import ray
+
+    run_dir = Path(args.run)
+    marker = run_dir / MARKER
+    here = socket.gethostname()
+    if not marker.is_file() or marker.read_text().strip() != args.job:
+        raise Failed(
+            f"the run dir {run_dir} is not on the node running the job's driver ({here}) at the same path: the "
+            "job gathers every node's dumps there, so the results dir must be on a filesystem the harness's host "
+            "and the cluster's head share"
+        )
+    say(f"driver on {here}; run dir {run_dir}")
+    connect()
+    prepare_nodes(args.node_root, run_dir, args.input)
+    ray.shutdown()
+    # the training's ray.init passes verl's runtime env: where it names a key the job's has too, verl's wins
+    os.environ["RAY_OVERRIDE_JOB_RUNTIME_ENV"] = "1"
+    started = time.monotonic()
+    code = train(args.module, args.args)
+    say(f"the training ended with exit code {code} after {time.monotonic() - started:.1f} s")
+    if not ray.is_initialized():
+        connect()
+    _gate()
+    record = gather(args.node_root, run_dir, args.job)
+    record.write(run_dir / "nodes.json")
+    clean_nodes(args.node_root)
+    if record.error:
+        if code == 0:
+            raise Failed(f"gathering incomplete (nodes.json): {record.error}")
+        say(f"gathering incomplete (nodes.json): {record.error}")
+    return code
+
+
+def connect() -> None:
+    """This driver joins the cluster; its tasks run this interpreter on every node (the harness is importable)."""
+    import ray
+
+    ray.init(address="auto", logging_level="WARNING", runtime_env={"py_executable": sys.executable})
+
+
+def clean(args: argparse.Namespace) -> int:
+    """After a stopped run: every node's run dir removed."""
+    connect()
+    clean_nodes(args.node_root)
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m harness.training.executors.ray_entry")
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--run", required=True, help="the run dir, as the harness's host has it")
+    r.add_argument("--node-root", required=True, help="the run's own dir on every node")
+    r.add_argument("--job", required=True, help="the job's submission id")
+    r.add_argument("--input", action="append", default=[], help="a path every node must hold")
+    r.add_argument("module")
+    r.add_argument("args", nargs=argparse.REMAINDER)
+    r.set_defaults(func=run)
+    c = sub.add_parser("clean")
+    c.add_argument("--node-root", required=True)
+    c.set_defaults(func=clean)
+    return p
+
+
+def main(argv: list[str]) -> int:
+    signal.signal(signal.SIGTERM, _terminate)
+    args = parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except Failed as exc:
+        print(f"{ERROR} {exc}", flush=True)
+        return EXIT_ERROR  # the job's own failure (its ERROR line, read by the executor): not the training's
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

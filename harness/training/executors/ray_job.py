@@ -1,0 +1,284 @@
+"""Ray executor: each training is a job on an existing Ray cluster, submitted with Ray's Job Submission API.
+
+The job's entrypoint (``ray_entry``) runs on the cluster's head: it places the run's files on every node, runs the
+workload's module (verl's ``main_ppo``, which joins the cluster), and gathers every node's dumps into the run dir,
+which must be at the same path there (a shared filesystem). Here: the cluster is reached and checked (the token
+accepted, enough nodes with the ranks' resource), the job submitted, its log streamed into ``train.log`` as it comes,
+its end mapped to what the local executor reports (an exit code and its log for the crash classifier; a timeout;
+a stop), and a stopped or timed-out job stopped on the cluster, its actors waited for and its node dirs removed by a
+clean-up job: nothing of it keeps running there.
+
+Job ends: SUCCEEDED is exit 0; FAILED the driver's exit code (its traceback decides whose fault, as for a local run),
+or, where the entrypoint never ran (its runtime environment failed, the supervisor died), an infrastructure error
+with Ray's message; the entrypoint's own failure (``HARNESS RAY ERROR:`` in its log) an infrastructure error with
+that line; STOPPED by the harness a timeout or a monitor's stop; STOPPED by anyone else an infrastructure error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import shlex
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+from harness.artifacts.nodes import NodesRecord
+from harness.artifacts.record import ExecResult
+from harness.artifacts.rundir import RunDir
+from harness.errors import InfraError, WorkloadError
+from harness.safeio import tail_bytes
+from harness.scenario.blocks import ExecutorSettingsBase
+from harness.scenario.settings.ray import RayRuntime
+from harness.signals import interrupts, note_stopped
+from harness.training.executors import ray_entry
+from harness.training.executors.base import LABEL_PREFIX, owner_gone
+from harness.training.executors.ray_cluster import RUN_ENV, TERMINAL, Cluster, address
+from harness.training.launch import Launch, NodeRun, argv_lines
+
+POLL_S = 1.0
+STOP_WAIT_S = 60  # a stopped job's end and its actors' exit
+CLEAN_WAIT_S = 120
+GATE_ENV = ray_entry.GATE_ENV
+
+
+def entry_argv(launch: Launch, run: RunDir, python: str) -> list[str]:
+    """The job's entrypoint: the harness's entry around the workload's module, in the target's interpreter."""
+    node = _node(launch)
+    inputs = [a for p in launch.inputs for a in ("--input", str(p))]
+    return [
+        python, "-m", ray_entry.__name__, "run", "--run", str(run.root), "--node-root", str(node.root),
+        "--job", node.job, *inputs, "--", launch.module, *launch.args,
+    ]  # fmt: skip
+
+
+def runtime_env(launch: Launch, rt: RayRuntime) -> dict[str, Any]:
+    """The job's runtime environment, on every node: the workload's variables and the run's id on every actor (how
+    its actors are found: ranks' nodes, leftovers). The workers' interpreter is the workload's to set (verl's
+    ``ray_kwargs.ray_init.runtime_env.py_executable``: a job's own would conflict with it)."""
+    env = {**rt.env, "PYTHONUNBUFFERED": "1", **launch.env, RUN_ENV: _node(launch).job}
+    if gate := _gate():
+        env[GATE_ENV] = gate
+    return {"env_vars": env}
+
+
+def _gate() -> str | None:
+    import os
+
+    return os.environ.get(GATE_ENV) or None
+
+
+def _node(launch: Launch) -> NodeRun:
+    if launch.node is None:
+        raise WorkloadError(f"{launch.module}: this workload cannot run on a Ray cluster (executor ray)")
+    return launch.node
+
+
+class RayJobExecutor:
+    name: ClassVar[str] = "ray"
+
+    def execute(
+        self,
+        launch: Launch,
+        run: RunDir,
+        settings: ExecutorSettingsBase,
+        labels: dict[str, str],
+        stop: threading.Event | None = None,
+    ) -> ExecResult:
+        rt: RayRuntime = settings.options("ray")
+        node = _node(launch)
+        python = launch.python or sys.executable
+        cluster = Cluster.connect(address(rt))
+        if not cluster.authenticated:
+            print(f"harness: the Ray cluster at {cluster.address} asks for no token: anyone who reaches it runs code "
+                  "on it (start it with RAY_AUTH_MODE=token)", file=sys.stderr, flush=True)  # fmt: skip
+        cluster.check_nodes(node)
+        marker = run.root / ray_entry.MARKER
+        marker.write_text(node.job)
+        argv = entry_argv(launch, run, python)
+        metadata = {k: v for k, v in labels.items() if isinstance(v, str)}
+        started = time.monotonic()
+        try:
+            with interrupts():
+                try:
+                    cluster.client.submit_job(
+                        entrypoint=shlex.join(argv), submission_id=node.job,
+                        runtime_env=runtime_env(launch, rt), metadata=metadata,
+                    )  # fmt: skip
+                except Exception as exc:  # Ray raises RuntimeError and others: one line
+                    raise InfraError(f"the Ray cluster at {cluster.address} refused the job: {_first(exc)}") from None
+                return _follow(cluster, node, run, settings, stop or threading.Event(), started, argv)
+        except KeyboardInterrupt as exc:
+            note_stopped(exc, f"Ray job {node.job} on {cluster.address} (stopped)")
+            _stop(cluster, node, python)
+            raise
+        finally:
+            marker.unlink(missing_ok=True)
+
+    def describe(
+        self, launch: Launch, run: RunDir, settings: ExecutorSettingsBase, labels: dict[str, str]
+    ) -> list[str]:
+        rt: RayRuntime = settings.options("ray")
+        python = launch.python or sys.executable
+        node = _node(launch)
+        try:
+            where = address(rt)
+        except InfraError:
+            where = "(none named: --ray-address, HARNESS_RAY_ADDRESS or executor.ray.address)"
+        env = runtime_env(launch, rt)
+        return [
+            f"Ray job {node.job} on the cluster at {where} ({node.nnodes} node(s) with {node.per_node} "
+            f"{node.resource} each), timeout {settings.timeout_s:g}s",
+            f"each node's own dir for this run: {node.root} (save_path {node.dumps}), gathered into {run.root}",
+            f"interpreter on every node: {python}",
+            "env (every node):",
+            *(f"  {k}={v}" for k, v in sorted(env["env_vars"].items())),
+            "entrypoint (on the head, the run dir at the same path):",
+            *argv_lines(entry_argv(launch, run, python)),
+        ]
+
+    def environment(self, settings: ExecutorSettingsBase, packages_dir: str | None) -> dict[str, Any]:
+        try:
+            return {"ray_address": address(settings.options("ray"))}
+        except InfraError:
+            return {}
+
+    def device_ids(self, settings: ExecutorSettingsBase, device: str) -> list[int] | None:
+        return None  # the cluster's nodes hold the devices, not this host
+
+    def sweep(self) -> list[str]:
+        """Stop the jobs on the cluster named by HARNESS_RAY_ADDRESS whose harness process (on this host) is gone
+        (a SIGKILLed harness stops nothing): best effort, at session start."""
+        import os
+
+        from harness.scenario.settings.ray import ADDRESS_ENV
+
+        if not os.environ.get(ADDRESS_ENV):
+            return []
+        try:
+            cluster = Cluster.connect(address(RayRuntime()))
+            jobs = cluster.client.list_jobs()
+        except (InfraError, Exception):  # nothing to reach is nothing to sweep
+            return []
+        lines = []
+        for job in jobs:
+            meta = job.metadata or {}
+            if str(job.status) in TERMINAL or f"{LABEL_PREFIX}.session" not in meta or not owner_gone(meta):
+                continue
+            with contextlib.suppress(Exception):
+                cluster.client.stop_job(str(job.submission_id))
+                scenario, pid = meta.get(f"{LABEL_PREFIX}.scenario"), meta.get(f"{LABEL_PREFIX}.pid")
+                lines.append(f"stopped stale Ray job {job.submission_id} on {cluster.address} (scenario {scenario}, "
+                             f"its harness pid {pid} is gone)")  # fmt: skip
+        return lines
+
+
+def _first(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+
+
+def _follow(
+    cluster: Cluster,
+    node: NodeRun,
+    run: RunDir,
+    settings: ExecutorSettingsBase,
+    stop: threading.Event,
+    started: float,
+    argv: list[str],
+) -> ExecResult:
+    """Stream the job's log while it runs; stop it past the timeout or when asked; what its end means."""
+    logs = threading.Thread(target=_copy_logs, args=(cluster, node.job, run.log), daemon=True)
+    logs.start()
+    timed_out = stopped = False
+    while (status := _status(cluster, node.job)) not in TERMINAL:
+        timed_out = time.monotonic() - started > settings.timeout_s
+        stopped = stop.is_set()
+        if timed_out or stopped:
+            _stop(cluster, node, argv[0])
+            status = _status(cluster, node.job)
+            break
+        time.sleep(POLL_S)
+    wall = time.monotonic() - started
+    logs.join(timeout=30)
+    info = cluster.client.get_job_info(node.job)
+    said = f" ({_first_text(info.message)})" if info.message else ""
+    detail = f"Ray job {node.job} on {cluster.address}: {status}{said}"
+    if timed_out or stopped:
+        return ExecResult(None, wall, timed_out=timed_out, stopped=stopped, detail=detail, argv=argv)
+    if line := _entry_error(run.log):
+        raise InfraError(f"Ray job {node.job}: {line}")
+    if status == "SUCCEEDED":
+        return ExecResult(0, wall, detail=detail, argv=argv)
+    if status == "STOPPED":
+        raise InfraError(f"Ray job {node.job} was stopped on the cluster at {cluster.address}, not by the harness")
+    code = info.driver_exit_code
+    if code is None:  # the entrypoint never ran: its runtime environment, the supervisor
+        raise InfraError(f"Ray job {node.job} failed before its entrypoint ran: {_first_text(info.message or '')}")
+    record = NodesRecord.read(run.nodes)
+    if record is not None and (gone := [n for n in record.nodes if not n.alive]):
+        # whatever the training then raised (a rank's peer lost), the cause is the node: no verdict, nothing to judge
+        lost = "; ".join(f"{n.name} (ranks {n.ranks})" for n in gone)
+        raise InfraError(
+            f"Ray job {node.job}: {lost} died during the run, its dumps with it (the training then exited with code "
+            f"{code}; nodes.json: gathering incomplete)"
+        )
+    return ExecResult(int(code), wall, detail=detail, argv=argv)
+
+
+def _first_text(text: str) -> str:
+    return (text.strip().splitlines() or [""])[0][:300]
+
+
+def _entry_error(log: Path) -> str | None:
+    """The entrypoint's own failure: its last ``HARNESS RAY ERROR:`` line."""
+    lines = [ln for ln in tail_bytes(log, 1 << 16).splitlines() if ln.startswith(ray_entry.ERROR)]
+    return lines[-1].removeprefix(ray_entry.ERROR).strip() if lines else None
+
+
+def _status(cluster: Cluster, job: str) -> str:
+    try:
+        return str(cluster.client.get_job_status(job))
+    except Exception as exc:
+        raise InfraError(f"lost the Ray cluster at {cluster.address} during the run: {_first(exc)}") from None
+
+
+def _copy_logs(cluster: Cluster, job: str, log: Path) -> None:
+    """The job's stdout and stderr, as they come, into the run's log (a timeout still has its tail)."""
+
+    logging.getLogger("ray.dashboard.modules.job.sdk").setLevel(logging.WARNING)  # its "WebSocket closed" line
+
+    async def follow() -> None:
+        with log.open("w") as out:
+            async for chunk in cluster.client.tail_job_logs(job):
+                out.write(chunk)
+                out.flush()
+
+    with contextlib.suppress(Exception):  # the job ended or the cluster went: what was copied stays
+        asyncio.run(follow())
+
+
+def _stop(cluster: Cluster, node: NodeRun, python: str) -> None:
+    """Stop the job, wait for it and its actors to end, then remove its node dirs (a clean-up job): nothing of the
+    run keeps running on the cluster. Best effort, each failure a line on stderr."""
+    deadline = time.monotonic() + STOP_WAIT_S
+    try:
+        cluster.client.stop_job(node.job)
+        while _status(cluster, node.job) not in TERMINAL and time.monotonic() < deadline:
+            time.sleep(POLL_S)
+        while (left := cluster.actors(node.job)) and time.monotonic() < deadline:
+            time.sleep(POLL_S)
+        if left:
+            names = ", ".join(sorted({str(a.get("class_name")) for a in left}))
+            print(f"harness: Ray job {node.job}: {len(left)} actor(s) still alive on {cluster.address} after "
+                  f"{STOP_WAIT_S}s: {names}", file=sys.stderr, flush=True)  # fmt: skip
+        clean = f"{node.job}-clean"
+        entry = [python, "-m", ray_entry.__name__, "clean", "--node-root", str(node.root)]
+        cluster.client.submit_job(entrypoint=shlex.join(entry), submission_id=clean)
+        deadline = time.monotonic() + CLEAN_WAIT_S
+        while _status(cluster, clean) not in TERMINAL and time.monotonic() < deadline:
+            time.sleep(POLL_S)
+    except Exception as exc:  # the cluster may be what failed: said, never raised over the cause
+        print(f"harness: stopping Ray job {node.job} on {cluster.address}: {_first(exc)}", file=sys.stderr, flush=True)
