@@ -388,6 +388,9 @@ def test_a_jobs_end_maps_to_a_runs(tmp_path, monkeypatch):
     with pytest.raises(InfraError, match=r"node 10\.0\.0\.2 \(worker, bbbbbbbb\) \(ranks \[1\]\) died during the run"):
         dead = two_nodes(alive=False, problem="the node died during the run")
         follow(tmp_path / "6", FakeClient(["FAILED"], {"message": "", "driver_exit_code": 1}), nodes=dead)
+    with pytest.raises(InfraError, match=r"\(worker, bbbbbbbb\) \(ranks \[1\]\) gathering stopped after 2 files"):
+        cut = two_nodes(problem="gathering stopped after 2 files: RayTaskError: node died")  # Ray: still alive
+        follow(tmp_path / "7", FakeClient(["FAILED"], {"message": "", "driver_exit_code": 1}), nodes=cut)
 
 
 def test_a_timed_out_job_is_stopped_waited_for_and_its_node_dirs_removed(tmp_path, monkeypatch):

@@ -218,12 +218,14 @@ def _follow(
     if code is None:  # the entrypoint never ran: its runtime environment, the supervisor
         raise InfraError(f"Ray job {node.job} failed before its entrypoint ran: {_first_text(info.message or '')}")
     record = NodesRecord.read(run.nodes)
-    if record is not None and (gone := [n for n in record.nodes if not n.alive]):
-        # whatever the training then raised (a rank's peer lost), the cause is the node: no verdict, nothing to judge
-        lost = "; ".join(f"{n.name} (ranks {n.ranks})" for n in gone)
+    if record is not None and (gone := [n for n in record.nodes if not n.alive or n.problem]):
+        # whatever the training then raised (a rank's peer lost), the cause is the node: no verdict, nothing to judge;
+        # Ray may still count a node that just died as alive, its dumps then fail to stream back
+        lost = "; ".join(f"{n.name} (ranks {n.ranks}) {'died during the run' if not n.alive else n.problem}"
+                         for n in gone)  # fmt: skip
         raise InfraError(
-            f"Ray job {node.job}: {lost} died during the run, its dumps with it (the training then exited with code "
-            f"{code}; nodes.json: gathering incomplete)"
+            f"Ray job {node.job}: {lost}: its dumps with it (the training then exited with code {code}; nodes.json: "
+            "gathering incomplete)"
         )
     return ExecResult(int(code), wall, detail=detail, argv=argv)
 
