@@ -9,7 +9,8 @@ environment; ``pytest ...`` runs pytest), ``Raw(argv)`` for another program, or 
 code and output). Its ``line`` must be one of the lines it prints, ``T`` standing for ``tmp`` and ``ROOT`` for the
 repository, ``…`` for any text; nothing it prints may be a traceback, and no file there before it ran may change.
 
-The classes (``CLASSES``) are the batteries' own: #16 (1.x), #30 (2.x), #57 (3.x); each has three rows at least.
+The classes (``CLASSES``) are the batteries' own: #16 (1.x), #30 (2.x), #57 (3.x), and the bad input of #71 (4.x);
+each has three rows at least.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ CLASSES = {
     "3.14": "#57 a lock wait",
     "3.15": "#57 a training that outlives its SIGKILLed harness",
     "3.16": "#57 a scenario its workload refuses under --executor",
+    "4.1": "#71 a Ray cluster: its address, the executor it needs, a cluster out of reach",
 }
 
 
@@ -1620,6 +1622,11 @@ def _rows() -> list[Row]:
         "SKIPPED [6] …real_critic_fsdp_l1.yaml: ROOT/scenarios/real_critic_fsdp_l1.yaml: --executor docker: device cpu runs with the local or the ray executor (the docker executor is not wired yet)",
         child=True,
     )
+    two = str(ROOT / "scenarios" / "two_nodes_fsdp_l1.yaml")
+    add("4.1", "run --ray-address ray://h:10001 (Ray Client's, not the dashboard's)", lambda t, _: ["run", two, "--ray-address", "ray://h:10001", "--results", str(t / "r")], 2, "ERROR: --ray-address: 'ray://h:10001' is not the address of a Ray cluster's dashboard (the Job Submission API): http://HEAD:8265 or https://HOST[:PORT]")
+    add("4.1", "run --executor docker --ray-address URL", lambda t, _: ["run", two, "--executor", "docker", "--ray-address", "http://h:8265", "--results", str(t / "r")], 2, "ERROR: --ray-address with --executor docker: a cluster's runs are the ray executor's")
+    add("4.1", "HARNESS_RAY_ADDRESS=garbage run", lambda t, _: ["HARNESS_RAY_ADDRESS=garbage", "run", two, "--results", str(t / "r")], 2, "ERROR: HARNESS_RAY_ADDRESS: 'garbage' is not the address of a Ray cluster's dashboard (the Job Submission API): http://HEAD:8265 or https://HOST[:PORT]")
+    add("4.1", "run --ray-address of a port nothing listens on", lambda t, _: ["run", two, "--ray-address", "http://127.0.0.1:9", "--results", str(t / "r")], 2, "INFRASTRUCTURE ERROR (not a check verdict): scenario two_nodes_fsdp_l1: off run: the Ray cluster at http://127.0.0.1:9 is not reachable: Failed to connect to Ray at address: http://127.0.0.1:9. (its dashboard, where the Job Submission API answers: http://HEAD:8265)", child=True)
     add("2.2", "compare --repeats 101", compare("--repeats", "101"), 2, "python -m harness compare: error: argument --repeats: expected a whole number from 1 to 100 runs per side, got '101'")
     add("2.2", "compare --repeats -1", compare("--repeats", "-1"), 2, "python -m harness compare: error: argument --repeats: expected a whole number from 1 to 100 runs per side, got '-1'")
     add("3.11", "validate: a 100-character name (accepted)", lambda t, _: scenario(t, yaml.safe_dump(BASE), "a" * 100 + ".yaml"), 0, "ok  aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa")

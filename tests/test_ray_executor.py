@@ -23,7 +23,7 @@ from harness.artifacts.nodes import NodeDoc, NodesRecord
 from harness.artifacts.rundir import ScenarioDir
 from harness.checks.disk import check_disk
 from harness.checks.layout import check_layout
-from harness.errors import InfraError
+from harness.errors import HarnessError, InfraError
 from harness.pipeline.options import executor_choice
 from harness.scenario.loader import ScenarioError, load_scenario
 from harness.scenario.settings.ray import ADDRESS_ENV, RayRuntime
@@ -82,9 +82,9 @@ def test_ray_address_selects_the_ray_executor_and_reaches_it_through_the_environ
     assert os.environ[ADDRESS_ENV] == "http://10.0.0.1:8265"
     assert executor_choice("local", None) == "local"  # an explicit executor wins over the environment's cluster
     assert executor_choice(None, None) == "ray"  # HARNESS_RAY_ADDRESS alone: every scenario on the cluster
-    with pytest.raises(InfraError, match="--ray-address with --executor docker"):
+    with pytest.raises(HarnessError, match="--ray-address with --executor docker"):
         executor_choice("docker", "http://10.0.0.1:8265")
-    with pytest.raises(InfraError, match="--ray-address: 'ray://h:10001' is not the address"):
+    with pytest.raises(HarnessError, match="--ray-address: 'ray://h:10001' is not the address"):
         executor_choice(None, "ray://h:10001")
 
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.errors import InfraError
+from harness.errors import HarnessError, InfraError
 from harness.pipeline.base_head import repeats_option
 from harness.scenario.settings import EXECUTORS
 from harness.scenario.settings.ray import ADDRESS_ENV, check_address
@@ -100,17 +100,17 @@ WATCH = (MAX_DUMP, MIN_FREE, PROGRESS_EVERY)
 def executor_choice(executor: str | None, ray_address: str | None) -> str | None:
     """``--executor``, or ``ray`` where a cluster is named (``--ray-address``, else ``HARNESS_RAY_ADDRESS`` unless
     ``--executor`` says otherwise); the address then reaches the ray executor as ``HARNESS_RAY_ADDRESS``, in this
-    process and the runs and workers it starts. InfraError, one line, for a bad address or ``--ray-address`` with
-    another executor."""
+    process and the runs and workers it starts. Bad input (a HarnessError, one line): a bad address, or
+    ``--ray-address`` with another executor."""
     if ray_address and executor not in (None, "ray"):
-        raise InfraError(f"--ray-address with --executor {executor}: a cluster's runs are the ray executor's")
+        raise HarnessError(f"--ray-address with --executor {executor}: a cluster's runs are the ray executor's")
     given = ray_address or (os.environ.get(ADDRESS_ENV) if executor in (None, "ray") else None)
     if not given:
         return executor
     try:
         os.environ[ADDRESS_ENV] = check_address(given)
     except ValueError as exc:
-        raise InfraError(f"{'--ray-address' if ray_address else ADDRESS_ENV}: {exc}") from None
+        raise HarnessError(f"{'--ray-address' if ray_address else ADDRESS_ENV}: {exc}") from None
     return "ray"
 
 
