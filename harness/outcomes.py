@@ -150,6 +150,26 @@ def history_nightly(code: int, word: str, total: int) -> tuple[int, str]:
     return code, word
 
 
+# ``harness duet`` (harness.history.duet): a night's overhead decided side by side. ``duet``: tonight's verl against
+# the last good night's, interleaved pairs: the comparison's own exit and words (``final``). ``noise``: verl did not
+# move, the pairs are its noise record and nothing is compared with itself: a pass, unless no pair ran (an error).
+# ``history``: no base could be had (the duet's lines say why): INCONCLUSIVE (the job warns, never a silent pass), and
+# the history job decides the night's overhead alone.
+DuetMode = Literal["duet", "noise", "history"]
+DUET_NOISE = "NOISE RECORDED (verl did not move: pairs added to its noise record, nothing compared with itself)"
+DUET_ALONE = "NOT SIDE BY SIDE (no base: this night's overhead is decided by the history alone)"
+
+
+def duet_outcome(mode: DuetMode, compare_code: int = EXIT_PASS, compare_word: str = "") -> tuple[int, str]:
+    """The duet's exit code and last words, from its mode and (duet, noise) its comparison's."""
+    if mode == "history":
+        return EXIT_INCONCLUSIVE, DUET_ALONE
+    if mode == "noise":
+        return (EXIT_ERROR, f"{compare_word}: no pair of the noise record ran") if compare_code == EXIT_ERROR else (
+            EXIT_PASS, DUET_NOISE)  # fmt: skip
+    return compare_code, compare_word
+
+
 # -- What a CI job does with an exit: the one table of job outcomes -------------------------------------------------
 # Every workflow step and .ci script that runs the harness ends through ``python3 -m harness.job`` (harness/job.py),
 # which reads this table; no workflow, script or report decides what an exit means anywhere else (a test greps).

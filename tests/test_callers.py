@@ -197,7 +197,8 @@ def _job_trains_s(name: str, job_name: str, job: dict) -> float | None:
     if name == "nightly-cpu.yml" and job_name == "nightly":
         nightly = [p for p in sorted((ROOT / "scenarios").glob("*.yaml")) if p.name.startswith(("tiny_", "real_"))
                    and not p.name.startswith("tiny_cuda_")]  # fmt: skip
-        return sum(2 * _limit(p, cap) for p in nightly)
+        duet = re.search(r"DUET_SCENARIOS:-([^}]*)}", (ROOT / ".ci" / "cpu-gate").read_text())[1]  # type: ignore[index]
+        return sum(2 * _limit(p, cap) for p in nightly) + _compare_s([ROOT / p for p in duet.split()], 2, cap)
     if name in ("nightly-ascend.yml", "nightly-cuda.yml") and job_name == "nightly":
         inputs = _inputs(name)
         runs = inputs.get("calibrate-runs", {}).get("default", 1)

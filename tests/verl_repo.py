@@ -275,26 +275,34 @@ def make_verl_repo(root: Path) -> VerlRepo:
     )  # fmt: skip
 
 
-def make_nightly_repo(root: Path, nights: int, step_at: int, wait_s: float = WAIT_SHORT_S) -> list[str]:
+# the nightly repository's step, by its cause: ``wait`` backs off (no CPU), ``compute`` spends the same seconds of the
+# process's own CPU time (a check "that the previous stage's tensors are all finite", as a busy loop)
+STEP = {
+    "wait": (r"\1import time\n\n\1time.sleep({s})  # let the previous stage's dump settle\n\g<0>",
+             "precision_debugger: a short back-off before each stage's dump"),
+    "compute": (r"\1import time\n\n\1_t = time.process_time()\n\1while time.process_time() - _t < {s}:  # the "
+                r"previous stage's tensors all finite\n\1    pass\n\g<0>",
+                "precision_debugger: check the previous stage's tensors before each stage's dump"),
+}  # fmt: skip
+
+
+def make_nightly_repo(
+    root: Path, nights: int, step_at: int, wait_s: float = WAIT_SHORT_S, cause: str = "wait"
+) -> list[str]:
     """verl's main as a nightly sees it: ``nights`` commits on one first-parent line, one a night, the first the
     installed release; from night ``step_at`` (1-based) on, the profiler's start backs off ``wait_s`` s before each
-    stage's dump (``wait_short``'s change: a slowdown that waits, in every profiled stage), the other commits a
-    comment each. Returns the commits, night 1 first."""
+    stage's dump (``wait_short``'s change: a slowdown that waits, in every profiled stage; ``cause="compute"``: the
+    same seconds of CPU, computed), the other commits a comment each. Returns the commits, night 1 first."""
     base = make_verl_repo(root)
     shas = [base.release]
+    change, message = STEP[cause]
     for night in range(2, nights + 1):
         path = root / PROFILE
         text = path.read_text()
         if night == step_at:
-            text = re.sub(
-                PROFILER_START,
-                rf"\1import time\n\n\1time.sleep({wait_s})  # let the previous stage's dump settle\n\g<0>",
-                text,
-                count=1,
-                flags=re.M,
-            )
+            text = re.sub(PROFILER_START, change.format(s=wait_s), text, count=1, flags=re.M)
         path.write_text(text + f"# night {night}\n")
-        subject = "precision_debugger: a short back-off before each stage's dump" if night == step_at else "comment"
+        subject = message if night == step_at else "comment"
         git(root, "commit", "-q", "-am", f"{subject} (night {night})")
         shas.append(git(root, "rev-parse", "HEAD"))
     return shas

@@ -20,7 +20,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
     observations: dict[str, Observation] = {}
     for d in results:
         observations.update(observe_dir(d))
-    judgement = gate(baseline, observations, across_env=args.compare_across_env)
+    judgement = gate(baseline, observations, across_env=args.compare_across_env, families=args.judge)
     for line in judgement.lines():
         print(line)
     if output:

@@ -25,14 +25,17 @@ def _lock(history: Path) -> FileLock:
 
 
 def cmd_append(args: argparse.Namespace) -> int:
-    path = output_path(args.history, "HISTORY", [args.results])
+    path = output_path(args.history, "HISTORY", [args.results, *([args.duet] if args.duet else [])])
     verl_repo = Path(args.verl_repo) if args.verl_repo else None
-    night = night_of(Path(args.results), args.date, args.runner, verl_repo, args.run_url)
+    duet = Path(args.duet) if args.duet else None
+    night = night_of(Path(args.results), args.date, args.runner, verl_repo, args.run_url, duet)
     with _lock(path):
         history, lines = add(History.read(path), night, args.keep)
         history.write(path)
     for line in lines:
         print(line)
+    if night.duet is not None:
+        print(f"duet ({night.duet.mode}): {night.duet.verdict}; {night.duet.lines[-1] if night.duet.lines else ''}")
     print(f"{path}: {len(history.nights)} nights")
     return 0
 

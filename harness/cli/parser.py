@@ -15,6 +15,7 @@ from harness.cli import (
     bisect,
     compare,
     dry_run,
+    duet,
     gate,
     github,
     history,
@@ -99,6 +100,20 @@ def build() -> argparse.ArgumentParser:
         "--base its first parent compares as given); a head that is not a descendant of the base is refused",
     )
     p.set_defaults(func=compare.cmd_compare)
+    p = sub.add_parser(
+        "duet",
+        help="the night's overhead side by side: tonight's verl against the last good night's (read from the "
+        "history), interleaved as compare; exit as compare, 3 when no base could be had (docs/history.md)",
+    )
+    p.add_argument("paths", nargs="+")
+    p.add_argument("--history", required=True, metavar="FILE", help="the history of nights (absent: none yet)")
+    p.add_argument("--verl", required=True, metavar="SPEC", help="tonight's verl: a clean checkout, or CLONE@REF "
+                   "(the last good night's commit is checked out of the same clone)")  # fmt: skip
+    p.add_argument("--msprobe", metavar="SPEC", help="the msprobe of both sides: a version or a .whl")
+    p.add_argument("--series", help=SERIES_HELP)
+    p.add_argument("--results", default="results/duet")
+    shared.add(p.add_argument, (shared.REPEATS, shared.MAX_REPEATS, shared.EXECUTOR, shared.STACK))
+    p.set_defaults(func=duet.cmd_duet)
     p = sub.add_parser("issue", help="the morning after: the issue of a night that is a verdict on verl")
     p.add_argument("--night", action="append", default=[], metavar="DIR", help="a night's results (outcome.json)")
     p.add_argument("--history", action="append", default=[], metavar="CHECK_JSON", help="a history check's JSON")
@@ -202,6 +217,9 @@ def build() -> argparse.ArgumentParser:
     p.add_argument("--results", required=True, nargs="+", metavar="RESULTS_DIR")
     p.add_argument("--compare-across-env", action="store_true", help="compare even across device kind / msprobe")
     p.add_argument("--json", metavar="FILE", help="also write the verdicts as JSON")
+    p.add_argument("--judge", type=_families, default=FAMILIES, metavar="FAMILY[,FAMILY]",
+                   help=f"figure families decided ({','.join(FAMILIES)}; default all); others are reported (a "
+                   "nightly whose duet decides overhead side by side gates disk,structure)")  # fmt: skip
     p.set_defaults(func=gate.cmd_gate)
     p = sub.add_parser("report", help="markdown summary, PNG per scenario and verl's doc tables")
     p.add_argument("results", nargs="+", metavar="RESULTS_DIR")
@@ -296,6 +314,8 @@ def _history(sub: argparse._SubParsersAction) -> None:
                    "history (default: the target's own repository when it is a local one)")  # fmt: skip
     p.add_argument("--run-url", metavar="URL", help="the CI run's page, linked from the page of the nights "
                    "(default: this GitHub Actions run, from its GITHUB_* variables)")  # fmt: skip
+    p.add_argument("--duet", metavar="DUET_DIR", help="the night's duet (harness duet's results dir): its head runs "
+                   "join the night's, its base runs and verdict are recorded with it")  # fmt: skip
     p.add_argument("--keep", type=_positive, default=KEEP_NIGHTS, metavar="N",
                    help=f"nights kept: the oldest past N are pruned, and said (default {KEEP_NIGHTS})")  # fmt: skip
     p.set_defaults(func=history.cmd_append)

@@ -3,17 +3,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 
+from harness.artifacts.figures import FAMILIES
 from harness.gate.baseline import Baseline
 from harness.gate.judge import Judgement, Policy, ScenarioVerdict, Side, judge
 from harness.gate.observe import Observation, observe_dir
 from harness.targets.spec import reproduce_compare, reproducible
 
 
-def gate_scenario(name: str, baseline: Baseline, obs: Observation | None, across_env: bool = False) -> ScenarioVerdict:
-    """Now against the baseline: a scenario only one of them holds is reported, not judged."""
-    policy = Policy.gate(baseline, across_env)
+def gate_scenario(
+    name: str,
+    baseline: Baseline,
+    obs: Observation | None,
+    across_env: bool = False,
+    families: Collection[str] = FAMILIES,
+) -> ScenarioVerdict:
+    """Now against the baseline: a scenario only one of them holds is reported, not judged. ``families``: the figure
+    families decided (the nightly's duet decides overhead side by side: its gate decides disk and structure)."""
+    policy = Policy.gate(baseline, across_env, families)
     if name not in baseline.scenarios:
         why = "not in the baseline; gated once a baseline holds it"
         return ScenarioVerdict(name, policy, notes=[why], standing="new scenario")
@@ -36,9 +45,14 @@ def describe_baseline(b: Baseline) -> str:
     return f"{len(b.scenarios)} scenarios, commit {(b.commit or '?')[:12]}, created {b.created}; {env}"
 
 
-def gate(baseline: Baseline, observations: dict[str, Observation], across_env: bool = False) -> Judgement:
+def gate(
+    baseline: Baseline,
+    observations: dict[str, Observation],
+    across_env: bool = False,
+    families: Collection[str] = FAMILIES,
+) -> Judgement:
     names = sorted(set(baseline.scenarios) | set(observations))
-    verdicts = [gate_scenario(n, baseline, observations.get(n), across_env) for n in names]
+    verdicts = [gate_scenario(n, baseline, observations.get(n), across_env, families) for n in names]
     return Judgement("gate", describe_baseline(baseline), "these results", verdicts)
 
 

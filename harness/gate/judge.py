@@ -77,8 +77,8 @@ class Policy:
     two_sided: Collection[str] = ("structure",)
 
     @classmethod
-    def gate(cls, baseline: Baseline, across_env: bool = False) -> Policy:
-        return cls("gate", tolerances=baseline.tolerance, across_env=across_env)
+    def gate(cls, baseline: Baseline, across_env: bool = False, families: Collection[str] = FAMILIES) -> Policy:
+        return cls("gate", families=families, tolerances=baseline.tolerance, across_env=across_env)
 
     @property
     def environment(self) -> bool:

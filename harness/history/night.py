@@ -18,11 +18,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from harness import outcomes
 from harness.artifacts.figures import family, parse, samples_of
 from harness.checks.results import read_results
 from harness.errors import BaselineError, HarnessError
 from harness.gate.baseline import floor
 from harness.gate.observe import Observation, observe_dir
+from harness.history.duet import ALONE, DuetDoc
+from harness.history.duet import record as duet_record
 from harness.history.store import DATE, HistoryError, Identity, Night, RunStatus, ScenarioRun, first_apart
 from harness.targets.spec import git
 
@@ -162,9 +165,11 @@ def night_of(
     runner: str | None = None,
     verl_repo: Path | None = None,
     run: str | None = None,
+    duet: Path | None = None,
 ) -> Night:
     """The night a results dir holds; HistoryError in one line when it holds none or cannot be read. ``run``: the
-    CI run's page (default: this GitHub Actions run's, where there is one)."""
+    CI run's page (default: this GitHub Actions run's, where there is one). ``duet``: the night's duet (``harness
+    duet``'s results dir): its head runs are more runs of the night, its base runs and verdict its ``Duet``."""
     if run is not None:
         web_url(run, "--run-url")
     if date is not None and not re.match(DATE, date):
@@ -176,11 +181,50 @@ def night_of(
     if not observations:
         raise HistoryError(f"{results}: no <scenario>/results.json in it: nothing to append")
     identity = identity_of(observations, date or today(), runner or trained_on(observations), verl_repo)
+    scenarios = {name: [scenario_run(obs)] for name, obs in sorted(observations.items())}
+    record = None
+    if duet is not None:
+        doc = DuetDoc.read(duet / "duet.json")
+        base, head = (_side(duet, side, identity, verl_repo) for side in ("base", "head"))
+        if doc.mode != "history" and (missing := [s for s, runs in (("base", base), ("head", head)) if not runs]):
+            code, word = outcomes.duet_outcome("history")
+            line = (f"{duet}: the duet ({doc.mode}) holds no {' and no '.join(missing)} run: recorded as not side by "
+                    f"side, {ALONE}")  # fmt: skip
+            doc = doc.model_copy(update={"mode": "history", "exit_code": code, "verdict": word,
+                                         "lines": [*doc.lines, line]})  # fmt: skip
+        for name, runs in head.items():
+            scenarios.setdefault(name, []).extend(runs)
+        record = duet_record(doc, base, head)
     return Night(
         id=identity.night_id(),
         identity=identity,
         appended=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        results=[str(results)],
+        results=[str(results), *([str(duet)] if duet else [])],
         run=run or default_run(),
-        scenarios={name: [scenario_run(obs)] for name, obs in sorted(observations.items())},
+        scenarios=scenarios,
+        duet=record,
     )
+
+
+def _side(duet: Path, side: str, night: Identity, verl_repo: Path | None) -> dict[str, list[ScenarioRun]]:
+    """One side's runs of a duet (``<duet>/<side>/r<i>/``, as compare lays them out), per scenario. Head's are
+    tonight's: each must have the night's identity (its verl commit, msprobe, machine, ...), else HistoryError."""
+    out: dict[str, list[ScenarioRun]] = {}
+    where = duet / side
+    for run in sorted(where.glob("r*"), key=lambda p: int(p.name[1:]) if p.name[1:].isdigit() else -1):
+        try:
+            observations = observe_dir(run)
+        except BaselineError as exc:
+            raise HistoryError(str(exc)) from None
+        if not observations:
+            continue
+        if side == "head":
+            ident = identity_of(observations, night.date, night.runner, verl_repo)
+            if bad := next((k for k in AGREED if getattr(ident, k) != getattr(night, k)), None):
+                raise HistoryError(
+                    f"{run}: the duet's head ran {bad} {getattr(ident, bad)!r}, the night's runs "
+                    f"{getattr(night, bad)!r}: a duet's head is the night's own verl (pass the duet of this night)"
+                )
+        for name, obs in sorted(observations.items()):
+            out.setdefault(name, []).append(scenario_run(obs))
+    return out

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, model_validator
 from harness.artifacts.figures import FIRST_PROFILED, OVERHEAD_PROFILED, overhead_stage, step_of_sample
 from harness.errors import HarnessError
 from harness.gate.baseline import floor
+from harness.outcomes import DuetMode
 from harness.safeio import MB, InputError, Versioned
 
 # 2: a night's run (the CI run that made it). 3: the identity holds the harness's commit and each scenario file's
@@ -100,9 +101,25 @@ class ScenarioRun(_Model):
     tolerances: dict[str, Annotated[FiniteFloat, Field(ge=0)]] = {}
 
 
+class Duet(_Model):
+    """How the night's overhead was decided side by side (``harness duet``): its mode, the base (the last good night's
+    verl), the verdict and its lines, and the base side's runs (the page shows both sides; the series hold tonight's
+    runs only: the base's verl is an older night's). ``ratios``: per scenario, each overhead figure's head/base over
+    the pairs (the geometric means of the sides' runs); under ``noise`` both sides are tonight's verl (A/A noise)."""
+
+    mode: DuetMode
+    base_commit: str | None = None
+    base_night: str | None = None
+    exit_code: int
+    verdict: str
+    lines: list[str] = []
+    base_runs: dict[str, list[ScenarioRun]] = {}
+    ratios: dict[str, dict[str, Annotated[FiniteFloat, Field(gt=0)]]] = {}
+
+
 class Night(_Model):
     """One night: its identity and, per scenario, the runs of that night (two results dirs of the same identity are
-    one night with two runs)."""
+    one night with two runs), and its duet where one ran."""
 
     schema_version: int = SCHEMA
     id: str
@@ -111,9 +128,11 @@ class Night(_Model):
     results: list[str] = []  # the results dirs it came from, as given
     run: str | None = None  # the CI run that made it (a URL), linked from the page of the nights
     scenarios: dict[str, list[ScenarioRun]]
+    duet: Duet | None = None
 
     def sources(self) -> set[str]:
-        return {r.source for runs in self.scenarios.values() for r in runs}
+        base = self.duet.base_runs.values() if self.duet else []
+        return {r.source for runs in [*self.scenarios.values(), *base] for r in runs}
 
 
 class Acceptance(_Model):
@@ -251,8 +270,14 @@ def add(history: History, night: Night, keep: int = KEEP_NIGHTS) -> tuple[Histor
         for name, runs in night.scenarios.items():
             scenarios.setdefault(name, []).extend(runs)
         files = newest.identity.scenarios | night.identity.scenarios
+        if newest.duet and night.duet:
+            raise HistoryError(
+                f"{', '.join(night.results)}: night {newest.id} ({newest.identity.date}) already holds a duet: one "
+                "duet a night (append each duet's results dir once)"
+            )
         merged = {"scenarios": scenarios, "results": [*newest.results, *night.results], "run": newest.run or night.run,
-                  "identity": newest.identity.model_copy(update={"scenarios": files})}  # fmt: skip
+                  "identity": newest.identity.model_copy(update={"scenarios": files}),
+                  "duet": newest.duet or night.duet}  # fmt: skip
         nights[-1] = newest.model_copy(update=merged)
         lines.append(f"merged into night {newest.id} ({newest.identity.date}): the same identity, one point more runs")
     else:

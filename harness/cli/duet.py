@@ -1,0 +1,129 @@
+"""``python -m harness duet SCENARIO... --history FILE --verl CLONE``: the night's overhead decided side by side
+(``harness.history.duet``; docs/history.md, "The night as a duet"): tonight's verl against the last good night's,
+interleaved as compare interleaves, into a results dir laid out as compare's plus ``duet.json`` (what ``history
+append --duet`` records). Exit: the comparison's (0, 1 a regression, 3 INCONCLUSIVE, 2 an error); pairs of an
+unchanged verl 0; no base (each reason one line) 3: the history alone decides."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.markup import escape
+
+from harness import outcomes
+from harness.cli.compare import _watch
+from harness.cli.console import console, live_line, sweep
+from harness.errors import HarnessError, ScenarioError, TargetError, one_line
+from harness.history.duet import ALONE, DuetDoc, Plan, plan
+from harness.history.store import History
+from harness.pipeline.base_head import SIDES, run_comparison, write_reports
+from harness.safeio import write_atomic
+from harness.scenario.loader import load_scenarios
+from harness.targets.environment import ensure_env
+from harness.targets.spec import Target, git, parse_target
+from harness.training.devices import skip_reason
+from harness.training.runs import results_dir
+
+
+def _say(line: str) -> None:
+    console.print(escape(line), soft_wrap=True)
+
+
+def _tonight(args: argparse.Namespace) -> tuple[Target, Path]:
+    head = parse_target(args.verl, args.msprobe, args.series, "--verl", args.stack)
+    source = head.verl.source
+    if not head.verl.commit or not source or "://" in source or head.verl.dirty:
+        raise TargetError(
+            f"--verl {args.verl}: a duet runs tonight's verl as a commit of a local clone (a checkout dir without "
+            "uncommitted changes, or CLONE@REF): the last good night's commit is checked out of the same clone"
+        )
+    return head, Path(source)
+
+
+def _base(p: Plan, repo: Path, args: argparse.Namespace, head: Target) -> tuple[Plan, Target | None]:
+    """The base side's target, made here (a base whose environment cannot be made any more is one line, and the
+    night is decided by the history alone)."""
+    if p.mode == "noise":
+        return p, head
+    if p.mode == "history":
+        return p, None
+    base = parse_target(f"{repo}@{p.base_commit}", args.msprobe, args.series, "--verl", args.stack)
+    try:
+        ensure_env(base)
+    except HarnessError as exc:
+        assert p.base_night is not None
+        named = f"the last good night {p.base_night.id} ({p.base_night.identity.commit_text()})"
+        why = one_line(exc).splitlines()[0]
+        line = f"no base for the duet: {named}: its verl cannot be installed any more ({why}): {ALONE}"
+        return Plan("history", line), None
+    return p, base
+
+
+def _range(repo: Path, good: str, bad: str, scenarios: list[str]) -> str:
+    """A regression's verl commits and how to name the one: the commit itself, or the overhead bisect between them."""
+    commits = int(str(git("rev-list", "--count", "--first-parent", f"{good}..{bad}", cwd=repo)))
+    where = f"verl commits {good[:12]}..{bad[:12]} ({commits} commit{'s' if commits != 1 else ''})"
+    if commits == 1:
+        return f"{where}: the commit: {bad[:12]}"
+    bisect = "python -m harness bisect scenarios/{}.yaml --verl-repo VERL --good {} --bad {} --check overhead"
+    return "; ".join([where] + [f"find the commit: {bisect.format(name, good[:12], bad[:12])}" for name in scenarios])
+
+
+def cmd_duet(args: argparse.Namespace) -> int:
+    scenarios, problems = load_scenarios(args.paths, args.executor)
+    if problems:
+        raise ScenarioError(problems)
+    runnable = []
+    for s in scenarios:
+        if reason := skip_reason(s):
+            _say(f"SKIPPED {reason}")
+        else:
+            runnable.append(s)
+    head, repo = _tonight(args)
+    results = results_dir(args.results)
+    history = Path(args.history)
+    if not history.exists():
+        _say(f"{history}: no such file: the history holds no night yet")
+    p = plan(History.read(history), str(head.verl.commit), repo, {s.name: s.digest or "" for s in runnable})
+    p, base = _base(p, repo, args, head)
+    _say(p.line)
+    lines = [p.line]
+    code, word = outcomes.duet_outcome("history")
+    if base is not None and runnable:
+        sweep()
+        comparison, observed = run_comparison(
+            runnable, base, head, results, args.repeats, args.executor, say=_say, judge={"overhead"},
+            watch=_watch(live_line(15.0)), max_repeats=args.max_repeats,
+        )  # fmt: skip
+        write_reports(comparison, observed, results / "report")
+        missing = [f"{name} has no {side} run" for name, sides in observed.items() for side in SIDES if not sides[side]]
+        if missing:
+            errors = [e for s in comparison.scenarios for e in s.errors][:1]
+            lines.append(f"the duet holds one side only ({'; '.join(missing)}{': ' if errors else ''}"
+                         f"{'; '.join(errors)}): {ALONE}")  # fmt: skip
+            p = Plan("history", lines[-1], p.base_commit, p.base_night)
+        else:
+            lines += [line for line in comparison.lines(figures=False) if not line.startswith("order per scenario")]
+            code, word = outcomes.duet_outcome(p.mode, *comparison.verdict)
+            if code == outcomes.EXIT_FAIL and p.base_commit:
+                lines.append(_range(repo, p.base_commit, str(head.verl.commit), [s.name for s in runnable]))
+    elif base is not None:
+        lines.append(f"no scenario of the duet runs on this machine: {ALONE}")
+        p = Plan("history", lines[-1])
+    results.mkdir(parents=True, exist_ok=True)
+    DuetDoc(
+        mode=p.mode,
+        base_commit=p.base_commit if p.mode != "history" else None,
+        base_night=p.base_night.id if p.base_night and p.mode != "history" else None,
+        exit_code=code,
+        verdict=word,
+        lines=lines,
+    ).write(results / "duet.json")
+    text = [f"duet ({p.mode}): {word}: {lines[0] if p.mode != 'history' else lines[-1]}", *lines[1:]]
+    write_atomic(results / "duet.txt", "\n".join(text) + "\n")
+    for line in lines[1:]:
+        print(line)
+    print(f"duet: {word}")
+    print(f"duet.json, duet.txt in {results}")
+    return code
