@@ -140,8 +140,12 @@ def test_append_records_both_sides_head_runs_join_the_night(tmp_path, capsys):
     assert len(got.scenarios["tiny"]) == 4 and got.duet is not None and len(got.duet.base_runs["tiny"]) == 2
     assert got.duet.ratios["tiny"]["overhead.wall.profiled"] == pytest.approx(1.15, rel=1e-3)
     assert (got.duet.mode, got.duet.base_commit, got.duet.exit_code) == ("duet", "ba" * 20, 1)
-    # the page of the nights reads it (both sides)
     assert json.loads(h.read_text())["nights"][0]["duet"]["base_runs"]["tiny"][0]["status"] == "ok"
+    # the page of the nights shows both sides
+    assert main(["history", "publish", str(h), "--out", str(tmp_path / "site")]) == 0
+    page = "".join(p.read_text() for p in (tmp_path / "site").glob("*.html"))
+    assert "side by side (the duet)" in page and "FAIL against babababab" in page
+    assert "2 base runs, 4 of tonight&#x27;s; head/base wall.first_profiled 1.150x, wall.profiled 1.150x" in page
 
 
 def test_a_duet_of_one_side_is_recorded_as_not_side_by_side(tmp_path, capsys):

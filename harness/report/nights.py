@@ -188,16 +188,30 @@ def _link(url: str | None, text: str) -> str:
     return f'<a href="{html.escape(url)}">{html.escape(text)}</a>' if url else html.escape(text)
 
 
+def _duet_text(night: Night, scenario: str) -> str:
+    """The night's duet for one scenario: its verdict, the base's commit and runs a side, head/base per figure."""
+    d = night.duet
+    if d is None:
+        return "-"
+    if d.mode == "history":
+        return f"{d.verdict}: {d.lines[-1] if d.lines else ''}"[:300]
+    base = f"against {(d.base_commit or '?')[:12]}" if d.mode == "duet" else "noise record (verl did not move)"
+    runs = f"{len(d.base_runs.get(scenario, []))} base runs, {len(night.scenarios.get(scenario, []))} of tonight's"
+    ratios = ", ".join(f"{m.removeprefix('overhead.')} {v:.3f}x" for m, v in sorted(d.ratios.get(scenario, {}).items()))
+    return f"{d.verdict} {base}, {runs}; head/base {ratios or '-'}"
+
+
 def _nights_table(history: History, scenario: str, verl_url: str) -> list[str]:
     rows = ["<table><tr><th>#</th><th>date</th><th>verl</th><th>msprobe</th><th>torch</th><th>processor</th>"
-            "<th>runner</th><th>run</th><th>this scenario</th></tr>"]  # fmt: skip
+            "<th>runner</th><th>run</th><th>this scenario</th><th>side by side (the duet)</th></tr>"]  # fmt: skip
     for i, n in enumerate(history.nights):
         ident = n.identity
         runs = n.scenarios.get(scenario, [])
         said = "; ".join(f"{r.status}" + (f": {r.why[0][:120]}" if r.why else "") for r in runs) or "not run"
         linked = [_link(_commit_url(verl_url, n), ident.commit_text()), _link(n.run, "run" if n.run else "-")]
         plain = [str(i + 1), ident.date, ident.msprobe or "-", ident.torch or "-", ident.processor, ident.runner, said]
-        cells = [*map(html.escape, plain[:2]), linked[0], *map(html.escape, plain[2:6]), linked[1], html.escape(said)]
+        cells = [*map(html.escape, plain[:2]), linked[0], *map(html.escape, plain[2:6]), linked[1], html.escape(said),
+                 html.escape(_duet_text(n, scenario))]  # fmt: skip
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     return [*rows, "</table>"]
 
