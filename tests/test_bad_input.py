@@ -470,6 +470,7 @@ def test_timing_mode_from_option_then_environment_and_a_bad_value_is_one_infrast
         gates_timing(None)
 
 
+@pytest.mark.integration  # run --reuse probes the target environment (a harness.targets.probe process)
 @pytest.mark.parametrize("host", ["garbage", "http://[::1", "tcp://host:notaport", "tcp://:99999", "fd://"])
 def test_a_docker_host_that_is_no_address_is_bad_input_and_leaves_local_runs_alone(good_case, capsys, monkeypatch,
                                                                                    host):  # fmt: skip
