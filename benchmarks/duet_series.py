@@ -15,7 +15,7 @@ Each night prints one JSON line (its verl commit, the nightly's exit, the duet's
 history's exit, the minutes each step took) and appends it to ``OUT/series.jsonl``; ``--resume`` goes on from the
 nights already there.
 
-    /work/coord/cpu .venv/bin/python benchmarks/duet_series.py --out S --nights 12 --step-at 7 --cause wait
+    .venv/bin/python benchmarks/duet_series.py --out S --nights 12 --step-at 7 --cause wait
 """
 
 from __future__ import annotations
