@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from verl_repo import VerlRepo, make_verl_repo
 
 from harness.checks import CheckContext
 from harness.scenario.model import Scenario
+from harness.scenario.settings.ray import ADDRESS_ENV
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -40,6 +42,18 @@ def _trains_only_when_marked(request: pytest.FixtureRequest, monkeypatch: pytest
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in paths if p))
     monkeypatch.setattr(subprocess.Popen, "__init__", subprocess.Popen.__init__)  # restored after the test
     guard.install()
+
+
+@pytest.fixture(autouse=True)
+def _no_cluster_outlives_its_test() -> Iterator[None]:
+    """``executor_choice`` names a cluster in this process's environment for the runs it starts: put back after each
+    test (a test's ``--ray-address`` made every later harness process of its worker the ray executor's)."""
+    before = os.environ.get(ADDRESS_ENV)
+    yield
+    if before is None:
+        os.environ.pop(ADDRESS_ENV, None)
+    else:
+        os.environ[ADDRESS_ENV] = before
 
 
 @pytest.fixture

@@ -65,8 +65,8 @@ def test_the_second_night_is_gated_against_the_first_and_reported(tmp_path, repo
         assert "baseline=publish" in (tmp_path / f"{night}.out").read_text()
     first, second = nights
     assert "this night starts it (nothing gated)" in first.stdout
-    said = re.search(r"cpu-gate: runs exit 0, baseline exit 0, gate exit ([03]), report exit 0; next baseline ",
-                     second.stdout)  # fmt: skip
+    said = re.search(r"cpu-gate: runs exit 0, baseline exit 0, gate exit ([03]), report exit 0, duet exit none; "
+                     r"next baseline ", second.stdout)  # fmt: skip
     assert said, second.stdout[-2000:]
     if said[1] == "3":
         assert "::warning title=precision_debugger job::INCONCLUSIVE (exit 3), the job passes" in second.stdout
