@@ -14,7 +14,9 @@ from gate_builders import ENV, write_results
 from test_history import history_of, night
 
 from harness import outcomes
+from harness.artifacts.figures import OVERHEAD_PROFILED
 from harness.cli import main
+from harness.history.checkdoc import CheckRange, HistoryCheckDoc
 from harness.history.duet import DuetDoc, last_good, plan
 from harness.history.store import Duet, History
 
@@ -240,3 +242,72 @@ def test_the_nightlys_gate_leaves_overhead_to_the_duet(tmp_path, capsys):
     capsys.readouterr()
     judged = main(["gate", "--baseline", str(base), "--results", str(tmp_path / "now"), "--judge", "disk,structure"])
     assert judged == outcomes.EXIT_PASS, capsys.readouterr().out
+
+
+def test_a_duet_regression_plans_the_overhead_bisect_over_its_range(tmp_path, capsys):
+    """The newest night's duet decided REGRESSED (tonight's verl against the last good night's, 3 first-parent commits
+    apart): history check --json carries it and history bisects plans the bisect of its scenario over that range, as
+    for a confirmed change point; the history's own verdict stays the history's (no change point: nothing to accept).
+    An older night's duet regression, one that names no figure (a schema-3 record), or a noise record plan none."""
+    history = nights_on([f"{i:040x}" for i in range(1, 6)])
+    base, tonight = history.nights[1], history.nights[-1]
+    regressed = Duet(mode="duet", base_commit=base.identity.verl_commit, base_night=base.id, exit_code=1,
+                     verdict="FAIL", lines=["tonight's verl against the last good night"],
+                     regressed={"tiny_fsdp_l1": [OVERHEAD_PROFILED]})  # fmt: skip
+    h = tmp_path / "h.json"
+    nights = [*history.nights[:-1], tonight.model_copy(update={"duet": regressed})]
+    history.model_copy(update={"nights": nights}).write(h)
+    assert main(["history", "check", str(h), "--json", str(tmp_path / "check.json")]) == 0  # the history: no change
+    doc = HistoryCheckDoc.read_file(tmp_path / "check.json", 1 << 20)
+    assert [(d.scenario, d.metrics, d.range) for d in doc.duet] == [
+        ("tiny_fsdp_l1", [OVERHEAD_PROFILED], CheckRange(good=f"{2:040x}", bad=f"{5:040x}", commits=9))
+    ]
+    capsys.readouterr()
+    assert main(["history", "bisects", str(tmp_path / "check.json")]) == 0
+    assert capsys.readouterr().out == f"tiny_fsdp_l1 {2:040x} {5:040x}\n"
+    for duet in (
+        regressed.model_copy(update={"regressed": {}}),  # a schema-3 duet: no figure named
+        regressed.model_copy(update={"mode": "noise", "base_commit": tonight.identity.verl_commit}),
+    ):
+        nights = [*history.nights[:-1], tonight.model_copy(update={"duet": duet})]
+        history.model_copy(update={"nights": nights}).write(h)
+        assert main(["history", "check", str(h), "--json", str(tmp_path / "check.json")]) == 0
+        assert HistoryCheckDoc.read_file(tmp_path / "check.json", 1 << 20).bisects() == []
+    nights = [*history.nights[:-2], history.nights[-2].model_copy(update={"duet": regressed}), tonight]
+    history.model_copy(update={"nights": nights}).write(h)
+    assert main(["history", "check", str(h), "--json", str(tmp_path / "check.json")]) == 0
+    assert HistoryCheckDoc.read_file(tmp_path / "check.json", 1 << 20).duet == []  # last night's, not tonight's
+
+
+def test_the_duet_record_names_the_figures_it_decided_regressed(tmp_path, capsys):
+    night_dir = runs_dir(tmp_path)
+    duet = duet_dir(tmp_path, "duet", 2, 2)
+    doc = DuetDoc.read(duet / "duet.json")
+    doc.model_copy(update={"regressed": {"tiny": [OVERHEAD_PROFILED]}}).write(duet / "duet.json")
+    h = tmp_path / "h.json"
+    assert main(["history", "append", str(h), str(night_dir), "--duet", str(duet), "--date", "2026-12-01"]) == 0
+    got = History.read(h).nights[0].duet
+    assert got is not None and got.regressed == {"tiny": [OVERHEAD_PROFILED]}
+    one = json.loads((duet / "duet.json").read_text())  # a schema-1 record (before it named figures) still reads
+    del one["regressed"]
+    (duet / "duet.json").write_text(json.dumps(one | {"schema_version": 1}))
+    assert DuetDoc.read(duet / "duet.json").regressed == {}
+
+
+def test_a_schema_3_history_with_duets_reads_and_is_appended_as_schema_4(tmp_path, capsys):
+    """The pool of the duet's series (benchmarks/data/duet_series_wait.json), written as schema 3 when the duet field
+    joined it without a new schema: read (its duets, their base runs, no figure named regressed), checked, and
+    written again as schema 4, every night with it."""
+    pool = ROOT / "benchmarks" / "data" / "duet_series_wait.json"
+    assert json.loads(pool.read_text())["schema_version"] == 3
+    history = History.read(pool)
+    duets = [n.duet for n in history.nights if n.duet is not None]
+    assert len(duets) == 4 and [d.mode for d in duets] == ["history", "duet", "duet", "duet"]
+    assert sum(len(r) for d in duets for r in d.base_runs.values()) == 15 and all(not d.regressed for d in duets)
+    h = tmp_path / "h.json"
+    h.write_bytes(pool.read_bytes())
+    assert main(["history", "check", str(h)]) == 0 and "no change point in 6 series" in capsys.readouterr().out
+    assert json.loads(h.read_text())["schema_version"] == 3  # check reads, never writes
+    history.write(h)
+    written = json.loads(h.read_text())
+    assert written["schema_version"] == 4 and {n["schema_version"] for n in written["nights"]} == {4}

@@ -288,9 +288,12 @@ def test_cli_append_check_accept(tmp_path, capsys):
     [
         ('{"schema_version": 1, "nights": [', "not valid JSON"),
         ("", "not valid JSON"),
-        ('{"schema_version": 7, "nights": []}', "written by schema 7, this harness reads schemas 2 and 3"),
-        ('{"schema_version": 3, "nights": [{"schema_version": 2, "identity": {"date": "2026-11-01"}}]}',
-         "night 1 (2026-11-01) was appended by schema 2, the file is schema 3: a mixed-version history"),
+        ('{"schema_version": 7, "nights": []}', "written by schema 7, this harness reads schemas 2, 3 and 4"),
+        ('{"schema_version": 4, "nights": [{"schema_version": 2, "identity": {"date": "2026-11-01"}}]}',
+         "night 1 (2026-11-01) was appended by schema 2, the file is schema 4: a mixed-version history"),
+        ('{"schema_version": 3, "nights": [{"schema_version": 3, "identity": {"date": "2026-11-01"}}, '
+         '{"schema_version": 4, "identity": {"date": "2026-11-02"}}]}',
+         "night 2 (2026-11-02) was appended by schema 4, the file is schema 3: a mixed-version history"),
     ],
 )  # fmt: skip
 def test_a_broken_history_is_one_line_and_left_alone(tmp_path, capsys, text, said):
@@ -318,7 +321,7 @@ def test_the_written_history_is_versioned(tmp_path, capsys):
     run = "https://github.com/verl-project/verl/actions/runs/123"
     _cli(capsys, "append", str(h), str(tmp_path / "r"), "--date", "2026-11-01", "--run-url", run)
     doc = json.loads(h.read_text())
-    assert doc["schema_version"] == 3 and doc["nights"][0]["schema_version"] == 3 and doc["nights"][0]["run"] == run
+    assert doc["schema_version"] == 4 and doc["nights"][0]["schema_version"] == 4 and doc["nights"][0]["run"] == run
     identity = set(doc["nights"][0]["identity"])
     assert identity >= {"verl_commit", "verl_position", "msprobe", "torch", "processor", "image", "runner", "date",
                         "harness", "scenarios"}  # fmt: skip
@@ -393,7 +396,7 @@ def test_a_schema_2_history_reads_with_its_first_profiled_step_apart(tmp_path, c
     code, out, _ = _cli(capsys, "check", str(h))
     assert code == 2 and "1 night(s): a series needs two nights or more" in out  # read: one night, nothing compared
     code, _, err = _cli(capsys, "append", str(h), str(tmp_path / "r2"), "--date", "2026-11-02")
-    assert (code, err) == (0, "") and json.loads(h.read_text())["schema_version"] == 3
+    assert (code, err) == (0, "") and json.loads(h.read_text())["schema_version"] == 4
     assert _cli(capsys, "append", str(h), str(tmp_path / "r1"), "--run-url", "javascript:alert(1)")[0] == 2
 
 

@@ -175,7 +175,7 @@ def test_the_nightly_bisects_confirmed_tiny_regressions_within_16_commits_once_e
                                     finding("tiny_fsdp_l0", "regressed", 1), finding("tiny_fsdp_l0", "suspected", 4),
                                     finding("real_fsdp_l0", "regressed", 4), finding("tiny_cuda_l0", "regressed", None),
                                     finding("tiny_megatron_l0", "regressed", MAX_BISECT_COMMITS)])  # fmt: skip
-    assert [(f.scenario, f.range.commits if f.range else 0) for f in doc.bisects()] == [
+    assert [(scenario, r.commits) for scenario, r in doc.bisects()] == [
         ("tiny_fsdp_l1", 5),
         ("tiny_megatron_l0", MAX_BISECT_COMMITS),
     ]

@@ -90,6 +90,7 @@ def cmd_duet(args: argparse.Namespace) -> int:
     _say(p.line)
     lines = [p.line]
     code, word = outcomes.duet_outcome("history")
+    regressed: dict[str, list[str]] = {}
     if base is not None and runnable:
         sweep()
         comparison, observed = run_comparison(
@@ -106,6 +107,11 @@ def cmd_duet(args: argparse.Namespace) -> int:
         else:
             lines += [line for line in comparison.lines(figures=False) if not line.startswith("order per scenario")]
             code, word = outcomes.duet_outcome(p.mode, *comparison.verdict)
+            regressed = {
+                s.scenario: figures
+                for s in comparison.scenarios
+                if (figures := [f.metric for f in s.figures if f.judged and f.verdict == "regressed"])
+            }
             if code == outcomes.EXIT_FAIL and p.base_commit:
                 lines.append(_range(repo, p.base_commit, str(head.verl.commit), [s.name for s in runnable]))
     elif base is not None:
@@ -119,6 +125,7 @@ def cmd_duet(args: argparse.Namespace) -> int:
         exit_code=code,
         verdict=word,
         lines=lines,
+        regressed=regressed if p.mode == "duet" else {},
     ).write(results / "duet.json")
     text = [f"duet ({p.mode}): {word}: {lines[0] if p.mode != 'history' else lines[-1]}", *lines[1:]]
     write_atomic(results / "duet.txt", "\n".join(text) + "\n")

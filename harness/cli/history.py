@@ -52,7 +52,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     with _lock(path):
         history = History.read(path)
     verdict = judge(history, Settings(confirm_nights=args.confirm_nights))
-    doc = checkdoc.doc_of(verdict)
+    doc = checkdoc.doc_of(verdict, history)
     if args.json:
         doc.write(output_path(args.json, "--json", [path]))
     for line in verdict.lines():
@@ -66,8 +66,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_bisects(args: argparse.Namespace) -> int:
     seen: set[str] = set()
     for check in args.checks:
-        for f in checkdoc.read(Path(check)).bisects():
-            line = f"{f.scenario} {f.range.good} {f.range.bad}" if f.range else ""  # bisects() keeps ranges only
+        for scenario, r in checkdoc.read(Path(check)).bisects():
+            line = f"{scenario} {r.good} {r.bad}"
             if line not in seen:
                 seen.add(line)
                 print(line)

@@ -2,8 +2,9 @@
 console: the verdict, its exit code (the check's and the nightly's, both decided in harness/outcomes.py), one entry
 per change point with its verl commit range, and the overhead bisects the nightly may run on it.
 
-A bisect is planned only where it can name a commit in a hosted runner's time: a confirmed regression of a tiny
-scenario (the embedded workload: minutes a probe; verl's real trainer takes far longer) between two verl commits
+A bisect is planned only where it can name a commit in a hosted runner's time: a regression of a tiny scenario (the
+embedded workload: minutes a probe; verl's real trainer takes far longer), confirmed by the history or decided by the
+newest night's duet (tonight's verl against the last good night's, side by side: ``duet``), between two verl commits
 whose first-parent distance is known, more than one (one is the commit itself) and at most ``MAX_BISECT_COMMITS``
 (four probes of a few pairs each).
 """
@@ -16,7 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from harness import outcomes
-from harness.history.store import HistoryError
+from harness.history.store import History, HistoryError, Night
 from harness.history.verdict import Finding, Verdict
 from harness.safeio import MB, InputError, Versioned
 
@@ -44,10 +45,22 @@ class CheckFinding(BaseModel):
     range: CheckRange | None  # None where the nights ran verl releases, not commits
 
 
+class DuetRegression(BaseModel):
+    """A figure the newest night's duet decided REGRESSED: tonight's verl (bad) against the last good night's (good).
+    The night's own verdict, not a change point of the history (nothing for ``history accept``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    scenario: str
+    metrics: list[str]
+    line: str  # the duet's verdict line
+    range: CheckRange | None  # None where either side's commit is unknown
+
+
 class HistoryCheckDoc(Versioned):
     FILE = "history check JSON"
     REDO = "re-run history check --json with this harness"
-    schema_version: Literal[1] = 1
+    # 2: ``duet``, the newest night's duet regressions (the bisect plans from them as from confirmed change points)
+    schema_version: Literal[2] = 2
     exit_code: int  # history check's own
     verdict: str
     nightly_exit: int  # what a nightly's history job exits with (outcomes.history_nightly)
@@ -55,20 +68,20 @@ class HistoryCheckDoc(Versioned):
     nights: int
     lines: list[str]
     findings: list[CheckFinding]
+    duet: list[DuetRegression] = []
 
-    def bisects(self) -> list[CheckFinding]:
-        """The confirmed regressions a nightly bisects itself (see the module's docstring), one per scenario and
-        range (every figure of a scenario that regressed between the same nights shares its bisect)."""
-        seen: set[tuple[str, str, str]] = set()
-        out: list[CheckFinding] = []
-        for f in self.findings:
-            r = f.range
-            if f.status != "regressed" or r is None or r.commits is None or not 1 < r.commits <= MAX_BISECT_COMMITS:
+    def bisects(self) -> list[tuple[str, CheckRange]]:
+        """The regressions a nightly bisects itself (see the module's docstring), confirmed change points first, then
+        the newest night's duet: one per scenario and range (every figure of a scenario that regressed between the
+        same commits shares its bisect)."""
+        found = [(f.scenario, f.range) for f in self.findings if f.status == "regressed"]
+        found += [(d.scenario, d.range) for d in self.duet]
+        out: list[tuple[str, CheckRange]] = []
+        for scenario, r in found:
+            if r is None or r.commits is None or not 1 < r.commits <= MAX_BISECT_COMMITS:
                 continue
-            if not f.scenario.startswith("tiny_") or (f.scenario, r.good, r.bad) in seen:
-                continue
-            seen.add((f.scenario, r.good, r.bad))
-            out.append(f)
+            if scenario.startswith("tiny_") and (scenario, r.good, r.bad) not in {(s, b.good, b.bad) for s, b in out}:
+                out.append((scenario, r))
         return out
 
 
@@ -82,7 +95,25 @@ def _range(f: Finding) -> CheckRange | None:
     return CheckRange(good=before.verl_commit, bad=after.verl_commit, commits=commits)
 
 
-def doc_of(verdict: Verdict) -> HistoryCheckDoc:
+def duet_regressions(history: History) -> list[DuetRegression]:
+    """The newest night's duet, where it decided figures REGRESSED, with its range: the base night's verl commit to
+    tonight's (their first-parent distance where both nights know their place)."""
+    if not history.nights or (duet := history.nights[-1].duet) is None or duet.mode != "duet" or not duet.regressed:
+        return []
+    night = history.nights[-1]
+    base: Night | None = next((n for n in history.nights if n.id == duet.base_night), None)
+    good, bad = duet.base_commit, night.identity.verl_commit
+    where = None
+    if good and bad and good != bad:
+        commits = None
+        if base is not None and base.identity.verl_position is not None and night.identity.verl_position is not None:
+            commits = night.identity.verl_position - base.identity.verl_position
+        where = CheckRange(good=good, bad=bad, commits=commits)
+    line = duet.lines[0] if duet.lines else duet.verdict
+    return [DuetRegression(scenario=s, metrics=m, line=line, range=where) for s, m in sorted(duet.regressed.items())]
+
+
+def doc_of(verdict: Verdict, history: History) -> HistoryCheckDoc:
     nightly_exit, nightly_verdict = outcomes.history_nightly(verdict.exit_code, verdict.word, verdict.total)
     return HistoryCheckDoc(
         exit_code=verdict.exit_code,
@@ -103,6 +134,7 @@ def doc_of(verdict: Verdict) -> HistoryCheckDoc:
             )
             for f in verdict.findings
         ],
+        duet=duet_regressions(history),
     )
 
 

@@ -135,13 +135,16 @@ class DuetDoc(Versioned):
 
     FILE = "duet record"
     REDO = "run the duet again with this harness"
-    schema_version: Literal[1] = 1
+    # 2: ``regressed``, per scenario the overhead figures the duet decided REGRESSED (the nightly's bisect plans from
+    # them); a schema-1 record names none
+    schema_version: Literal[2] = 2
     mode: outcomes.DuetMode
     base_commit: str | None = None
     base_night: str | None = None
     exit_code: int
     verdict: str
     lines: list[str]
+    regressed: dict[str, list[str]] = {}
 
     @classmethod
     def read(cls, path: Path) -> DuetDoc:
@@ -177,6 +180,7 @@ def record(doc: DuetDoc, base: dict[str, list[ScenarioRun]], head: dict[str, lis
         exit_code=doc.exit_code,
         verdict=doc.verdict,
         lines=doc.lines,
+        regressed=doc.regressed,
         base_runs=base,
         ratios=ratios(base, head),
     )

@@ -28,8 +28,11 @@ from harness.safeio import MB, InputError, Versioned
 # 2: a night's run (the CI run that made it). 3: the identity holds the harness's commit and each scenario file's
 # digest; the first profiled step is a figure of its own, left out of the profiled step's and the stages' series, and
 # a night's overhead figure is the geometric mean of its samples (``first_apart``). A schema-2 history reads as one
-# (the same split made on its samples; its harness and scenario files unknown)
-SCHEMA = 3
+# (the same split made on its samples; its harness and scenario files unknown). 4: a night's ``duet`` (how its overhead
+# was decided side by side, the base side's runs) with the figures it decided regressed, per scenario (what the
+# nightly's bisect plans from); a schema-3 history reads as one (its duets, where it has any, name no figure), and so
+# does a schema-2 one (``History.of``)
+SCHEMA = 4
 MAX_BYTES = 256 * MB
 # the nights kept: past it the oldest are pruned (and ``append`` says which); over a year of nightlies, ~20 kB a
 # night for the tiny tier's eight scenarios
@@ -113,6 +116,7 @@ class Duet(_Model):
     exit_code: int
     verdict: str
     lines: list[str] = []
+    regressed: dict[str, list[str]] = {}  # per scenario, the overhead figures decided REGRESSED (schema 4)
     base_runs: dict[str, list[ScenarioRun]] = {}
     ratios: dict[str, dict[str, Annotated[FiniteFloat, Field(gt=0)]]] = {}
 
@@ -199,18 +203,31 @@ def _upgrade_run(run: Any) -> Any:
 class History(Versioned):
     FILE = "history"
     REDO = "append the nights again with this harness, or check it with the harness that wrote it"
-    schema_version: Literal[3] = 3
+    schema_version: Literal[4] = 4
     nights: list[Night] = []
     accepted: list[Acceptance] = []
     pruned: Annotated[int, Field(ge=0)] = 0  # nights pruned past the size cap so far
 
     @classmethod
+    def of(cls, doc: object) -> History:
+        """Schema 2 read too, two schemas back: made schema 3's first (``_upgrade_night``), then read as schema 3. A
+        night appended by another schema than its file's is refused first, by the schemas as written."""
+        version = doc.get("schema_version", 1) if isinstance(doc, dict) else SCHEMA
+        if type(version) is not int or version not in (2, 3, SCHEMA):
+            raise InputError(f"{cls.FILE} written by schema {version!r}, this harness reads schemas 2, 3 and {SCHEMA}: "
+                             f"{cls.REDO}")  # fmt: skip
+        if isinstance(doc, dict) and (mixed := _mixed(doc)):
+            raise InputError(f"{mixed}: not a harness {cls.FILE}")
+        if isinstance(doc, dict) and version == 2 and isinstance(doc.get("nights"), list):
+            doc = doc | {"schema_version": 3, "nights": [_upgrade_night(n) for n in doc["nights"]]}
+        return super().of(doc)
+
+    @classmethod
     def upgrade(cls, doc: dict[str, Any]) -> dict[str, Any]:
-        """Schema 2's nights are schema 3's whose harness and scenario files are unknown, their runs split by
-        ``first_apart``. A night that says another schema is left as it is, for the mixed-version check to name."""
+        """Schema 3's nights are schema 4's (a duet recorded then names no regressed figure)."""
         nights = doc.get("nights")
-        if isinstance(nights, list) and all(isinstance(n, dict) and n.get("schema_version") == 2 for n in nights):
-            doc = doc | {"nights": [_upgrade_night(n) for n in nights]}
+        if isinstance(nights, list):
+            doc = doc | {"nights": [n | {"schema_version": SCHEMA} if isinstance(n, dict) else n for n in nights]}
         return doc
 
     @model_validator(mode="before")
@@ -218,14 +235,8 @@ class History(Versioned):
     def _one_schema(cls, doc: Any) -> Any:
         """Every night appended by this file's schema: a history pieced together from two harness versions is
         refused naming the first night that is not, rather than read as if it were."""
-        for i, night in enumerate(doc.get("nights") or [] if isinstance(doc, dict) else []):
-            said = night.get("schema_version", SCHEMA) if isinstance(night, dict) else SCHEMA
-            if said != doc.get("schema_version", SCHEMA):
-                day = night.get("identity", {}).get("date", "?") if isinstance(night.get("identity"), dict) else "?"
-                raise ValueError(
-                    f"night {i + 1} ({day}) was appended by schema {said!r}, the file is schema "
-                    f"{doc.get('schema_version', SCHEMA)!r}: a mixed-version history"
-                )
+        if isinstance(doc, dict) and (mixed := _mixed(doc)):
+            raise ValueError(mixed)
         return doc
 
     @classmethod
@@ -243,12 +254,28 @@ class History(Versioned):
         return next(((i, n) for i, n in enumerate(self.nights) if n.id == night_id), None)
 
 
-def _upgrade_night(night: dict[str, Any]) -> dict[str, Any]:
+def _mixed(doc: dict[str, Any]) -> str | None:
+    """The first night of ``doc`` appended by another schema than the file's, in one line; None when there is none."""
+    for i, night in enumerate(doc.get("nights") or []):
+        said = night.get("schema_version", SCHEMA) if isinstance(night, dict) else SCHEMA
+        if said != doc.get("schema_version", SCHEMA):
+            day = night.get("identity", {}).get("date", "?") if isinstance(night.get("identity"), dict) else "?"
+            return (
+                f"night {i + 1} ({day}) was appended by schema {said!r}, the file is schema "
+                f"{doc.get('schema_version', SCHEMA)!r}: a mixed-version history"
+            )
+    return None
+
+
+def _upgrade_night(night: Any) -> Any:
+    """A schema-2 night as schema 3's: its runs split by ``first_apart``."""
+    if not isinstance(night, dict):
+        return night  # left for validation to name
     scenarios = night.get("scenarios")
     if isinstance(scenarios, dict):
         night = night | {"scenarios": {k: [_upgrade_run(r) for r in v] if isinstance(v, list) else v
                                        for k, v in scenarios.items()}}  # fmt: skip
-    return night | {"schema_version": SCHEMA}
+    return night | {"schema_version": 3}
 
 
 def add(history: History, night: Night, keep: int = KEEP_NIGHTS) -> tuple[History, list[str]]:
