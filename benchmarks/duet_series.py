@@ -97,7 +97,7 @@ def main() -> None:
     p.add_argument("--step-at", type=int, default=7)
     p.add_argument("--cause", choices=("wait", "compute"), default="wait")
     p.add_argument("--step-s", type=float, default=0.04, help="seconds before each stage's dump (0.04: ~+15 %%)")
-    p.add_argument("--scenario", default="scenarios/tiny_fsdp_l1.yaml")
+    p.add_argument("--scenario", default="scenarios/tiny_fsdp_duet.yaml")
     p.add_argument("--repeats", default="", help="compare's options for the duet (CPU_GATE_REPEATS)")
     p.add_argument("--resume", action="store_true")
     a = p.parse_args()

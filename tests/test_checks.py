@@ -11,7 +11,7 @@ from builders import write_dump, write_metrics, write_scenario
 from harness import outcomes
 from harness.checks import CHECKS, CheckContext
 from harness.checks.known_gap import check_gap
-from harness.checks.overhead import around
+from harness.checks.overhead import around, in_run, samples
 from harness.errors import InfraError
 from harness.scenario.loader import load_scenario
 
@@ -237,6 +237,16 @@ def test_the_in_run_reference_is_the_unprofiled_steps_among_the_profiled_ones():
     assert around([3, 5, 7, 9, 10, 11, 12, 13], [2, 4, 6, 8]) == [3, 5, 7, 9]
     assert around([9, 10], [2, 4]) == [9, 10]  # none among them: all of them
     assert around([3, 5], []) == [3, 5]
+
+
+def test_a_contention_burst_in_one_unprofiled_step_does_not_move_the_runs_samples():
+    """The in-run reference is each rank's median: one unprofiled step that waited 2 s on the other rank (the shared
+    runner's burst) leaves every profiled step's sample where it was; the mean moved them all by a third."""
+    on = {(n, r): 3.0 if n % 2 == 0 else 1.0 for n in range(2, 11) for r in (0, 1)}
+    quiet = samples(on, in_run(on, [2, 4, 6, 8], [3, 5, 7, 9]), [2, 4, 6, 8])
+    on[5, 0] = 3.0
+    burst = samples(on, in_run(on, [2, 4, 6, 8], [3, 5, 7, 9]), [2, 4, 6, 8])
+    assert quiet == burst == {f"step{n}.rank{r}": 3.0 for n in (2, 4, 6, 8) for r in (0, 1)}
 
 
 def test_an_interval_across_the_max_is_inconclusive_not_a_pass(good_case):

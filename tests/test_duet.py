@@ -1,7 +1,7 @@
 """The nightly as a duet (harness/history/duet.py, harness duet, history append --duet): the base read from the history
 (the newest night whose overhead passed, of tonight's settings, its commit in the clone), the noise record of an
 unchanged verl, both sides recorded with the night, and every bad input one line naming what the night did instead.
-The duet's trainings (compare's machinery) run in tests/test_duet_series.py and benchmarks/duet_series.py."""
+The duet's trainings (compare's machinery) run in benchmarks/duet_series.py."""
 
 from __future__ import annotations
 

@@ -39,7 +39,7 @@ def samples(on: dict[tuple[int, int], float], off: dict[tuple[int, int], float],
 
 
 def in_run(on: dict[tuple[int, int], float], steps: list[int], reference: list[int]) -> dict[tuple[int, int], float]:
-    """Each rank's mean at the ``reference`` (unprofiled) steps of the same run, as that rank's denominator at
+    """Each rank's median at the ``reference`` (unprofiled) steps of the same run, as that rank's denominator at
     every one of ``steps``: ``samples(on, in_run(on, ...), steps)`` is profiled against unprofiled in one process.
 
     Measured with another process keeping one of two cores busy (8 rounds, on and off runs interleaved): one
@@ -47,13 +47,19 @@ def in_run(on: dict[tuple[int, int], float], steps: list[int], reference: list[i
     ratio carried both processes' offsets. The run-to-run spread of the profiled step ratio was 15.2 % against the
     off run at the same step and 5.4 % against the run's own unprofiled steps (ranks pinned; 18.3 % and 10.1 %
     unpinned). Valid only where every step does the same work (the embedded workload: same shapes every step).
-    The mean of those steps, not their median: over 62 A/A pairs of tiny_fsdp_l1 the run-to-run spread of the
-    small stages' ratios (old log-prob, ref: ~0.1 s of CPU unprofiled) fell from 9.0-9.5 % to 7.9-8.2 %."""
+
+    The median, not the mean: the reference is shared by every sample of the run, so its error is the run's, and a
+    contention burst on the shared runner (a step waiting on the other rank in a collective, several times its
+    usual ~0.3 s) moved the mean of a run's unprofiled steps and with it all of its samples. Over the duet's runs on
+    the shared 2-core machine (benchmarks/duet_noise.py, load 2-14), the run-to-run spread of the profiled step's
+    figure fell from 7.7 % to 3.8 % on tiny_fsdp_duet (21 reference steps) and from 17.1 % to 12.7 % on tiny_fsdp_l1
+    (4), each stage's too. (On a quieter machine, 62 A/A pairs of tiny_fsdp_l1 had put the mean slightly ahead for
+    the small stages: 7.9-8.2 % against 9.0-9.5 %.)"""
     by_rank: dict[int, list[float]] = {}
     for (n, r), v in on.items():
         if n in reference:
             by_rank.setdefault(r, []).append(v)
-    return {(n, r): statistics.fmean(vs) for r, vs in by_rank.items() for n in steps}
+    return {(n, r): statistics.median(vs) for r, vs in by_rank.items() for n in steps}
 
 
 def around(unprofiled: list[int], profiled: list[int]) -> list[int]:
