@@ -52,7 +52,7 @@ def in_run(on: dict[tuple[int, int], float], steps: list[int], reference: list[i
     contention burst on the shared runner (a step waiting on the other rank in a collective, several times its
     usual ~0.3 s) moved the mean of a run's unprofiled steps and with it all of its samples. Over the duet's runs on
     the shared 2-core machine (benchmarks/duet_noise.py, load 2-14), the run-to-run spread of the profiled step's
-    figure fell from 7.7 % to 3.8 % on tiny_fsdp_duet (21 reference steps) and from 17.1 % to 12.7 % on tiny_fsdp_l1
+    figure fell from 6.1 % to 3.5 % on tiny_fsdp_duet (21 reference steps) and from 17.8 % to 13.0 % on tiny_fsdp_l1
     (4), each stage's too. (On a quieter machine, 62 A/A pairs of tiny_fsdp_l1 had put the mean slightly ahead for
     the small stages: 7.9-8.2 % against 9.0-9.5 %.)"""
     by_rank: dict[int, list[float]] = {}
