@@ -7,6 +7,7 @@ nodes, a results dir the head does not share: one line each, exit 2); a run kill
 no actor of it alive, every node's run dir removed); the scenario off and on, held before gathering (rank 1's dumps on
 the worker's disk only), then every check passing with both ranks' dumps in the results dir, byte for byte the
 worker's, each with its node; a held-back node (its dumps deleted before gathering) failing the layout check by name;
+the harness SIGKILLed mid-training (its job stops itself once the harness's lease is stale, nothing of it left);
 the worker container killed mid-run (a clear infrastructure error naming it), then nothing left: no job running, no
 actor alive, no container, no Ray process. The token never appears in the harness's output or the results dir.
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -34,6 +36,7 @@ from ray_cluster import LABEL, TwoNodes, two_nodes
 from harness.errors import InfraError
 from harness.scenario.loader import load_scenario
 from harness.scenario.settings.ray import ADDRESS_ENV
+from harness.training.executors import ray_entry, ray_lease
 from harness.training.executors.docker import connect
 from harness.training.executors.ray_cluster import RUN_ENV, actor_env
 from harness.training.slots import heavy_slot
@@ -68,18 +71,23 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TwoNodes
             nodes.down()
 
 
+def command(
+    nodes: TwoNodes, results: Path, scenario: Path = SCENARIO, env: dict[str, str] | None = None, *extra: str
+) -> tuple[list[str], dict[str, str]]:
+    """``python -m harness run`` on the cluster: its argv and environment."""
+    base = {k: v for k, v in os.environ.items() if k not in (ADDRESS_ENV, "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")}
+    base |= {"RAY_AUTH_TOKEN_PATH": str(nodes.token_file), "HARNESS_TIMING": "record"} | (env or {})
+    argv = [sys.executable, "-m", "harness", "run", str(scenario), "--results", str(results)]
+    return [*argv, "--ray-address", nodes.address, *extra], base
+
+
 def harness(
     nodes: TwoNodes, results: Path, scenario: Path = SCENARIO, env: dict[str, str] | None = None, *extra: str
 ) -> tuple[int, str, float]:
     """``python -m harness run`` on the cluster: exit code, stdout+stderr, seconds."""
-    base = {k: v for k, v in os.environ.items() if k not in (ADDRESS_ENV, "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")}
-    base |= {"RAY_AUTH_TOKEN_PATH": str(nodes.token_file), "HARNESS_TIMING": "record"} | (env or {})
-    argv = [sys.executable, "-m", "harness", "run", str(scenario), "--results", str(results)]
+    argv, base = command(nodes, results, scenario, env, *extra)
     started = time.monotonic()
-    proc = subprocess.run(
-        [*argv, "--ray-address", nodes.address, *extra], cwd=ROOT, env=base, capture_output=True, text=True,
-        timeout=1800, check=False,
-    )  # fmt: skip
+    proc = subprocess.run(argv, cwd=ROOT, env=base, capture_output=True, text=True, timeout=1800, check=False)
     return proc.returncode, proc.stdout + proc.stderr, time.monotonic() - started
 
 
@@ -257,6 +265,60 @@ def test_a_held_back_node_fails_naming_it_and_its_ranks(cluster):
         f"layout: {worker}" in out and "(ranks [1]): of its 6 expected dump dirs, none reached the results dir" in out
     )
     assert f"missing dump dir step_2/actor_update/step0/rank1 on {worker}" in out
+
+
+def test_a_sigkilled_harness_leaves_a_job_that_stops_itself_and_nothing_behind(cluster, tmp_path):
+    """The harness killed outright mid-training (SIGKILL: nothing of it runs again, no stop, no clean-up job): its
+    lease goes stale, the job's entrypoint stops the training, waits for its actors and removes every node's run
+    dir; the job ends on its own within the lease's bound and nothing of the run is left on the cluster."""
+    nodes, results = cluster
+    before = {j["submission_id"] for j in nodes.get("/api/jobs/")}
+    # 30 steps: the training (4-5 s a step here after the first) outlasts the lease's bound after step 1
+    argv, env = command(nodes, results, variant(tmp_path, steps=30))
+    log = (tmp_path / "harness.log").open("w")
+    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    started: list[float] = []
+    children: list[psutil.Process] = []
+
+    def kill() -> None:
+        children.extend(psutil.Process(proc.pid).children(recursive=True))
+        os.kill(proc.pid, signal.SIGKILL)
+        started.append(time.monotonic())
+
+    watch = Watch(results / NAME, on_line=("off", "step:1 ", kill))
+    watch.start()
+    try:
+        while watch.is_alive() and proc.poll() is None:  # a harness that ends before its step 1 fails the test now
+            time.sleep(1)
+        watch.join(timeout=30)
+        assert watch.error is None and started, (tmp_path / "harness.log").read_text()[-3000:]
+        assert proc.wait(30) == -signal.SIGKILL
+        jobs = [j for j in nodes.get("/api/jobs/") if j["submission_id"] not in before]
+        assert [j["status"] for j in jobs] == ["RUNNING"], jobs  # the harness is gone, its job trains on
+        job = jobs[0]["submission_id"]
+        assert alive_actors(nodes, job)
+        bound = ray_lease.STALE_S + ray_entry.ABANDON_S
+        while (status := nodes.get(f"/api/jobs/{job}")["status"]) not in ("SUCCEEDED", "FAILED", "STOPPED"):
+            assert time.monotonic() - started[0] < bound + 30, f"the job still {status} after the harness was killed"
+            time.sleep(1)
+        ended = time.monotonic() - started[0]
+        said = nodes.get(f"/api/jobs/{job}/logs")["logs"]
+        print(f"harness SIGKILLed: its job {status} on its own {ended:.1f}s later (bound {bound:g}s)")
+        assert status == "FAILED" and ended < bound, said[-3000:]
+        assert "HARNESS RAY ERROR: the harness stopped renewing its lease" in said
+        assert "no actor of it is alive, its run dir removed from every node" in said, said[-3000:]
+        assert alive_actors(nodes, job) == []
+        assert nodes.files("head") == {} and nodes.files("worker") == {}
+        for name, c in nodes.containers.items():  # no process of the run: its driver, trainer or workers
+            left = [row[-1] for row in c.top(ps_args="-eo pid,args")["Processes"]
+                    if any(k in row[-1] for k in ("ray_entry", "TaskRunner", "WorkerDict", "main_ppo"))]  # fmt: skip
+            assert left == [], f"{name}: {left}"
+        assert psutil.wait_procs(children, timeout=30)[1] == [], "the harness's children outlived it"
+        assert not [j for j in nodes.get("/api/jobs/") if j["status"] in ("PENDING", "RUNNING")]
+    finally:
+        proc.kill()
+        proc.wait()
+        log.close()
 
 
 def test_killing_the_worker_mid_run_is_a_clear_verdict_and_leaves_nothing_behind(cluster):

@@ -46,7 +46,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             runnable.append(s)
     results = results_dir(args.results)
     started = time.monotonic()
-    sweep()
+    sweep(scenarios)
     comparison, observed = run_comparison(
         runnable,
         base,

@@ -3,11 +3,14 @@ sweep of what dead harnesses left."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, TaskID, TextColumn
 from rich.progress import Progress as Bars
 
+from harness.scenario.model import Scenario
 from harness.training.monitor import PeriodicLines, Progress, Show
 from harness.training.registry import EXECUTORS
 
@@ -58,8 +61,10 @@ def live_line(every_s: float) -> Show:
     return PeriodicLines(lambda line: console.print(escape(line), soft_wrap=True), every_s)
 
 
-def sweep() -> None:
-    """Remove what dead harnesses left (containers of a SIGKILLed harness), one line each."""
+def sweep(scenarios: Sequence[Scenario] = ()) -> None:
+    """Remove what dead harnesses left (containers of a SIGKILLed harness, jobs on the clusters the command and
+    ``scenarios`` name), one line each."""
+    settings = [s.executor for s in scenarios]
     for executor in EXECUTORS.values():
-        for line in executor.sweep():
+        for line in executor.sweep(settings):
             console.print(f"harness: {escape(line)}", soft_wrap=True)

@@ -92,7 +92,7 @@ def cmd_duet(args: argparse.Namespace) -> int:
     code, word = outcomes.duet_outcome("history")
     regressed: dict[str, list[str]] = {}
     if base is not None and runnable:
-        sweep()
+        sweep(runnable)
         comparison, observed = run_comparison(
             runnable, base, head, results, args.repeats, args.executor, say=_say, judge={"overhead"},
             watch=_watch(live_line(15.0)), max_repeats=args.max_repeats,

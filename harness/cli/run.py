@@ -36,7 +36,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"harness run: {exc}", file=sys.stderr)
         return outcomes.EXIT_ERROR
     session, results, status = uuid.uuid4().hex, results_dir(args.results), 0
-    sweep()
+    sweep(scenarios)
     started, trained = time.monotonic(), 0.0
     gate_timing = shared.gates_timing(args.timing)
     env = ensure_env(parse_target(args.verl, args.msprobe, args.series, stack=args.stack))  # once, for every scenario

@@ -43,6 +43,17 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             write_line(session.config, f"harness: {line}")
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The clusters the collected scenarios name themselves (``executor.ray.address``): their jobs of dead harnesses
+    stopped too (the session start swept those of ``--ray-address``); on each worker under xdist, where they are
+    collected, one line each."""
+    scenarios = {id(s): s for s in (getattr(i, "scenario", None) for i in session.items) if s is not None}
+    settings = [s.executor for s in scenarios.values()]
+    if any(getattr(s.options("ray"), "address", None) for s in settings):
+        for line in EXECUTORS["ray"].sweep(settings):
+            write_line(session.config, f"harness: {line}")
+
+
 def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
     if isinstance(excinfo.value, KeyboardInterrupt):  # not pytest.exit(), which comes here too
         _INTERRUPTS.append(excinfo.value)

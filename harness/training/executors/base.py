@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
+from collections.abc import Sequence
 from functools import cache
 from typing import Any, ClassVar, Protocol
 
@@ -54,9 +55,10 @@ class Executor(Protocol):
         """The accelerator numbers a run would get (their device nodes must exist), or None: any."""
         ...
 
-    def sweep(self) -> list[str]:
+    def sweep(self, settings: Sequence[ExecutorSettingsBase] = ()) -> list[str]:
         """Remove what dead harnesses on this host left behind (a SIGKILLed harness cannot clean up); one line
-        per thing removed. Best effort, at session start: nothing to reach is nothing to sweep."""
+        per thing removed. ``settings``: the executor blocks of the scenarios about to run (where they name places
+        of their own, a cluster's address). Best effort, at session start: nothing to reach is nothing to sweep."""
         ...
 
 

@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -206,7 +206,7 @@ class DockerExecutor:
         rt: DockerRuntime = settings.options("docker")
         return {"npu": rt.npu_devices, "cuda": rt.gpus}.get(device)
 
-    def sweep(self) -> list[str]:
+    def sweep(self, settings: Sequence[ExecutorSettingsBase] = ()) -> list[str]:
         """Remove the harness-labelled containers whose harness process (on this host) is gone."""
         try:
             client = self._client or client_from_env()

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -132,7 +132,7 @@ class LocalExecutor:
     def device_ids(self, settings: ExecutorSettingsBase, device: str) -> list[int] | None:
         return None
 
-    def sweep(self) -> list[str]:
+    def sweep(self, settings: Sequence[ExecutorSettingsBase] = ()) -> list[str]:
         return []  # a local training dies with its harness's cleanup; one of a SIGKILLed harness is not labelled
 
 

@@ -13,10 +13,19 @@ A failure of its own (no run dir here, an input missing on a node, a node lost w
 ``HARNESS RAY ERROR: ...`` at the end of the job's log, which the executor turns into an infrastructure error; the
 training's own failure keeps its exit code and traceback (the crash classifier reads them). SIGTERM (the job
 stopped) ends it at once: a stopped run is not gathered, its node dirs are removed by the executor's clean-up job.
+
+A harness killed outright (SIGKILL) stops nothing: from the start the entrypoint watches the harness's lease
+(``ray_lease``); once the harness has stopped renewing it, the entrypoint stops the training (an interrupt in its
+main thread, as Ctrl-C: the training's driver unwinds out of ``ray.get``; not SIGTERM, after which Ray 2.60 aborts
+the process at its next ``ray.init``, measured), ends the driver's connection (Ray then ends the training's actors,
+which it owns), waits until no actor of the run is alive, removes the run from every node and fails with its
+``HARNESS RAY ERROR:`` line.
+Should the training not unwind, the entrypoint exits at once ``ABANDON_S`` later (its actors die with their owner).
 """
 
 from __future__ import annotations
 
+import _thread
 import argparse
 import contextlib
 import os
@@ -24,6 +33,7 @@ import runpy
 import signal
 import socket
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -32,7 +42,7 @@ from typing import Any
 
 from harness.artifacts.nodes import NodeDoc, NodesRecord
 from harness.outcomes import EXIT_ERROR
-from harness.training.executors import ray_gather
+from harness.training.executors import ray_gather, ray_lease
 
 ERROR = "HARNESS RAY ERROR:"
 MARKER = ".ray-job"  # the run dir's proof that the job sees it: the executor writes the job's id there
@@ -40,6 +50,8 @@ PREPARE_TIMEOUT_S = 300
 GET_TIMEOUT_S = 300  # one message of a node's stream; a node that sends nothing that long is lost
 GATE_ENV = "HARNESS_TEST_GATHER_GATE"  # TEST ONLY: wait for this path to exist before gathering (at most GATE_WAIT_S)
 GATE_WAIT_S = 600
+ABANDON_S = 180  # a stale lease: the training's unwinding and the clean-up, at most; then the entrypoint exits
+ACTORS_GONE_S = 60
 PLACEMENT = "Ray's actors of the training whose runtime environment sets RANK (state API)"
 
 
@@ -122,18 +134,27 @@ def train(module: str, args: list[str]) -> int:
     return 0
 
 
-def placement(run: str) -> dict[str, list[int]]:
-    """node id -> the ranks Ray placed there: the training's actors (``RUN_ENV`` in their environment) whose
-    runtime environment sets ``RANK``, read from Ray's state API."""
+def run_actors(run: str, alive_only: bool = False) -> list[tuple[Any, dict[str, str]]]:
+    """The training's actors (``RUN_ENV`` in their environment) with their environment, from Ray's state API."""
     from ray.util.state import list_actors
 
     from harness.training.executors.ray_cluster import RUN_ENV, actor_env
 
-    out: dict[str, set[int]] = {}
-    for actor in list_actors(detail=True, limit=10_000, raise_on_missing_output=False):
+    filters = [("state", "=", "ALIVE")] if alive_only else None
+    found = []
+    for actor in list_actors(filters=filters, detail=True, limit=10_000, raise_on_missing_output=False):
         env = actor_env({"serialized_runtime_env": getattr(actor, "serialized_runtime_env", None)})
+        if env.get(RUN_ENV) == run:
+            found.append((actor, env))
+    return found
+
+
+def placement(run: str) -> dict[str, list[int]]:
+    """node id -> the ranks Ray placed there: the training's actors whose runtime environment sets ``RANK``."""
+    out: dict[str, set[int]] = {}
+    for actor, env in run_actors(run):
         rank, node = env.get("RANK", ""), getattr(actor, "node_id", None)
-        if env.get(RUN_ENV) == run and rank.isdigit() and node:
+        if rank.isdigit() and node:
             out.setdefault(node, set()).add(int(rank))
     return {node: sorted(ranks) for node, ranks in out.items()}
 
@@ -206,8 +227,6 @@ def _gate() -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import ray
-
     run_dir = Path(args.run)
     marker = run_dir / MARKER
     here = socket.gethostname()
@@ -218,6 +237,63 @@ def run(args: argparse.Namespace) -> int:
             "and the cluster's head share"
         )
     say(f"driver on {here}; run dir {run_dir}")
+    last_resort = threading.Timer(ABANDON_S, _exit_stuck)
+    last_resort.daemon = True
+
+    def stale(silent_s: float) -> None:
+        """In the lease's watch: the training interrupted in the main thread (it unwinds there and ``run`` cleans
+        up); should that not end within ABANDON_S, this process exits (its actors die with it)."""
+        say(f"the harness's lease unchanged for {silent_s:.0f}s: the harness is gone; stopping the training")
+        last_resort.start()
+        _thread.interrupt_main()
+
+    # the interrupt lands only where SIGINT is Python's (a process may inherit it ignored)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    watch = ray_lease.Watch(run_dir / ray_lease.FILE, args.lease_stale_s, stale)
+    watch.start()
+    try:
+        code = _run(args, run_dir, watch.expired)
+        if not watch.expired.is_set():
+            return code
+    except (KeyboardInterrupt, SystemExit):  # the interrupt of a stale lease; or the job stopped
+        if not watch.expired.is_set():
+            raise
+    finally:
+        watch.close()
+    left = abandon(args.node_root, args.job)
+    last_resort.cancel()
+    raise Failed(
+        f"the harness stopped renewing its lease for more than {args.lease_stale_s:g}s (killed, or cut off from the "
+        f"run dir): the training was stopped, "
+        + (f"{len(left)} of its actors still alive ({', '.join(left)})" if left else "no actor of it is alive")
+        + ", its run dir removed from every node"
+    )
+
+
+def _exit_stuck() -> None:
+    print(f"{ERROR} the harness's lease went stale and the training did not stop within {ABANDON_S}s: exiting "
+          "(its actors end with this driver; its node dirs may be left)", flush=True)  # fmt: skip
+    os._exit(EXIT_ERROR)
+
+
+def abandon(root: str, job: str) -> list[str]:
+    """After a stale lease: the training's driver disconnected (Ray ends the actors it owns), then, as a new driver,
+    wait until none of the run's actors is alive and remove its node dirs; the class names still alive."""
+    import ray
+
+    with contextlib.suppress(Exception):
+        ray.shutdown()
+    connect()
+    deadline = time.monotonic() + ACTORS_GONE_S
+    while (left := run_actors(job, alive_only=True)) and time.monotonic() < deadline:
+        time.sleep(1)
+    clean_nodes(root)
+    return sorted({str(getattr(a, "class_name", "?")) for a, _ in left})
+
+
+def _run(args: argparse.Namespace, run_dir: Path, expired: threading.Event) -> int:
+    import ray
+
     connect()
     prepare_nodes(args.node_root, run_dir, args.input)
     ray.shutdown()
@@ -226,6 +302,8 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     code = train(args.module, args.args)
     say(f"the training ended with exit code {code} after {time.monotonic() - started:.1f} s")
+    if expired.is_set():
+        return code
     if not ray.is_initialized():
         connect()
     _gate()
@@ -261,6 +339,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--node-root", required=True, help="the run's own dir on every node")
     r.add_argument("--job", required=True, help="the job's submission id")
     r.add_argument("--input", action="append", default=[], help="a path every node must hold")
+    r.add_argument("--lease-stale-s", type=float, default=ray_lease.STALE_S,
+                   help="stop the training once the harness's lease in the run dir is unchanged this long")  # fmt: skip
     r.add_argument("module")
     r.add_argument("args", nargs=argparse.REMAINDER)
     r.set_defaults(func=run)

@@ -6,7 +6,9 @@ which must be at the same path there (a shared filesystem). Here: the cluster is
 accepted, enough nodes with the ranks' resource), the job submitted, its log streamed into ``train.log`` as it comes,
 its end mapped to what the local executor reports (an exit code and its log for the crash classifier; a timeout;
 a stop), and a stopped or timed-out job stopped on the cluster, its actors waited for and its node dirs removed by a
-clean-up job: nothing of it keeps running there.
+clean-up job: nothing of it keeps running there. While it follows the job the harness renews a lease in the run dir
+(``ray_lease``): a harness killed outright (SIGKILL), which stops nothing, leaves a lease that goes stale, and the
+job's entrypoint then stops the training and removes the run from every node itself.
 
 Job ends: SUCCEEDED is exit 0; FAILED the driver's exit code (its traceback decides whose fault, as for a local run),
 or, where the entrypoint never ran (its runtime environment failed, the supervisor died), an infrastructure error
@@ -23,6 +25,7 @@ import shlex
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -34,7 +37,7 @@ from harness.safeio import tail_bytes
 from harness.scenario.blocks import ExecutorSettingsBase
 from harness.scenario.settings.ray import RayRuntime
 from harness.signals import interrupts, note_stopped
-from harness.training.executors import ray_entry
+from harness.training.executors import ray_entry, ray_lease
 from harness.training.executors.base import LABEL_PREFIX, owner_gone
 from harness.training.executors.ray_cluster import RUN_ENV, TERMINAL, Cluster, address
 from harness.training.launch import Launch, NodeRun, argv_lines
@@ -51,7 +54,7 @@ def entry_argv(launch: Launch, run: RunDir, python: str) -> list[str]:
     inputs = [a for p in launch.inputs for a in ("--input", str(p))]
     return [
         python, "-m", ray_entry.__name__, "run", "--run", str(run.root), "--node-root", str(node.root),
-        "--job", node.job, *inputs, "--", launch.module, *launch.args,
+        "--job", node.job, "--lease-stale-s", f"{ray_lease.STALE_S:g}", *inputs, "--", launch.module, *launch.args,
     ]  # fmt: skip
 
 
@@ -101,22 +104,17 @@ class RayJobExecutor:
         argv = entry_argv(launch, run, python)
         metadata = {k: v for k, v in labels.items() if isinstance(v, str)}
         started = time.monotonic()
-        try:
-            with interrupts():
-                try:
-                    cluster.client.submit_job(
-                        entrypoint=shlex.join(argv), submission_id=node.job,
-                        runtime_env=runtime_env(launch, rt), metadata=metadata,
-                    )  # fmt: skip
-                except Exception as exc:  # Ray raises RuntimeError and others: one line
-                    raise InfraError(f"the Ray cluster at {cluster.address} refused the job: {_first(exc)}") from None
-                return _follow(cluster, node, run, settings, stop or threading.Event(), started, argv)
-        except KeyboardInterrupt as exc:
-            note_stopped(exc, f"Ray job {node.job} on {cluster.address} (stopped)")
-            _stop(cluster, node, python)
-            raise
-        finally:
-            marker.unlink(missing_ok=True)
+        with ray_lease.Renewal(run.root / ray_lease.FILE):  # renewed until the job and its clean-up are over
+            try:
+                with interrupts():
+                    _submit(cluster, node.job, argv, runtime_env(launch, rt), metadata)
+                    return _follow(cluster, node, run, settings, stop or threading.Event(), started, argv)
+            except KeyboardInterrupt as exc:
+                note_stopped(exc, f"Ray job {node.job} on {cluster.address} (stopped)")
+                _stop(cluster, node, python)
+                raise
+            finally:
+                marker.unlink(missing_ok=True)
 
     def describe(
         self, launch: Launch, run: RunDir, settings: ExecutorSettingsBase, labels: dict[str, str]
@@ -149,31 +147,49 @@ class RayJobExecutor:
     def device_ids(self, settings: ExecutorSettingsBase, device: str) -> list[int] | None:
         return None  # the cluster's nodes hold the devices, not this host
 
-    def sweep(self) -> list[str]:
-        """Stop the jobs on the cluster named by HARNESS_RAY_ADDRESS whose harness process (on this host) is gone
-        (a SIGKILLed harness stops nothing): best effort, at session start."""
-        import os
+    def sweep(self, settings: Sequence[ExecutorSettingsBase] = ()) -> list[str]:
+        """Stop the jobs whose harness process (on this host) is gone on every cluster named here: by
+        ``--ray-address`` / HARNESS_RAY_ADDRESS and by the scenarios' ``executor.ray.address``. Such a job stops
+        itself once its lease is stale (``ray_lease``); this stops it at once. Best effort, at session start."""
+        return [line for addr in sweep_addresses(settings) for line in _sweep(addr)]
 
-        from harness.scenario.settings.ray import ADDRESS_ENV
 
-        if not os.environ.get(ADDRESS_ENV):
-            return []
-        try:
-            cluster = Cluster.connect(address(RayRuntime()))
-            jobs = cluster.client.list_jobs()
-        except (InfraError, Exception):  # nothing to reach is nothing to sweep
-            return []
-        lines = []
-        for job in jobs:
-            meta = job.metadata or {}
-            if str(job.status) in TERMINAL or f"{LABEL_PREFIX}.session" not in meta or not owner_gone(meta):
-                continue
-            with contextlib.suppress(Exception):
-                cluster.client.stop_job(str(job.submission_id))
-                scenario, pid = meta.get(f"{LABEL_PREFIX}.scenario"), meta.get(f"{LABEL_PREFIX}.pid")
-                lines.append(f"stopped stale Ray job {job.submission_id} on {cluster.address} (scenario {scenario}, "
-                             f"its harness pid {pid} is gone)")  # fmt: skip
-        return lines
+def sweep_addresses(settings: Sequence[ExecutorSettingsBase]) -> list[str]:
+    """The clusters a session names: the command's (``--ray-address``, HARNESS_RAY_ADDRESS), the scenarios'."""
+    found = set()
+    with contextlib.suppress(InfraError):  # none named, or no address: nothing to sweep there
+        found.add(address(RayRuntime()))
+    for s in settings:
+        rt = s.options("ray")
+        if isinstance(rt, RayRuntime) and rt.address:
+            found.add(rt.address)
+    return sorted(found)
+
+
+def _sweep(addr: str) -> list[str]:
+    try:
+        cluster = Cluster.connect(addr)
+        jobs = cluster.client.list_jobs()
+    except Exception:  # nothing to reach is nothing to sweep
+        return []
+    lines = []
+    for job in jobs:
+        meta = job.metadata or {}
+        if str(job.status) in TERMINAL or f"{LABEL_PREFIX}.session" not in meta or not owner_gone(meta):
+            continue
+        with contextlib.suppress(Exception):
+            cluster.client.stop_job(str(job.submission_id))
+            scenario, pid = meta.get(f"{LABEL_PREFIX}.scenario"), meta.get(f"{LABEL_PREFIX}.pid")
+            lines.append(f"stopped stale Ray job {job.submission_id} on {cluster.address} (scenario {scenario}, "
+                         f"its harness pid {pid} is gone)")  # fmt: skip
+    return lines
+
+
+def _submit(cluster: Cluster, job: str, argv: list[str], env: dict[str, Any], metadata: dict[str, str]) -> None:
+    try:
+        cluster.client.submit_job(entrypoint=shlex.join(argv), submission_id=job, runtime_env=env, metadata=metadata)
+    except Exception as exc:  # Ray raises RuntimeError and others: one line
+        raise InfraError(f"the Ray cluster at {cluster.address} refused the job: {_first(exc)}") from None
 
 
 def _first(exc: BaseException) -> str:
