@@ -149,6 +149,7 @@ def decompose(scenario: Scenario, duets: list[dict]) -> None:
     unprofiled = around([n for n in scenario.unprofiled_steps if n > warm], profiled)
     within_p, within_u = [], []
     spread: dict[tuple[str, str], list[tuple[float, int]]] = {}
+    per_duet: dict[str, dict[str, list[tuple[float, int]]]] = {}
     for duet in duets:
         for side in ("base", "head"):
             runs = duet.get(side, [])
@@ -163,6 +164,10 @@ def decompose(scenario: Scenario, duets: list[dict]) -> None:
                 for metric in figures[0] if len(figures) > 1 else []:
                     values = [_figure(f[metric], profiled[0]) for f in figures]
                     spread.setdefault((metric, reference), []).append((statistics.variance(values), len(values) - 1))
+                    if metric == fig.OVERHEAD_PROFILED:
+                        per_duet.setdefault(duet["duet"], {}).setdefault(reference, []).append(
+                            (statistics.variance(values), len(values) - 1)
+                        )
     sp, su = math.sqrt(statistics.fmean(within_p)), math.sqrt(statistics.fmean(within_u))
     n_p, n_u = len(profiled) - 1, len(unprofiled)
     runs = sum(len(d.get("base", [])) + len(d.get("head", [])) for d in duets)
@@ -178,6 +183,9 @@ def decompose(scenario: Scenario, duets: list[dict]) -> None:
             continue
         said = [f"{ref} reference {_pooled(spread[metric, ref]):.3f}" for ref in ("median", "mean")]
         print(f"  {metric}: run-to-run spread (log, pooled within each duet's side): {', '.join(said)}")
+    for name, refs in per_duet.items():
+        said = [f"{ref} reference {_pooled(refs[ref]):.3f}" for ref in ("median", "mean")]
+        print(f"  {name}: the profiled step's run-to-run spread: {', '.join(said)}")
 
 
 def replay(pool: Path, draws: int, runs: list[int], seed: int, reference: str) -> None:
