@@ -4,6 +4,7 @@ never a traceback. The kinds are the ones a user must tell apart, each with the 
 from __future__ import annotations
 
 import traceback
+from typing import Any
 
 
 class HarnessError(Exception):
@@ -46,6 +47,16 @@ class InfraError(HarnessError):
     def __init__(self, *args: object, transient: bool = False) -> None:
         super().__init__(*args)
         self.transient = transient
+
+
+class FailedAlike(InfraError):
+    """Both trainings failed the same way in the code under test, precision_debugger off and on: no verdict on the
+    tool from this target alone (the inputs, the runner or verl's trainer itself). Against a base that trained on the
+    same runner it is a verdict on head (``harness.pipeline.base_head``). ``crash``: the on run's (``Crash``)."""
+
+    def __init__(self, *args: object, crash: dict[str, Any]) -> None:
+        super().__init__(*args)
+        self.crash = crash
 
 
 class HarnessBug(HarnessError):

@@ -54,6 +54,14 @@ def exit_code(statuses: Iterable[str]) -> int:
     return EXIT_FAIL if "regressed" in seen else EXIT_INCONCLUSIVE if "inconclusive" in seen else EXIT_PASS
 
 
+# Base against head: head fails to train the same way with precision_debugger off as on, in verl's (or msprobe's)
+# code, where base trained on the same runner in the same job: the pull request breaks the training itself, a verdict
+# on it (a regression, exit 1, never retried as the runner's). With no base to have trained (one target's run) the
+# same failure stays an error (exit 2): the inputs, the runner or verl's trainer, nothing tells them apart. Where verl
+# failed only on the harness's own CPU platform, lagging a method verl's platforms define, it is the harness's (2).
+CANNOT_TRAIN = "head cannot train (precision_debugger off too)"
+
+
 def exit_word(code: int) -> str:
     """The last word of a gate or comparison: PASS, FAIL (a regression or an error) or INCONCLUSIVE."""
     return {EXIT_PASS: "PASS", EXIT_INCONCLUSIVE: "INCONCLUSIVE"}.get(code, "FAIL")

@@ -7,6 +7,7 @@ from verl 0.9.1's own strict mode with a critic (its engine workers' ``train_bat
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -73,6 +74,32 @@ def test_verl_changing_under_the_harness_is_a_harness_error(repo: VerlRepo, cach
     line = one_line(proc.stdout, "HARNESS ERROR (not a verdict on verl)")
     assert "off run: harness raised TypeError: FileLogger.__init__() got an unexpected keyword argument" in line
     assert "harness/training/workloads/cpu_ppo/train.py:" in line
+
+
+@pytest.mark.trains
+def test_a_head_that_cannot_train_where_base_did_is_a_verdict_on_it(repo: VerlRepo, cache: Path, small_l1: Path):
+    """verl's timer called with an argument it does not take (``untrainable``; verl's #7212 broke every platform but
+    TPU so): alone, every training failing the same way off and on is no verdict on the tool (exit 2: the inputs, the
+    runner or verl's trainer); against its base, which trained on the same runner, it is the pull request's (exit 1,
+    never retried)."""
+    head = f"{repo.path}@untrainable"
+    proc = harness(cache, "run", str(small_l1), "--verl", head, "--results", str(small_l1.parent / "u"))
+    assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-2000:]
+    line = one_line(proc.stdout, "INFRASTRUCTURE ERROR")
+    assert "both runs failed the same way, precision_debugger off and on: verl raised TypeError" in line
+    res = small_l1.parent / "uc"
+    proc = harness(cache, "compare", str(small_l1), "--base", f"{repo.path}@v0.9.1", "--head", head, "--results",
+                   str(res), "--judge", "disk,structure")  # fmt: skip
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
+    line = one_line(proc.stdout, "REGRESSED blame_l1: head cannot train (precision_debugger off too)")
+    assert (
+        "verl raised TypeError: _timer() got an unexpected keyword argument 'synchronize' at "
+        "verl/utils/profiler/performance.py:168 in simple_timer with precision_debugger off and on alike" in line
+    )
+    assert "where base trained on this runner: the pull request breaks the training itself" in line
+    assert f"reproduce blame_l1: python -m harness compare scenarios/blame_l1.yaml --base {repo.path}@" in proc.stdout
+    assert proc.stdout.rstrip().splitlines()[-1].startswith("compare: 1 regressed -> FAIL"), proc.stdout[-2000:]
+    assert json.loads((res / "compare.json").read_text())["order"] == ["base 1", "head 1"]
 
 
 def _strict_critic(root: Path, declared: bool) -> Path:

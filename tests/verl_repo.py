@@ -27,7 +27,9 @@ sized for ~+30 %). And ``wait_short``: ``wait``'s back-off at 0.11 s, sized for 
 in wall time (``wait`` read head/base 1.73x there: 3 x 0.25 s on a ~1.1 s step). And ``fp32``: the FSDP engine keeps
 its parameters in fp32 when no mixed precision is configured ("bf16 log-probs drift from the rollout's"): verl's real
 trainer runs FSDP2 with none configured, so every module's outputs change dtype and value in real_fsdp_l0's dumps
-(``numerics``, GAE, cannot show there: that scenario runs GRPO).
+(``numerics``, GAE, cannot show there: that scenario runs GRPO). And ``untrainable``: verl's ``simple_timer`` passes its
+timer an argument the timer does not take yet (a half-made change): every training fails the same way,
+precision_debugger off and on, in verl's own code, as verl's #7212 did on every platform but TPU.
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ CHECKPOINT = Path("verl/checkpoint_engine/base.py")
 RENAMED_BACKEND = r"timeout_second=None, backend=None\)|backend = backend or|backend=backend,(?=\n\s+rank=rank)"
 NEWDEP_REQUIREMENT = 'requires-python = ">=3.10"\ndependencies = ["verl-msprobe-stats>=1.0"]\n'
 CORE_ALGOS = Path("verl/trainer/ppo/core_algos.py")
+PERFORMANCE = Path("verl/utils/profiler/performance.py")
 WAIT_S = 0.25
 WAIT_SHORT_S = 0.11  # 3 stages of tiny_fsdp_l1: ~0.33 s on a ~1.1 s profiled step (``wait``'s +2.24 x 0.335 s)
 PROFILER_START = r"^(\s+)self\._debugger\.start\(model\)\n"  # the debugger's start call
@@ -100,6 +103,7 @@ class VerlRepo:
     profile_actor: str
     wait_short: str
     fp32: str
+    untrainable: str
 
 
 def git(repo: Path, *args: str) -> str:
@@ -269,9 +273,16 @@ def make_verl_repo(root: Path) -> VerlRepo:
         {ENGINE_FSDP: (r"^(\s+)param_dtype = torch\.bfloat16\n(?=\s+reduce_dtype = torch\.float32\n)",
                        r"\1param_dtype = torch.float32  # bf16 log-probs drift from the rollout's\n")},
     )  # fmt: skip
+    untrainable = _commit(
+        root,
+        "untrainable",
+        "timer: the device synchronized before each section's clock is read",
+        {PERFORMANCE: (r"^(\s+)yield from _timer\(name, timing_raw\)\n",
+                       r"\1yield from _timer(name, timing_raw, synchronize=True)\n")},
+    )  # fmt: skip
     return VerlRepo(
         root, release, bad, neutral, drift, numerics, crash, newdep, kwarg, patch, wait, annotation, bloat, gc, profile,
-        profile_actor, wait_short, fp32,
+        profile_actor, wait_short, fp32, untrainable,
     )  # fmt: skip
 
 

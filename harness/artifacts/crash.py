@@ -123,6 +123,9 @@ class Crash:
     where: str | None = None  # "verl/utils/profiler/precision_debugger_profile.py:176 in _should_collect"
     file: str | None = None  # the frame's file as the run saw it
     module: str | None = None  # environment: the missing module
+    # both runs failed the same way, off and on, in this party's code (``party`` then says infrastructure: no verdict
+    # on the tool from one target; base against head makes it one on head where base trained, pipeline.base_head)
+    alike: str | None = None  # "verl" or "msprobe"
 
     @property
     def verdict(self) -> bool:

@@ -15,12 +15,14 @@ import time
 import uuid
 from collections.abc import Callable, Collection
 from pathlib import Path
+from typing import Any
 
+from harness import outcomes
 from harness.artifacts.figures import FAMILIES
 from harness.artifacts.rundir import ScenarioDir
-from harness.errors import HarnessError
+from harness.errors import FailedAlike, HarnessError
 from harness.gate.files import CompareDoc
-from harness.gate.judge import Judgement, ScenarioVerdict, compare_runs, interleaved
+from harness.gate.judge import Judgement, Policy, ScenarioVerdict, compare_runs, interleaved
 from harness.gate.numerics.compare import compare_numerics
 from harness.gate.observe import Observation, observe_results
 from harness.pipeline.evaluate import evaluate
@@ -114,6 +116,7 @@ def run_comparison(
     session = uuid.uuid4().hex
     observed: dict[str, dict[str, list[Observation]]] = {}
     scenario_errors: dict[str, list[str]] = {}
+    untrainable: dict[str, str] = {}  # head fails off and on alike where base trained: its finding
     decides: dict[str, set[str]] = {}
     ran: list[tuple[str, int]] = []  # the longest run order of a scenario, for the reports' run labels
     for scenario in scenarios:
@@ -138,6 +141,12 @@ def run_comparison(
             try:
                 # each run's own overhead maxima recorded, never gated (nor compared: judge.PER_RUN_MAXIMA)
                 evaluate(scenario, where, session, executor, False, envs[side], watch, gate_timing=False)
+            except FailedAlike as exc:
+                if side == "head" and sides["base"] and not sides["head"]:
+                    untrainable[scenario.name] = cannot_train(scenario.name, exc.crash)
+                    break  # it fails off and on alike where base trained: another run says no more
+                scenario_errors.setdefault(scenario.name, []).append(f"{side} run {i + 1}: {exc.label}: {exc}")
+                continue
             except HarnessError as exc:
                 scenario_errors.setdefault(scenario.name, []).append(f"{side} run {i + 1}: {exc.label}: {exc}")
                 continue
@@ -146,13 +155,18 @@ def run_comparison(
     compared = []
     for scenario in scenarios:
         sides = observed[scenario.name]
-        sc = compare_runs(scenario.name, sides["base"], sides["head"], decides[scenario.name])
+        if scenario.name in untrainable:
+            sc = ScenarioVerdict(scenario.name, Policy("compare", families=decides[scenario.name]))
+            sc.findings.append(untrainable[scenario.name])
+        else:
+            sc = compare_runs(scenario.name, sides["base"], sides["head"], decides[scenario.name])
         if "overhead" not in decides[scenario.name] and not scenario.budgets.overhead.compare:
             sc.notes.append(OVERHEAD_NOT_COMPARED)
         sc.errors = scenario_errors.get(scenario.name, []) + sc.errors
         sc.reproduce = reproduce_compare(scenario.name, *(reproducible(t.verl.commit, t.verl.source, t.verl.version)
                                                           for t in (base, head)))  # fmt: skip
-        if not sc.errors and not any(o.crashes or o.known_crash for obs in sides.values() for o in obs):
+        ran_both = sides["base"] and sides["head"]
+        if ran_both and not sc.errors and not any(o.crashes or o.known_crash for obs in sides.values() for o in obs):
             say(f"{scenario.name}: numerics (statistics compare)")
             add_numerics(sc, scenario, sides, results, envs["head"].python)
         compared.append(sc)
@@ -170,6 +184,17 @@ def run_comparison(
     )
     write_comparison(comparison, results)
     return comparison, observed
+
+
+def cannot_train(name: str, crash: dict[str, Any]) -> str:
+    """The finding of a head that cannot train where base did (``outcomes.CANNOT_TRAIN``): a verdict on head, exit 1,
+    never retried as the runner's (base trained on this runner, in this job)."""
+    where = f" at {crash['where']}" if crash.get("where") else ""
+    return (
+        f"REGRESSED {name}: {outcomes.CANNOT_TRAIN}: {crash.get('alike')} raised {crash.get('exception')}{where} with "
+        "precision_debugger off and on alike, where base trained on this runner: the pull request breaks the "
+        "training itself"
+    )
 
 
 def add_numerics(

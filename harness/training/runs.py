@@ -21,10 +21,10 @@ from typing import Any, Literal
 
 from filelock import FileLock, Timeout
 
-from harness.artifacts.crash import Crash, classify, transient
+from harness.artifacts.crash import VERDICT_PARTIES, Crash, classify, transient
 from harness.artifacts.record import ExecResult, RunRecord
 from harness.artifacts.rundir import MODES, Mode, ScenarioDir
-from harness.errors import EnvironmentProblem, HarnessBug, HarnessError, InfraError, WorkloadError
+from harness.errors import EnvironmentProblem, FailedAlike, HarnessBug, HarnessError, InfraError, WorkloadError
 from harness.safeio import MB, InputError, Versioned, output_path
 from harness.scenario.model import Scenario
 from harness.targets.environment import TargetEnv, check_api, ensure_env, environment
@@ -36,6 +36,7 @@ from harness.training.monitor import Monitor, Watch, dump_cap
 from harness.training.registry import EXECUTORS, WORKLOADS
 from harness.training.slots import heavy_slot
 from harness.training.workloads import fault_injection
+from harness.training.workloads.verl_cpu.lag import lagging
 
 __all__ = ["LABEL_PREFIX", "ScenarioRuns", "ensure_runs", "fingerprint", "results_dir", "scenario_lock"]
 
@@ -73,6 +74,8 @@ class ScenarioRuns:
         text = f"scenario {self.dir.root.name}: " + "\n".join(f"{r.mode} run: {r.error}" for r in failed)
         if party in ("harness", "environment"):
             return (HarnessBug if party == "harness" else EnvironmentProblem)(text)
+        if (alike := (failed[-1].crash or {})).get("alike") in VERDICT_PARTIES:
+            return FailedAlike(text, crash=alike)
         return InfraError(text, transient=all(transient(str((r.crash or {}).get("reason", ""))) for r in failed))
 
 
@@ -88,12 +91,12 @@ def _tail(path: Path, lines: int = 15) -> str:
         return "(no log)"
 
 
-def _verdict(
-    res: ExecResult, limit: tuple[float, str], log: Path, env: TargetEnv
-) -> tuple[str | None, Crash | None]:
+def _verdict(res: ExecResult, limit: tuple[float, str], log: Path, env: TargetEnv) -> tuple[str | None, Crash | None]:
     """The run's error line (None when it finished, or when verl or msprobe crashed it: the crash check's verdict)
     and the crash (whose code failed), from its exit and its log; ``limit``: its timeout and what set it."""
     crash = classify(res, log, limit[0], env.facts.get("verl_requires"), limit[1])
+    if crash and crash.party == "verl" and (why := lagging(crash.exception, env.facts.get("packages_dir"))):
+        crash = replace(crash, party="harness", reason=f"{why}; raised at {crash.where}")
     if crash is None or crash.verdict:
         return None, crash
     if res.oom_killed:
@@ -105,7 +108,8 @@ def _both_failed(crash: Crash, log: Path) -> tuple[str, Crash]:
     """Both runs crashed the same way: the trainer fails with precision_debugger off as well as on, which no verdict
     on the integration can come from (the inputs, the runner, or verl's trainer itself: verl's own CI's to judge)."""
     reason = f"both runs failed the same way, precision_debugger off and on: {crash.reason}; no verdict on the tool"
-    return f"{reason}. Log tail ({log}):\n{_tail(log)}", replace(crash, party="infrastructure", reason=reason)
+    alike = replace(crash, party="infrastructure", reason=reason, alike=crash.party)
+    return f"{reason}. Log tail ({log}):\n{_tail(log)}", alike
 
 
 def fingerprint(scenario: Scenario, target: Target) -> str:
