@@ -40,6 +40,22 @@ def test_a_verl_that_cannot_be_fetched_is_one_infrastructure_annotation_and_exit
 
 
 @pytest.mark.integration
+def test_a_callers_unknown_scenario_is_its_one_line_before_any_environment_is_made(tmp_path):
+    """verl-cpu-gate.yml's ``scenarios`` input naming no file: one annotation naming it, exit 2 (the job red, never
+    a pass), in seconds: no verl fetched nor installed first."""
+    env = {**os.environ, "RESULTS": str(tmp_path / "results"), "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
+           "HARNESS_CACHE_DIR": str(tmp_path / "cache")}  # fmt: skip
+    missing = tmp_path / "no-verl"  # never reached: the scenarios are read first
+    argv = ["bash", ".ci/cpu-gate", "pr", f"{missing}@main", f"{missing}@pr", "scenarios/tiny_fsdp_l9.yaml"]
+    proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=600)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    (line,) = [x for x in proc.stdout.splitlines() if x.startswith("::")]
+    assert line.startswith("::error title=precision_debugger gate::the harness exited 2 before writing "), line
+    assert "scenarios/tiny_fsdp_l9.yaml: cannot read: No such file or directory" in line, line
+    assert not (tmp_path / "cache").exists() and "TARGET ERROR" not in proc.stdout + proc.stderr
+
+
+@pytest.mark.integration
 @pytest.mark.trains
 def test_the_second_night_is_gated_against_the_first_and_reported(tmp_path, repo, cache):
     """The series as a nightly keeps it, the step as the workflow runs it (under the table of job outcomes): the first
