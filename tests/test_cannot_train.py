@@ -28,7 +28,9 @@ CRASH = {
 }
 
 
-def comparison(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fails: dict[str, list[int]], overhead: bool = False):
+def comparison(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fails: dict[str, list[int]], overhead: bool = False, **kw: str
+):
     """base against head of one scenario (``overhead``: decided, ABBA pairs; else base, head, base); ``fails``: per
     side the runs (1-based) that fail off and on alike (``FailedAlike``, as ``ensure_runs`` raises it)."""
     from builders import write_scenario
@@ -55,7 +57,7 @@ def comparison(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fails: dict[str,
     monkeypatch.setattr(bh, "add_numerics", lambda *args: pytest.fail("no numerics without both sides' dumps"))
     pkg = Package(name="verl", kind="release", version="0.9.1")
     target = type("T", (), {"describe": lambda self: "verl", "verl": pkg})()
-    c, _ = bh.run_comparison([scenario], target, target, tmp_path, repeats=2, say=lambda m: None)
+    c, _ = bh.run_comparison([scenario], target, target, tmp_path, repeats=2, say=lambda m: None, **kw)
     return c, ran
 
 
@@ -73,6 +75,10 @@ def test_a_head_that_fails_off_and_on_alike_where_base_trained_is_a_verdict_on_i
     )
     assert outcomes.job_outcome(c.exit_code).action == "fail"
     assert not outcomes.retries(c.exit_code, 1, 60.0, 3600.0)  # never retried as the runner's
+    # the accept label says head's dumps change on purpose: it never turns a head that cannot train green
+    c, _ = comparison(tmp_path / "accepted", monkeypatch, {"head": [1]}, accepted="label precision-debugger-intended")
+    assert c.exit_code == 1 and c.accepted is None, c.lines()
+    assert "note: not accepted (label precision-debugger-intended): head cannot train (tiny_case)" in c.lines()
 
 
 def test_failing_alike_stays_an_error_where_base_did_not_train_or_head_once_did(tmp_path, monkeypatch):

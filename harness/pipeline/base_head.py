@@ -171,6 +171,8 @@ def run_comparison(
             add_numerics(sc, scenario, sides, results, envs["head"].python)
         compared.append(sc)
     labels = [f"{side} {i + 1}" for side, i in ran]
+    if accepted and untrainable:  # an intended change of what is dumped, never a head that cannot train at all
+        notes = [*notes, f"not accepted ({accepted}): head cannot train ({', '.join(untrainable)})"]
     comparison = Judgement(
         "compare",
         envs["base"].describe(),
@@ -180,7 +182,7 @@ def run_comparison(
         list(skipped),
         census,
         [*notes, *census_notes],
-        accepted,
+        None if untrainable else accepted,
     )
     write_comparison(comparison, results)
     return comparison, observed
