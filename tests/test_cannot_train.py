@@ -73,6 +73,7 @@ def test_a_head_that_fails_off_and_on_alike_where_base_trained_is_a_verdict_on_i
         "with precision_debugger off and on alike, where base trained on this runner: the pull request breaks the "
         "training itself"
     )
+    assert not any(outcomes.ACCEPT_LABEL in line for line in c.lines())  # the label accepts no head that cannot train
     assert outcomes.job_outcome(c.exit_code).action == "fail"
     assert not outcomes.retries(c.exit_code, 1, 60.0, 3600.0)  # never retried as the runner's
     # the accept label says head's dumps change on purpose: it never turns a head that cannot train green

@@ -563,8 +563,8 @@ class Judgement:
         out = [f"REGRESSED census: {c}" for c in self.census] + [f"note: {n}" for n in self.notes]
         if self.accepted:
             out.append(f"ACCEPTED as intended ({self.accepted}): every finding below is reported, none fails the gate")
-        elif self.regressed:
-            out.append(f"note: {outcomes.ACCEPT_HINT}")
+        elif self.regressed and not any(outcomes.CANNOT_TRAIN in f for s in self.scenarios for f in s.findings):
+            out.append(f"note: {outcomes.ACCEPT_HINT}")  # the label accepts no head that cannot train
         return out
 
     @property
