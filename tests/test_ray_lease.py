@@ -150,3 +150,18 @@ def test_a_renewed_lease_lets_the_training_end_as_it_does(entry, tmp_path):
     with ray_lease.Renewal(tmp_path / ray_lease.FILE, every_s=0.1):
         assert ray_entry.run(args) == 0
     assert "abandoned" not in done
+
+
+def test_the_jobs_own_supervisor_is_no_actor_of_the_training_left(monkeypatch):
+    """It carries the job's environment (the run's id) and ends with the entrypoint: measured, the one actor alive
+    after a stale lease on the two-node cluster; the training's own still count."""
+
+    class Actor:
+        def __init__(self, name: str) -> None:
+            self.class_name = name
+
+    found = [(Actor("JobSupervisor"), {}), (Actor("WorkerDict"), {}), (Actor("WorkerDict"), {})]
+    monkeypatch.setattr(ray_entry, "run_actors", lambda job, alive_only=False: found)
+    assert ray_entry._training_actors("job-1") == ["WorkerDict"]
+    found.pop(1), found.pop(1)
+    assert ray_entry._training_actors("job-1") == []

@@ -52,6 +52,7 @@ GATE_ENV = "HARNESS_TEST_GATHER_GATE"  # TEST ONLY: wait for this path to exist 
 GATE_WAIT_S = 600
 ABANDON_S = 180  # a stale lease: the training's unwinding and the clean-up, at most; then the entrypoint exits
 ACTORS_GONE_S = 60
+SUPERVISOR = "JobSupervisor"  # Ray's actor that runs a job's entrypoint
 PLACEMENT = "Ray's actors of the training whose runtime environment sets RANK (state API)"
 
 
@@ -285,10 +286,17 @@ def abandon(root: str, job: str) -> list[str]:
         ray.shutdown()
     connect()
     deadline = time.monotonic() + ACTORS_GONE_S
-    while (left := run_actors(job, alive_only=True)) and time.monotonic() < deadline:
+    while (left := _training_actors(job)) and time.monotonic() < deadline:
         time.sleep(1)
     clean_nodes(root)
-    return sorted({str(getattr(a, "class_name", "?")) for a, _ in left})
+    return left
+
+
+def _training_actors(job: str) -> list[str]:
+    """The class names of the run's alive actors but the job's own supervisor (it carries the job's environment
+    and ends with this entrypoint: measured, the one actor left after a stale lease)."""
+    names = (str(getattr(a, "class_name", "?")) for a, _ in run_actors(job, alive_only=True))
+    return sorted({n for n in names if n != SUPERVISOR})
 
 
 def _run(args: argparse.Namespace, run_dir: Path, expired: threading.Event) -> int:
