@@ -52,7 +52,7 @@ def in_run(on: dict[tuple[int, int], float], steps: list[int], reference: list[i
     contention burst on the shared runner (a step waiting on the other rank in a collective, several times its
     usual ~0.3 s) moved the mean of a run's unprofiled steps and with it all of its samples. Over the duets run on
     the shared 2-core machine (benchmarks/duet_noise.py, load 2-14), pooled, the run-to-run spread of the profiled
-    step's figure was 13.0 % against 17.8 % on tiny_fsdp_l1 (4 reference steps) and 6.2 % against 6.7 % on
+    step's figure was 13.0 % against 17.8 % on tiny_fsdp_l1 (4 reference steps) and 5.6 % against 6.2 % on
     tiny_fsdp_duet (21): the median takes out a run with a burst (one duet 3.7 % against 7.1 %) and costs a little
     where none had one (3.1 % against 1.5 %). (On a quieter machine, 62 A/A pairs of tiny_fsdp_l1 had put the mean
     slightly ahead for the small stages: 7.9-8.2 % against 9.0-9.5 %.)"""
