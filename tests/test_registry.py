@@ -111,6 +111,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from harness.training.launch import Launch
@@ -146,7 +147,7 @@ class InlineExecutor:
     def device_ids(self, settings: ExecutorSettingsBase, device: str) -> list[int] | None:
         return None
 
-    def sweep(self) -> list[str]:
+    def sweep(self, settings: Sequence[ExecutorSettingsBase] = ()) -> list[str]:
         return []
 '''
 
