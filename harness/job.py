@@ -170,12 +170,12 @@ def run(
         why = error_of(annotations, code) or why
         took = clock() - began
         left = None if minutes is None else minutes * 60 - (clock() - started)
-        if not outcomes.retries(code, tries, took, left, verdicts):
+        if not outcomes.retries(code, tries, took, left, verdicts, why):
             break
         line = f"attempt {tries}: {outcomes.meaning(code, verdicts)}: {why or 'no error line'}; running it once more"
         print(command("warning", title, line), flush=True)
         move_aside(fresh, tries)
-    if outcomes.retries(code, 1, took, None, verdicts) and tries == 1 and left is not None:
+    if outcomes.retries(code, 1, took, None, verdicts, why) and tries == 1 and left is not None:
         why = f"{why or 'no error line'} (no time left for a second attempt: {took / 60:.1f} min, {left / 60:.1f} left)"
     outcome = outcomes.job_outcome(code, tries, why, undecided_of(annotations), verdicts)
     publish(outcome, title, tries, verdicts, accepted, record)

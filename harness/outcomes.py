@@ -211,6 +211,19 @@ WHAT_TO_DO = (
     "re-run the failed job; if it fails the same way again, the runner or the harness is at fault (the job's log and "
     "its results artifact hold the error): tell the harness's maintainers, not the pull request's author"
 )
+# An error in the job's own input, a scenario that does not validate (a caller's ``scenarios`` naming no file, a field
+# misspelt): a re-run fails the same way, so it is not retried, and neither the runner nor the pull request is at fault.
+# The word is harness.errors.ScenarioError's label (a layer beside this one: a test holds them equal).
+INPUT_ERROR = "INVALID SCENARIO"
+FIX_INPUT = (
+    "fix the job's scenarios (the calling workflow's `scenarios` input, or the scenario file it names) and run it "
+    "again: a re-run as it is fails the same way; neither the runner nor the pull request is at fault"
+)
+
+
+def input_error(why: str) -> bool:
+    """Whether a step's error line (its first error annotation) is an error of the job's own input."""
+    return f"{INPUT_ERROR}:" in why
 
 
 def meaning(code: int, verdicts: bool = True) -> str:
@@ -245,12 +258,12 @@ def publishes_baseline(code: int, accepted: bool = False) -> bool:
     return action in ("pass", "warn") or (action == "fail" and accepted)
 
 
-def retries(code: int, attempt: int, took_s: float, left_s: float | None, verdicts: bool = True) -> bool:
+def retries(code: int, attempt: int, took_s: float, left_s: float | None, verdicts: bool = True, why: str = "") -> bool:
     """Whether a step that exited ``code`` on its ``attempt`` (1: the first), which took ``took_s``, runs once more:
-    only an error that is no verdict (2 or no harness exit at all, never a signal: a cancelled job stays cancelled),
-    only once, and only where another attempt as long as this one ends within the ``left_s`` the job has left (None:
-    no limit was given)."""
-    if job_action(code, verdicts) != "error" or code >= SIGNALLED or attempt > 1:
+    only an error that is no verdict (2 or no harness exit at all, never a signal: a cancelled job stays cancelled)
+    and not of the job's own input (``why``, its error line: ``input_error``), only once, and only where another
+    attempt as long as this one ends within the ``left_s`` the job has left (None: no limit was given)."""
+    if job_action(code, verdicts) != "error" or code >= SIGNALLED or attempt > 1 or input_error(why):
         return False
     return left_s is None or took_s <= left_s
 
@@ -298,5 +311,6 @@ def job_outcome(
     else:
         because = f": {why}" if why else ""
         said = meaning(code, verdicts)
-        line = f"ERROR{tried}, not a verdict on the pull request: {said}{because}. What to do: {WHAT_TO_DO}"
+        todo = FIX_INPUT if input_error(why) else WHAT_TO_DO
+        line = f"ERROR{tried}, not a verdict on the pull request: {said}{because}. What to do: {todo}"
     return JobOutcome(code, action, JOB_EXIT[action], JOB_LEVEL[action], line)

@@ -41,18 +41,26 @@ def test_a_verl_that_cannot_be_fetched_is_one_infrastructure_annotation_and_exit
 
 @pytest.mark.integration
 def test_a_callers_unknown_scenario_is_its_one_line_before_any_environment_is_made(tmp_path):
-    """verl-cpu-gate.yml's ``scenarios`` input naming no file: one annotation naming it, exit 2 (the job red, never
-    a pass), in seconds: no verl fetched nor installed first."""
-    env = {**os.environ, "RESULTS": str(tmp_path / "results"), "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
+    """verl-cpu-gate.yml's ``scenarios`` input naming no file, through the job command as the workflow runs the gate:
+    one annotation naming it, exit 2 (the job red, never a pass), in seconds: no verl fetched nor installed first;
+    not retried (a re-run fails the same way) and not blamed on the runner: what to do is to fix the input."""
+    results = tmp_path / "results"
+    env = {**os.environ, "RESULTS": str(results), "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
            "HARNESS_CACHE_DIR": str(tmp_path / "cache")}  # fmt: skip
+    env.pop("GITHUB_OUTPUT", None)
     missing = tmp_path / "no-verl"  # never reached: the scenarios are read first
-    argv = ["bash", ".ci/cpu-gate", "pr", f"{missing}@main", f"{missing}@pr", "scenarios/tiny_fsdp_l9.yaml"]
+    gate = ["bash", ".ci/cpu-gate", "pr", f"{missing}@main", f"{missing}@pr", "scenarios/tiny_fsdp_l9.yaml"]
+    argv = [sys.executable, "-m", "harness.job", "run", "--title", "precision_debugger CPU gate", "--minutes", "50",
+            "--fresh", str(results), "--annotations", str(results / "annotations.txt"), "--", *gate]  # fmt: skip
     proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=600)
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    (line,) = [x for x in proc.stdout.splitlines() if x.startswith("::")]
-    assert line.startswith("::error title=precision_debugger gate::the harness exited 2 before writing "), line
-    assert "scenarios/tiny_fsdp_l9.yaml: cannot read: No such file or directory" in line, line
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # the job's own exit: red
+    gate_line, job_line = [x for x in proc.stdout.splitlines() if x.startswith("::")]
+    assert gate_line.startswith("::error title=precision_debugger gate::the harness exited 2 before writing ")
+    assert "INVALID SCENARIO: scenarios/tiny_fsdp_l9.yaml: cannot read: No such file or directory" in gate_line
+    assert job_line.startswith("::error title=precision_debugger CPU gate::ERROR, not a verdict on the pull request")
+    assert "What to do: fix the job's scenarios" in job_line and "the runner or the harness is at fault" not in job_line
     assert not (tmp_path / "cache").exists() and "TARGET ERROR" not in proc.stdout + proc.stderr
+    assert not (tmp_path / "results.attempt1").exists()  # one attempt
 
 
 @pytest.mark.integration

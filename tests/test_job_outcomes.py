@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from harness import job, outcomes
+from harness.errors import ScenarioError
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml")) + sorted((ROOT / "docs").glob("*.yml"))
@@ -52,6 +53,17 @@ def test_an_error_is_retried_once_where_the_job_has_time_a_verdict_or_a_signal_n
     assert not outcomes.retries(3, attempt=1, took_s=1, left_s=600)  # undecided: a warning, not rerun here
     assert not outcomes.retries(143, attempt=1, took_s=1, left_s=600)  # cancelled stays cancelled
     assert outcomes.retries(1, attempt=1, took_s=1, left_s=None, verdicts=False)  # pip's exit 1 in a set-up
+
+
+def test_an_error_of_the_jobs_own_scenarios_is_not_retried_and_not_blamed_on_the_runner():
+    """A caller's ``scenarios`` naming no file fails the same way on every runner: the job said "2 attempts" and told
+    the maintainer the runner or the harness was at fault."""
+    why = "precision_debugger gate: INVALID SCENARIO: scenarios/nope.yaml: cannot read: No such file or directory"
+    assert ScenarioError.label == outcomes.INPUT_ERROR
+    assert not outcomes.retries(2, attempt=1, took_s=5, left_s=3000, why=why)
+    assert outcomes.retries(2, attempt=1, took_s=5, left_s=3000, why="INFRASTRUCTURE ERROR: a port was lost")
+    line = outcomes.job_outcome(2, why=why).line
+    assert "What to do: fix the job's scenarios" in line and outcomes.WHAT_TO_DO not in line and why in line
 
 
 def test_one_exit_for_several_steps_keeps_a_verdict_on_verl():
