@@ -12,8 +12,10 @@ each. Each night is what nightly-cpu.yml runs, here against a bare repository st
 3. ``.ci/history night`` appends the night with its duet (FILE=RUNS:DUET), checks the history and pushes the branch.
 
 Each night prints one JSON line (its verl commit, the nightly's exit, the duet's mode, verdict and head/base, the
-history's exit, the minutes each step took) and appends it to ``OUT/series.jsonl``; ``--resume`` goes on from the
-nights already there.
+history's exit, the minutes each step took, the duet's own minutes within the nightly) and appends it to
+``OUT/series.jsonl``; ``--resume`` goes on from the nights already there. ``--night-scenarios all``: the nights after
+the first run the nightly's whole set as nightly-cpu.yml does (night 1, no base, only the duet's scenario), so a night
+reads what the duet adds to the whole night.
 
     .venv/bin/python benchmarks/duet_series.py --out S --nights 12 --step-at 7 --cause wait
 """
@@ -59,8 +61,10 @@ def night(out: Path, repo: Path, bare: Path, i: int, sha: str, previous: Path | 
                          "CPU_GATE_REPEATS": args.repeats}  # fmt: skip
     if previous is not None:
         nightly_env["PREVIOUS"] = str(previous)
-    code, nightly_s = _run(["bash", ".ci/cpu-gate", "nightly", str(checkout), "", args.scenario], nightly_env,
+    own = [args.scenario] if i == 1 or args.night_scenarios == "duet" else []  # []: the nightly's whole set
+    code, nightly_s = _run(["bash", ".ci/cpu-gate", "nightly", str(checkout), "", *own], nightly_env,
                            d / "nightly.log")  # fmt: skip
+    walls = [ln for ln in (d / "nightly.log").read_text(errors="replace").splitlines() if ln.startswith("wall ")]
     pair = f"{FILE}={d / 'nightly' / 'runs'}:{d / 'nightly' / 'duet'}"
     history_env = env | {"RESULTS": str(d / "history"), "VERL_REPO": str(repo)}
     history, history_s = _run(["bash", ".ci/history", "night", str(bare), BRANCH, pair], history_env, d / "history.log")
@@ -84,6 +88,7 @@ def night(out: Path, repo: Path, bare: Path, i: int, sha: str, previous: Path | 
         "minutes": {
             "fetch": round(fetch_s / 60, 2),
             "nightly": round(nightly_s / 60, 2),
+            "duet": round(float(walls[-1].split()[1].rstrip("s")) / 60, 2) if walls else None,
             "history": round(history_s / 60, 2),
         },
         "dir": str(d),
@@ -98,6 +103,9 @@ def main() -> None:
     p.add_argument("--cause", choices=("wait", "compute"), default="wait")
     p.add_argument("--step-s", type=float, default=0.04, help="seconds before each stage's dump (0.04: ~+15 %%)")
     p.add_argument("--scenario", default="scenarios/tiny_fsdp_duet.yaml")
+    p.add_argument("--night-scenarios", choices=("duet", "all"), default="duet",
+                   help="the night's own runs after night 1: the duet's scenario alone, or the nightly's whole set "
+                   "(what nightly-cpu.yml runs: a night's cost with and without its duet)")  # fmt: skip
     p.add_argument("--repeats", default="", help="compare's options for the duet (CPU_GATE_REPEATS)")
     p.add_argument("--resume", action="store_true")
     a = p.parse_args()

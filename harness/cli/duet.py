@@ -7,6 +7,7 @@ unchanged verl 0; no base (each reason one line) 3: the history alone decides.""
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
 
 from rich.markup import escape
@@ -71,6 +72,7 @@ def _range(repo: Path, good: str, bad: str, scenarios: list[str]) -> str:
 
 
 def cmd_duet(args: argparse.Namespace) -> int:
+    started = time.monotonic()  # what the duet adds to the night, set-up of the base's environment included
     scenarios, problems = load_scenarios(args.paths, args.executor)
     if problems:
         raise ScenarioError(problems)
@@ -132,5 +134,6 @@ def cmd_duet(args: argparse.Namespace) -> int:
     for line in lines[1:]:
         print(line)
     print(f"duet: {word}")
+    print(f"wall {time.monotonic() - started:.1f}s")
     print(f"duet.json, duet.txt in {results}")
     return code
