@@ -19,6 +19,9 @@ duet a night.
   compare's own rule (``checks.stats.paired`` and ``against_tolerance`` at compare's minimum of runs a side) on each
   run's samples recomputed from its step times by this harness (``--reference mean``: as before the median), the
   unprofiled step's as recorded: REGRESSED, ok, INCONCLUSIVE.
+- ``--merge NAME=LABEL,...``: those duets' runs pooled as one (a series' nights whose sides ran the same code), replayed
+  as above and as nights: every figure decided on the same draw, a night REGRESSED where any figure is, and how often
+  one of two nights drawn is (a change named on the night it lands or the next; a false alarm of two quiet nights).
 
     .venv/bin/python benchmarks/duet_noise.py record benchmarks/data/duet_steps.json S/night04/nightly/duet ...
     .venv/bin/python benchmarks/duet_noise.py replay benchmarks/data/duet_steps.json [--draws 300 --runs 3 6]
@@ -188,9 +191,26 @@ def decompose(scenario: Scenario, duets: list[dict]) -> None:
         print(f"  {name}: the profiled step's run-to-run spread: {', '.join(said)}")
 
 
-def replay(pool: Path, draws: int, runs: list[int], seed: int, reference: str) -> None:
+def merged(duets: list[dict], merges: list[str]) -> list[dict]:
+    """``NAME=LABEL,LABEL,...``: those duets' base runs and head runs as one duet NAME (the nights of a series whose
+    base and head ran the same code: its quiet nights, or the nights after a step against the last good night), so
+    that a replayed night draws from every night's runs, not one night's few."""
+    out = []
+    for spec in merges:
+        name, _, labels = spec.partition("=")
+        parts = [d for d in duets if d["duet"] in labels.split(",")]
+        if {d["scenario"] for d in parts} != {parts[0]["scenario"]} or len(parts) != len(labels.split(",")):
+            raise SystemExit(f"--merge {spec}: every label must name a duet of the pool, all of one scenario")
+        out.append({"duet": name, "scenario": parts[0]["scenario"],
+                    **{side: [r for d in parts for r in d.get(side, [])] for side in ("base", "head")}})  # fmt: skip
+    return out
+
+
+def replay(pool: Path, draws: int, runs: list[int], seed: int, reference: str, merges: list[str]) -> None:
     rng = random.Random(seed)
     duets = json.loads(pool.read_text())["duets"]
+    duets += merged(duets, merges)
+    names = {m.partition("=")[0] for m in merges}  # replayed as nights too
     scenarios = {name: load_scenario(ROOT / "scenarios" / f"{name}.yaml") for name in {d["scenario"] for d in duets}}
     for name, scenario in sorted(scenarios.items()):
         decompose(scenario, [d for d in duets if d["scenario"] == name])
@@ -217,6 +237,29 @@ def replay(pool: Path, draws: int, runs: list[int], seed: int, reference: str) -
                 f"{duet['duet']} {duet['scenario']} {metric}: {len(b)} base / {len(h)} head runs, head/base "
                 f"{whole.value:.3f}x [{whole.low:.3f}x-{whole.high:.3f}x]; {draws} replays: " + "; ".join(said)
             )
+        if duet["duet"] in names:
+            nights(rng, duet["duet"], base, head, draws, runs)
+
+
+def nights(rng: random.Random, name: str, base: list[dict], head: list[dict], draws: int, runs: list[int]) -> None:
+    """A merged duet replayed as nights: k runs a side drawn once for every figure, the night REGRESSED where any
+    figure is (the duet's verdict); and a second night drawn where the first was not: how often the change is named
+    on the night it lands or the next (a quiet pool: how often two quiet nights raise a false alarm)."""
+
+    def night(k: int) -> bool:
+        b, h = rng.sample(base, k), rng.sample(head, k)
+        for metric in FIGURES:
+            est = stats.paired([r[metric] for r in b if r.get(metric)], [r[metric] for r in h if r.get(metric)])
+            if stats.against_tolerance(est, floor(metric), stats.MIN_RUNS_CHANGE).outcome == "regressed":
+                return True
+        return False
+
+    said = []
+    for k in (k for k in runs if k <= min(len(base), len(head))):
+        first = [night(k) for _ in range(draws)]
+        either = sum(f or night(k) for f in first)
+        said.append(f"{k} a side: REGRESSED on the first night {sum(first)}, on the first or the second {either}")
+    print(f"{name}: {draws} replayed nights, any figure: " + "; ".join(said))
 
 
 def main() -> None:
@@ -232,11 +275,14 @@ def main() -> None:
     q.add_argument("--seed", type=int, default=1)
     q.add_argument("--reference", choices=("median", "mean"), default="median",
                    help="the in-run reference: median (checks.overhead.in_run) or mean (before it)")  # fmt: skip
+    q.add_argument("--merge", action="append", default=[], metavar="NAME=LABEL,LABEL,...",
+                   help="replay those duets' runs pooled as one duet NAME, and as nights: how often one drawn from it "
+                   "is REGRESSED (any figure), and one of two")  # fmt: skip
     a = p.parse_args()
     if a.cmd == "record":
         record(a.pool, a.dirs)
     else:
-        replay(a.pool, a.draws, a.runs, a.seed, a.reference)
+        replay(a.pool, a.draws, a.runs, a.seed, a.reference, a.merge)
 
 
 if __name__ == "__main__":
