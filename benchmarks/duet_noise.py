@@ -199,7 +199,7 @@ def merged(duets: list[dict], merges: list[str]) -> list[dict]:
     for spec in merges:
         name, _, labels = spec.partition("=")
         parts = [d for d in duets if d["duet"] in labels.split(",")]
-        if {d["scenario"] for d in parts} != {parts[0]["scenario"]} or len(parts) != len(labels.split(",")):
+        if len(parts) != len(labels.split(",")) or len({d["scenario"] for d in parts}) != 1:
             raise SystemExit(f"--merge {spec}: every label must name a duet of the pool, all of one scenario")
         out.append({"duet": name, "scenario": parts[0]["scenario"],
                     **{side: [r for d in parts for r in d.get(side, [])] for side in ("base", "head")}})  # fmt: skip
@@ -222,7 +222,6 @@ def replay(pool: Path, draws: int, runs: list[int], seed: int, reference: str, m
             continue
         for metric in FIGURES:
             b, h = [r[metric] for r in base if r.get(metric)], [r[metric] for r in head if r.get(metric)]
-            tolerance = floor(metric)  # what compare judges the figure by
             whole = stats.paired(b, h)
             said = []
             for k in runs:
@@ -230,8 +229,7 @@ def replay(pool: Path, draws: int, runs: list[int], seed: int, reference: str, m
                     continue
                 c: Counter[str] = Counter()
                 for _ in range(draws):  # k of the duet's runs a side (never one run twice: that hides its noise)
-                    est = stats.paired(rng.sample(b, k), rng.sample(h, k))
-                    c[stats.against_tolerance(est, tolerance, stats.MIN_RUNS_CHANGE).outcome] += 1
+                    c[_decide(rng.sample(b, k), rng.sample(h, k), metric)] += 1
                 said.append(f"{k} a side: " + ", ".join(f"{w} {c[w]}" for w in ("regressed", "ok", "inconclusive")))
             print(
                 f"{duet['duet']} {duet['scenario']} {metric}: {len(b)} base / {len(h)} head runs, head/base "
@@ -241,6 +239,11 @@ def replay(pool: Path, draws: int, runs: list[int], seed: int, reference: str, m
             nights(rng, duet["duet"], base, head, draws, runs)
 
 
+def _decide(base: list[dict], head: list[dict], metric: str) -> str:
+    """Compare's rule on one figure's runs: its tolerance, at compare's minimum of runs a side."""
+    return stats.against_tolerance(stats.paired(base, head), floor(metric), stats.MIN_RUNS_CHANGE).outcome
+
+
 def nights(rng: random.Random, name: str, base: list[dict], head: list[dict], draws: int, runs: list[int]) -> None:
     """A merged duet replayed as nights: k runs a side drawn once for every figure, the night REGRESSED where any
     figure is (the duet's verdict); and a second night drawn where the first was not: how often the change is named
@@ -248,11 +251,9 @@ def nights(rng: random.Random, name: str, base: list[dict], head: list[dict], dr
 
     def night(k: int) -> bool:
         b, h = rng.sample(base, k), rng.sample(head, k)
-        for metric in FIGURES:
-            est = stats.paired([r[metric] for r in b if r.get(metric)], [r[metric] for r in h if r.get(metric)])
-            if stats.against_tolerance(est, floor(metric), stats.MIN_RUNS_CHANGE).outcome == "regressed":
-                return True
-        return False
+        return any(
+            _decide([r[m] for r in b if r.get(m)], [r[m] for r in h if r.get(m)], m) == "regressed" for m in FIGURES
+        )
 
     said = []
     for k in (k for k in runs if k <= min(len(base), len(head))):
