@@ -38,9 +38,9 @@ from collections import Counter
 from pathlib import Path
 
 from harness.artifacts import figures as fig
+from harness.artifacts.results import read_results
 from harness.checks import overhead, stats
 from harness.checks.overhead import around
-from harness.checks.results import read_results
 from harness.gate.baseline import floor
 from harness.scenario.loader import load_scenario
 from harness.scenario.model import Scenario

@@ -32,18 +32,17 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from harness.artifacts.figures import family
 from harness.artifacts.reader import Metrics
+from harness.artifacts.results import read_results
 from harness.artifacts.rundir import ScenarioDir
 from harness.checks import CHECKS
 from harness.checks.base import CheckContext
-from harness.checks.results import record_check
 from harness.gate.judge import compare_runs
 from harness.gate.observe import Observation, observe_results
-from harness.pipeline.evaluate import evaluate
+from harness.pipeline.session import Session, check_doc
 from harness.scenario.loader import load_scenario
 from harness.scenario.stages import TIMER_TO_STAGE
 from harness.targets.environment import ensure_env
@@ -84,7 +83,7 @@ def run_pair(scenario: Any, out: Path, kind: str) -> tuple[Observation, float, P
         os.environ[knob] = str(pct)
     started = time.monotonic()
     try:
-        evaluate(scenario, where, uuid.uuid4().hex, None, reuse=False, env=ensure_env(pinned_target()))
+        Session(where).evaluate(scenario, ensure_env(pinned_target()))
     finally:
         if knob:
             os.environ.pop(knob, None)
@@ -158,9 +157,9 @@ def _deadline(hhmm: str) -> float:
 def recheck(scenario: Any, root: Path) -> Observation:
     """The pair's checks again, with this code (a series outlives the code it started with)."""
     ctx = CheckContext(scenario, ScenarioDir(root))
-    runs = SimpleNamespace(dir=ctx.dir, session=json.loads(ctx.dir.runs_record.read_text())["session"])
-    for check in CHECKS.values():
-        record_check(scenario, runs, check(ctx))  # type: ignore[arg-type]  # reads .dir and .session only
+    doc = read_results(ctx.dir.results)
+    doc.checks |= {name: check_doc(check(ctx)) for name, check in CHECKS.items()}
+    doc.write(ctx.dir.results)
     return observe_results(ctx.dir.results)
 
 

@@ -526,7 +526,7 @@ def results_link(tmp: Path, _: contextlib.ExitStack) -> Case:
         from harness.artifacts.record import ExecResult, RunRecord
         from harness.artifacts.rundir import ScenarioDir
         from harness.checks.base import CheckResult
-        from harness.checks.results import record_check
+        from harness.pipeline.session import results_doc
         from harness.scenario.loader import load_scenario
         from harness.training.runs import ScenarioRuns
 
@@ -537,7 +537,7 @@ def results_link(tmp: Path, _: contextlib.ExitStack) -> Case:
         sdir.results.symlink_to(outside)
         rec = RunRecord(mode="off", executor="local", argv=["python"], result=ExecResult(exit_code=0, wall_s=1.0))
         runs = ScenarioRuns(sdir, "s", {"off": rec}, 0.0, target={"block": None, "environment": {}})
-        record_check(load_scenario(tiny(tmp)), runs, CheckResult("disk"))
+        results_doc(load_scenario(tiny(tmp)), runs, [CheckResult("disk")]).write(sdir.results)
         return 0, f"outside file still {outside.read_text()!r}; results.json a link: {sdir.results.is_symlink()}"
 
     return call
@@ -709,7 +709,7 @@ def _rows() -> list[Row]:
     )
     add(
         "1.1",
-        "record_check: results.json a link to an outside file",
+        "results.json (ResultsDoc.write) a link to an outside file",
         results_link,
         0,
         "outside file still 'keep me'; results.json a link: False",
@@ -1626,7 +1626,7 @@ def _rows() -> list[Row]:
     add("4.1", "run --ray-address ray://h:10001 (Ray Client's, not the dashboard's)", lambda t, _: ["run", two, "--ray-address", "ray://h:10001", "--results", str(t / "r")], 2, "ERROR: --ray-address: 'ray://h:10001' is not the address of a Ray cluster's dashboard (the Job Submission API): http://HEAD:8265 or https://HOST[:PORT]")
     add("4.1", "run --executor docker --ray-address URL", lambda t, _: ["run", two, "--executor", "docker", "--ray-address", "http://h:8265", "--results", str(t / "r")], 2, "ERROR: --ray-address with --executor docker: a cluster's runs are the ray executor's")
     add("4.1", "HARNESS_RAY_ADDRESS=garbage run", lambda t, _: ["HARNESS_RAY_ADDRESS=garbage", "run", two, "--results", str(t / "r")], 2, "ERROR: HARNESS_RAY_ADDRESS: 'garbage' is not the address of a Ray cluster's dashboard (the Job Submission API): http://HEAD:8265 or https://HOST[:PORT]")
-    add("4.1", "run --ray-address of a port nothing listens on", lambda t, _: ["run", two, "--ray-address", "http://127.0.0.1:9", "--results", str(t / "r")], 2, "INFRASTRUCTURE ERROR (not a check verdict): scenario two_nodes_fsdp_l1: off run: the Ray cluster at http://127.0.0.1:9 is not reachable: Failed to connect to Ray at address: http://127.0.0.1:9. (its dashboard, where the Job Submission API answers: http://HEAD:8265)", child=True)
+    add("4.1", "run --ray-address of a port nothing listens on", lambda t, _: ["run", two, "--heavy", "--ray-address", "http://127.0.0.1:9", "--results", str(t / "r")], 2, "INFRASTRUCTURE ERROR (not a check verdict): scenario two_nodes_fsdp_l1: off run: the Ray cluster at http://127.0.0.1:9 is not reachable: Failed to connect to Ray at address: http://127.0.0.1:9. (its dashboard, where the Job Submission API answers: http://HEAD:8265)", child=True)
     add("2.2", "compare --repeats 101", compare("--repeats", "101"), 2, "python -m harness compare: error: argument --repeats: expected a whole number from 1 to 100 runs per side, got '101'")
     add("2.2", "compare --repeats -1", compare("--repeats", "-1"), 2, "python -m harness compare: error: argument --repeats: expected a whole number from 1 to 100 runs per side, got '-1'")
     add("3.11", "validate: a 100-character name (accepted)", lambda t, _: scenario(t, yaml.safe_dump(BASE), "a" * 100 + ".yaml"), 0, "ok  aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa")

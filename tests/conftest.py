@@ -15,6 +15,7 @@ from guard import sitecustomize as guard
 from verl_repo import VerlRepo, make_verl_repo
 
 from harness.checks import CheckContext
+from harness.pipeline.options import runs_heavy
 from harness.scenario.model import Scenario
 from harness.scenario.settings.ray import ADDRESS_ENV
 
@@ -25,7 +26,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("heavy"):
             item.add_marker(pytest.mark.trains)
-            if not config.getoption("harness_heavy"):
+            if not runs_heavy(config.getoption("harness_heavy")):
                 item.add_marker(skip)
 
 

@@ -28,9 +28,9 @@ from harness.artifacts.record import ExecResult, RunRecord
 from harness.artifacts.rundir import RunDir, ScenarioDir
 from harness.checks import CHECKS
 from harness.checks.base import CheckContext, CheckResult
-from harness.checks.results import record_check
 from harness.cli import main
 from harness.errors import InfraError, ScenarioError, TargetError, WorkloadError
+from harness.pipeline.session import results_doc
 from harness.safeio import write_atomic
 from harness.scenario.loader import load_scenario
 from harness.scenario.model import ExecutorSettings
@@ -191,7 +191,7 @@ def test_a_results_json_link_is_replaced_never_followed(tmp_path):
     runs = _runs(tmp_path / "res")
     runs.dir.results.symlink_to(outside)
     scenario = load_scenario(write_scenario(tmp_path, name="tiny_case"))
-    record_check(scenario, runs, CheckResult("disk", summary="ok"))
+    results_doc(scenario, runs, [CheckResult("disk", summary="ok")]).write(runs.dir.results)
     assert outside.read_text() == "keep me"
     assert not runs.dir.results.is_symlink() and json.loads(runs.dir.results.read_text())["checks"]["disk"]["passed"]
     assert sorted(os.listdir(runs.dir.root)) == ["results.json"]  # no temp file left
@@ -259,7 +259,7 @@ except Timeout:
 def test_the_lock_is_held_through_the_checks_and_results_json(tmp_path, monkeypatch):
     """Another harness process (a --reuse re-check, a fresh run) cannot take the scenario between its runs and its
     results: probed from a real child process while a check runs."""
-    import harness.pipeline.evaluate as ev
+    import harness.pipeline.session as sm
 
     scenario = load_scenario(write_scenario(tmp_path, name="tiny_case"))
     runs = _runs(tmp_path / "res")
@@ -270,9 +270,9 @@ def test_the_lock_is_held_through_the_checks_and_results_json(tmp_path, monkeypa
         seen.append(probe.stdout.strip())
         return CheckResult("probe")
 
-    monkeypatch.setattr(ev, "ensure_runs", lambda *a, **k: runs)
-    monkeypatch.setattr(ev, "CHECKS", {"probe": check})
-    ev.evaluate(scenario, tmp_path / "res", "s1", None, True, env=None)  # type: ignore[arg-type]
+    monkeypatch.setattr(sm, "ensure_runs", lambda *a, **k: runs)
+    monkeypatch.setattr(sm, "CHECKS", {"probe": check})
+    sm.Session(tmp_path / "res", reuse=True, id="s1").evaluate(scenario, env=None)  # type: ignore[arg-type]
     assert seen == ["held"]
     probe = subprocess.run([PY, "-c", PROBE, str(runs.dir.lock)], capture_output=True, text=True, timeout=60)
     assert probe.stdout.strip() == "free"  # released at the end

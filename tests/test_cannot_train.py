@@ -47,7 +47,7 @@ def comparison(
         if n in fails.get(side, []):
             raise FailedAlike(f"scenario {scenario.name}: off run: {CRASH['reason']}", crash=CRASH)
 
-    monkeypatch.setattr(bh, "evaluate", evaluate)
+    monkeypatch.setattr(bh.Session, "evaluate", lambda self, scenario, env, where: evaluate(scenario, where))
     trained = Observation("tiny", {}, {}, {}, {}, checks={"layout": True})
     monkeypatch.setattr(bh, "observe_results", lambda path: trained)
     env = type("Env", (), {"label": lambda self: "env", "describe": lambda self: "verl", "python": None})()

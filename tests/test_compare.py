@@ -131,7 +131,7 @@ def test_inconclusive_scenarios_get_more_abba_pairs_up_to_the_cap(tmp_path, monk
     def observe(path):
         return obs(noise[kind["which"]][len(ran) - 1])
 
-    monkeypatch.setattr(bh, "evaluate", evaluate)
+    monkeypatch.setattr(bh.Session, "evaluate", lambda self, scenario, env, where: evaluate(scenario, where))
     monkeypatch.setattr(bh, "observe_results", observe)
     monkeypatch.setattr(
         bh,
@@ -193,7 +193,7 @@ def test_a_tier_that_cannot_decide_overhead_runs_base_head_base_and_decides_the_
         return obs(wide[len(ran) - 1], checks={"layout": not layout_fails})
 
     broken = {"head": False}
-    monkeypatch.setattr(bh, "evaluate", evaluate)
+    monkeypatch.setattr(bh.Session, "evaluate", lambda self, scenario, env, where: evaluate(scenario, where))
     monkeypatch.setattr(bh, "observe_results", observe)
     monkeypatch.setattr(
         bh,

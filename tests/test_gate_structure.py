@@ -17,7 +17,7 @@ from harness.gate.against_baseline import gate_scenario
 from harness.gate.baseline import build
 from harness.gate.observe import observe_results
 from harness.gate.structure import name_diff, normalise, structure_of
-from harness.pipeline.evaluate import evaluate
+from harness.pipeline.session import Session
 from harness.targets.environment import ensure_env
 from harness.targets.spec import pinned_target
 from harness.training.runs import fingerprint
@@ -93,7 +93,7 @@ def test_names_that_vary_between_calibration_runs_are_not_gated(tmp_path):
 def _observed(scenario, sdir: ScenarioDir):
     """Every check run and recorded in results.json (as ``harness run`` does), then observed as the gate does."""
     _reusable_runs(scenario, sdir)
-    evaluate(scenario, sdir.root.parent, "now", None, reuse=True, env=ensure_env(pinned_target()))
+    Session(sdir.root.parent, reuse=True, id="now").evaluate(scenario, ensure_env(pinned_target()))
     return observe_results(sdir.results)
 
 

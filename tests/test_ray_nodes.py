@@ -77,7 +77,7 @@ def command(
     """``python -m harness run`` on the cluster: its argv and environment."""
     base = {k: v for k, v in os.environ.items() if k not in (ADDRESS_ENV, "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")}
     base |= {"RAY_AUTH_TOKEN_PATH": str(nodes.token_file), "HARNESS_TIMING": "record"} | (env or {})
-    argv = [sys.executable, "-m", "harness", "run", str(scenario), "--results", str(results)]
+    argv = [sys.executable, "-m", "harness", "run", str(scenario), "--heavy", "--results", str(results)]
     return [*argv, "--ray-address", nodes.address, *extra], base
 
 

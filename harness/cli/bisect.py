@@ -8,15 +8,14 @@ commits next to the flip leave several candidates (the lines name them).
 from __future__ import annotations
 
 import argparse
-import uuid
 from pathlib import Path
 
 from harness import outcomes
 from harness.checks import CHECKS
 from harness.checks.known_gap import gap_name
 from harness.errors import HarnessError, InfraError, ScenarioError, one_line
-from harness.pipeline.evaluate import evaluate
 from harness.pipeline.overhead_probe import REPEATS, overhead_probe
+from harness.pipeline.session import Session
 from harness.scenario.loader import load_scenarios
 from harness.scenario.model import Scenario
 from harness.targets.commits import (
@@ -90,8 +89,8 @@ def training_probe(
         judged: dict[str, tuple[str, str]] = {}
         for s in scenarios:
             try:
-                session, watch = uuid.uuid4().hex, Watch.configure()
-                _, found = evaluate(s, results / commit.sha[:12], session, executor, False, env, watch)
+                session = Session(results / commit.sha[:12], executor, Watch.configure())
+                _, found = session.evaluate(s, env)
             except InfraError as exc:
                 return Probe("infra", why=one_line(exc).splitlines()[0])
             except HarnessError as exc:  # the harness's own code or the environment failed: no verdict on verl

@@ -60,8 +60,11 @@ def build() -> argparse.ArgumentParser:
     p.add_argument("--results", default="results")
     shared.add(
         p.add_argument,
-        (shared.EXECUTOR, shared.RAY_ADDRESS, shared.REUSE, *shared.TARGET, shared.STACK, *shared.WATCH, shared.TIMING),
-    )
+        (
+            shared.EXECUTOR, shared.RAY_ADDRESS, shared.REUSE, *shared.TARGET, shared.STACK, *shared.WATCH,
+            shared.TIMING, shared.HEAVY,
+        ),
+    )  # fmt: skip
     p.set_defaults(func=run.cmd_run)
     p = sub.add_parser(
         "compare",

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-import uuid
 
 from rich.markup import escape
 from rich.table import Table
@@ -15,11 +14,9 @@ from harness import outcomes
 from harness.cli.console import COLOURS, console, live_line, sweep
 from harness.errors import HarnessError, one_line
 from harness.pipeline import options as shared
-from harness.pipeline.evaluate import evaluate
+from harness.pipeline.session import Session
 from harness.scenario.loader import load_scenarios
-from harness.targets.environment import ensure_env
 from harness.targets.spec import parse_target
-from harness.training.devices import skip_reason
 from harness.training.monitor import Watch
 from harness.training.runs import results_dir
 
@@ -35,15 +32,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"harness run: {exc}", file=sys.stderr)
         return outcomes.EXIT_ERROR
-    session, results, status = uuid.uuid4().hex, results_dir(args.results), 0
+    results, status = results_dir(args.results), 0
+    session = Session(
+        results, args.executor, watch, shared.gates_timing(args.timing), args.reuse, shared.runs_heavy(args.heavy)
+    )
     sweep(scenarios)
     started, trained = time.monotonic(), 0.0
-    gate_timing = shared.gates_timing(args.timing)
-    env = ensure_env(parse_target(args.verl, args.msprobe, args.series, stack=args.stack))  # once, for every scenario
+    env = session.env(parse_target(args.verl, args.msprobe, args.series, stack=args.stack))  # once, for every scenario
     console.print(f"target: {escape(env.label())}", soft_wrap=True)
     table = Table("scenario", "check", "verdict", "key figures", title=f"results in {results}")
     for s in scenarios:
-        if reason := skip_reason(s):
+        if reason := session.skip(s):
             console.print(f"[yellow]SKIPPED[/] {escape(reason)}", soft_wrap=True)  # one line, as pytest shows it
             table.add_row(s.name, "-", "[yellow]skipped[/]", "")
             continue
@@ -51,8 +50,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"[bold]{s.name}[/]: training off and on ({s.executor.kind if not args.executor else args.executor})"
         )
         try:
-            seconds, checks = evaluate(s, results, session, args.executor, args.reuse, env, watch, gate_timing)
-            trained += seconds
+            runs, checks = session.evaluate(s, env)
+            trained += runs.trained_s
         except HarnessError as exc:
             console.print(f"[red]{escape(one_line(exc))}[/]", soft_wrap=True)
             table.add_row(s.name, "-", "[red]ERROR[/]", "")

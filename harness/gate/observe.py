@@ -13,8 +13,8 @@ from typing import Any
 
 from harness.artifacts import figures as fig
 from harness.artifacts.figures import family
+from harness.artifacts.results import read_results
 from harness.artifacts.rundir import LINKED, ScenarioDir
-from harness.checks.results import read_results
 from harness.errors import BaselineError
 from harness.gate.structure import Structure, structure_of
 

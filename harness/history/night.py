@@ -20,7 +20,7 @@ from typing import Any
 
 from harness import outcomes
 from harness.artifacts.figures import family, parse, samples_of
-from harness.checks.results import read_results
+from harness.artifacts.results import read_results
 from harness.errors import BaselineError, HarnessError
 from harness.gate.baseline import floor
 from harness.gate.observe import Observation, observe_dir

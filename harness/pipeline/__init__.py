@@ -1,1 +1,2 @@
-"""A scenario through runs and checks outside pytest (evaluate), and base against head on one machine."""
+"""One session running and judging scenarios for every front end (``session``), and base against head on one
+machine (``base_head``)."""

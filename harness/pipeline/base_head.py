@@ -9,10 +9,8 @@ directory, ``<results>/<base|head>/r<i>/<scenario>/``, checked as ``harness run`
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
-import uuid
 from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
@@ -25,7 +23,7 @@ from harness.gate.files import CompareDoc
 from harness.gate.judge import Judgement, Policy, ScenarioVerdict, compare_runs, interleaved
 from harness.gate.numerics.compare import compare_numerics
 from harness.gate.observe import Observation, observe_results
-from harness.pipeline.evaluate import evaluate
+from harness.pipeline.session import Session
 from harness.safeio import write_atomic
 from harness.scenario.model import Scenario
 from harness.targets.census import census_of
@@ -35,9 +33,6 @@ from harness.targets.spec import Target, reproduce_compare, reproducible
 from harness.training.monitor import Watch
 
 SIDES = ("base", "head")
-# Runs per side, at most: each is a full off + on pair of trainings (30-300 s), so a hundred is a day's compare;
-# a billion once built the whole run order in memory before anything ran (a MemoryError traceback).
-MAX_REPEATS = 100
 # Without --max-repeats a comparison still decides: while a scenario is INCONCLUSIVE, one more base/head pair at a
 # time, up to 6 runs a side and as long as the next pair (at the mean cost of the pairs so far) ends within 20
 # minutes of the scenario's first run: what a pull-request job can afford, on every tier, untuned. Two runs a side
@@ -48,14 +43,6 @@ MAX_REPEATS = 100
 # --max-repeats is the caller's choice: the runs cap only, no time cap.
 DEFAULT_MAX_REPEATS = 6
 DEFAULT_BUDGET_S = 20 * 60
-
-
-def repeats_option(text: str) -> int:
-    """``--repeats`` / ``--max-repeats`` (and pytest's): a whole number from 1 to MAX_REPEATS, else argparse's
-    one-line usage error."""
-    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= MAX_REPEATS:
-        raise argparse.ArgumentTypeError(f"expected a whole number from 1 to {MAX_REPEATS} runs per side, got {text!r}")
-    return int(text)
 
 
 OVERHEAD_NOT_COMPARED = (
@@ -113,7 +100,8 @@ def run_comparison(
         say(f"REGRESSED census: {line}")
     cap = max(repeats, max_repeats or DEFAULT_MAX_REPEATS)
     budget = DEFAULT_BUDGET_S if max_repeats is None else None
-    session = uuid.uuid4().hex
+    # each run's own overhead maxima recorded, never gated (nor compared: judge.PER_RUN_MAXIMA)
+    session = Session(results, executor, watch, gate_timing=False)
     observed: dict[str, dict[str, list[Observation]]] = {}
     scenario_errors: dict[str, list[str]] = {}
     untrainable: dict[str, str] = {}  # head fails off and on alike where base trained: its finding
@@ -139,8 +127,7 @@ def run_comparison(
             ran = max(ran, order[: n + 1], key=len)
             where = run_dir(results, side, i)
             try:
-                # each run's own overhead maxima recorded, never gated (nor compared: judge.PER_RUN_MAXIMA)
-                evaluate(scenario, where, session, executor, False, envs[side], watch, gate_timing=False)
+                session.evaluate(scenario, envs[side], where)
             except FailedAlike as exc:
                 if side == "head" and sides["base"] and not sides["head"]:
                     untrainable[scenario.name] = cannot_train(scenario.name, exc.crash)

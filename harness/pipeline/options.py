@@ -6,17 +6,32 @@ and the executor's keep their names in both.
 
 from __future__ import annotations
 
+import argparse
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from harness.errors import HarnessError, InfraError
-from harness.pipeline.base_head import repeats_option
 from harness.scenario.settings import EXECUTORS
 from harness.scenario.settings.ray import ADDRESS_ENV, check_address
 from harness.targets.spec import SERIES_HELP, STACK_HELP, STACKS, TARGET_HELP
 from harness.training.monitor import MAX_DUMP_ENV, MIN_FREE_ENV, positive_seconds
+
+# Runs per side of a comparison, at most: each is a full off + on pair of trainings (30-300 s), so a hundred is a day's
+# compare; a billion once built the whole run order in memory before anything ran (a MemoryError traceback).
+MOST_REPEATS = 100
+HEAVY_ENV = "HARNESS_HEAVY"  # "1": run the scenarios marked heavy: true, as --heavy (pytest: --harness-heavy) does
+
+
+def repeats_option(text: str) -> int:
+    """``--repeats`` / ``--max-repeats`` (and pytest's): a whole number from 1 to MOST_REPEATS, else argparse's
+    one-line usage error."""
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= MOST_REPEATS:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number from 1 to {MOST_REPEATS} runs per side, got {text!r}"
+        )
+    return int(text)
 
 
 @dataclass(frozen=True)
@@ -84,6 +99,13 @@ MAX_REPEATS = Option(
     },
     "harness-compare-max-repeats",
 )
+HEAVY = Option(
+    "heavy",
+    {
+        "action": "store_true",
+        "help": f"also run the scenarios marked heavy: true (or set {HEAVY_ENV}=1); otherwise they are skipped",
+    },
+)
 TIMINGS = ("gate", "record")
 TIMING = Option(
     "timing",
@@ -127,3 +149,9 @@ def gates_timing(value: str | None) -> bool:
     if chosen not in TIMINGS:
         raise InfraError(f"HARNESS_TIMING={chosen!r}: one of {', '.join(TIMINGS)}")
     return chosen == "gate"
+
+
+def runs_heavy(flag: bool) -> bool:
+    """``--heavy`` (pytest: ``--harness-heavy``), else ``HARNESS_HEAVY=1``: whether the scenarios marked heavy: true
+    run (``Session.heavy``); they are skipped, saying how to run them, otherwise."""
+    return flag or os.environ.get(HEAVY_ENV) == "1"

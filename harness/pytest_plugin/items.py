@@ -1,63 +1,72 @@
 """The scenario file and its items: one per check, a known gap's, the regression item against a baseline, and
-the compare item of base against head. A scenario's trainings run in its first item's setup."""
+the compare item of base against head. A scenario's trainings run in its first item's setup, its checks in its first
+item's call (``harness.pipeline.session``: once per scenario, results.json written once); each item shows its own."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
 from harness import outcomes
-from harness.artifacts.rundir import ScenarioDir
-from harness.checks import CHECKS, CheckContext, CheckResult, run_check
+from harness.checks import CHECKS, CheckContext, CheckResult
 from harness.checks.crash import not_checked
-from harness.checks.known_gap import check_gap, gap_name
-from harness.checks.results import record_check
-from harness.errors import HarnessError, InfraError, ScenarioError
+from harness.checks.known_gap import gap_name
+from harness.errors import HarnessError, InfraError, ScenarioError, one_line
 from harness.gate.against_baseline import gate_scenario
 from harness.gate.observe import observe_results
 from harness.pipeline.base_head import run_comparison
-from harness.pipeline.options import gates_timing
-from harness.pytest_plugin.state import (
-    BASELINE,
-    COMPARE_BASE,
-    HELD,
-    SCENARIOS,
-    SESSION,
-    TARGET,
-    TRAINED,
-    WATCH,
-    CheckFailed,
-    CheckInconclusive,
-    fail,
-    target_env,
-)
+from harness.pytest_plugin.plugin import KEY, HarnessPlugin
+from harness.pytest_plugin.reporting import INCONCLUSIVE, TRAINED
 from harness.scenario.blocks import KnownGap
 from harness.scenario.loader import ExecutorRefused
 from harness.scenario.model import Scenario
-from harness.training.devices import cluster_missing, skip_reason
-from harness.training.runs import ensure_runs, results_dir, scenario_lock
+from harness.training.devices import skip_reason
+from harness.training.runs import results_dir
+
+
+class CheckFailed(pytest.fail.Exception):  # type: ignore[name-defined]  # public pytest API; mypy sees a function attribute
+    """A check's verdict: its problems, one per line, without a traceback (what a known gap's xfail expects)."""
+
+    verdict = "failed"
+
+    def __init__(self, scenario: str, result: CheckResult) -> None:
+        lines = [f"{scenario}: {result.check} check {self.verdict}:"]
+        lines += [f"  - {p}" for p in result.problems + result.inconclusive]
+        super().__init__("\n".join(lines), pytrace=False)
+
+
+class CheckInconclusive(CheckFailed):
+    """A check the noise leaves undecided: a failure of its own kind, never a pass or a skip."""
+
+    verdict = "INCONCLUSIVE (rerun, or more repeats decide it)"
+
+
+def fail(exc: HarnessError) -> NoReturn:
+    """A run that could not be prepared or did not finish: an ERROR in setup, shown without a traceback."""
+    raise pytest.fail.Exception(one_line(exc), pytrace=False) from None
 
 
 class ScenarioFile(pytest.File):
     def collect(self) -> list[pytest.Item]:
         refused = ""
         try:
-            scenario = self.config.stash[SCENARIOS].load(self.path)
+            scenario = self.config.stash[KEY].scenarios.load(self.path)
         except ExecutorRefused as exc:  # valid, but not under this --executor: a skip, which -k may deselect
             scenario, refused = exc.scenario, "; ".join(exc.problems)
         except ScenarioError as exc:
             raise self.CollectError(f"invalid scenario file ({len(exc.problems)} problems):\n{exc}") from None
         if scenario is None:  # the same file collected twice: its items once
             return []
+        plugin = self.config.stash[KEY]
         items: list[pytest.Item] = [CheckItem.from_parent(self, name=name, scenario=scenario) for name in CHECKS]
-        if COMPARE_BASE in self.config.stash:  # the head's own checks are part of the comparison
+        if plugin.compare_base is not None:  # the head's own checks are part of the comparison
             items = [CompareItem.from_parent(self, name="compare", scenario=scenario)]
-        elif BASELINE in self.config.stash:
+        elif plugin.baseline is not None:
             items.append(RegressionItem.from_parent(self, name="regression", scenario=scenario))
-        for gap in scenario.expect.known_gaps if COMPARE_BASE not in self.config.stash else ():
+        for gap in scenario.expect.known_gaps if plugin.compare_base is None else ():
             gap_item = GapItem.from_parent(self, name=gap_name(gap), scenario=scenario, gap=gap)
             gap_item.add_marker(pytest.mark.xfail(reason=gap.reason, strict=True, raises=CheckFailed))
             items.append(gap_item)
@@ -68,24 +77,6 @@ class ScenarioFile(pytest.File):
         return items
 
 
-def _hold_lock(config: pytest.Config, sdir: ScenarioDir) -> None:
-    """Hold the scenario's results-dir lock from its first item's setup until the next scenario's (or the session's
-    end), so that no other harness run trains or writes results.json between this scenario's items."""
-    held = config.stash.get(HELD, None)
-    if held is not None and held.lock_file == str(sdir.lock):
-        return
-    release_lock(config)
-    lock = scenario_lock(sdir)
-    lock.acquire()
-    config.stash[HELD] = lock
-
-
-def release_lock(config: pytest.Config) -> None:
-    if (held := config.stash.get(HELD, None)) is not None:
-        held.release()
-        del config.stash[HELD]
-
-
 class ScenarioItem(pytest.Item):
     def __init__(self, *, scenario: Scenario, **kw: Any) -> None:
         super().__init__(**kw)
@@ -93,30 +84,17 @@ class ScenarioItem(pytest.Item):
 
     own_marker = False  # True where the item's expected failure is a pytest marker (known gaps)
 
+    @property
+    def plugin(self) -> HarnessPlugin:
+        return self.config.stash[KEY]
+
     def setup(self) -> None:
-        config = self.config
-        if reason := skip_reason(self.scenario, os.path.relpath(self.path)):
-            pytest.skip(reason)
-        if self.scenario.heavy and not config.getoption("harness_heavy"):
-            name = self.scenario.name
-            pytest.skip(
-                f"{name} is heavy (heavy: true, minutes of training): run it with `pytest scenarios/ -k {name} "
-                "--harness-heavy` (or HARNESS_HEAVY=1)"
-            )
-        if reason := cluster_missing(self.scenario):
-            pytest.skip(reason)
         try:
-            results = results_dir(config.getoption("harness_results"), "--harness-results")
-            _hold_lock(config, ScenarioDir(results / self.scenario.name))
-            self.runs = ensure_runs(
-                self.scenario,
-                results,
-                config.stash[SESSION],
-                config.getoption("executor"),
-                reuse=config.getoption("harness_reuse"),
-                env=target_env(config),
-                watch=config.stash[WATCH],
-            )
+            session = self.plugin.session
+            if reason := session.skip(self.scenario, os.path.relpath(self.path)):
+                pytest.skip(reason)
+            results = results_dir(self.config.getoption("harness_results"), "--harness-results")
+            self.runs = session.runs(self.scenario, self.plugin.target_env(), results)
         except HarnessError as exc:
             fail(exc)
         self.user_properties += target_properties(self.runs.target)
@@ -125,17 +103,17 @@ class ScenarioItem(pytest.Item):
         for mode, rec in self.runs.records.items():
             self.user_properties.append((f"run.{mode}.wall_s", round(rec.result.wall_s, 3)))
 
-    def evaluate(self, ctx: CheckContext) -> CheckResult:
-        raise NotImplementedError
+    def verdict(self, judged: dict[str, CheckResult]) -> CheckResult:
+        """This item's result among the scenario's ``judged`` checks, by name."""
+        return judged[self.name]
 
     def runtest(self) -> None:
         try:
-            ctx = CheckContext(self.scenario, self.runs.dir, gates_timing(self.config.getoption("harness_timing")))
-            result = not_checked(ctx, self.name) or self.evaluate(ctx)
+            judged = {r.check: r for r in self.plugin.session.judge(self.scenario, self.runs)}
+            result = self.verdict(judged)
         except HarnessError as exc:
             fail(exc)
         self.user_properties += list(result.figures.items())
-        record_check(self.scenario, self.runs, result)
         self.add_report_section("call", "harness", "\n".join([result.summary, *result.notes]))
         # a known gap's item carries a strict xfail marker; a known bug is decided once the crash is read
         outcome = outcomes.check_outcome(result, expected_failure=bool(result.xfail_reason) and not self.own_marker)
@@ -150,6 +128,7 @@ class ScenarioItem(pytest.Item):
         if outcome in ("fail", "xpass"):
             raise CheckFailed(self.scenario.name, result)
         if outcome == "inconclusive":
+            self.user_properties.append(INCONCLUSIVE)
             raise CheckInconclusive(self.scenario.name, result)
 
     def reportinfo(self) -> tuple[Path, int, str]:
@@ -157,8 +136,7 @@ class ScenarioItem(pytest.Item):
 
 
 class CheckItem(ScenarioItem):
-    def evaluate(self, ctx: CheckContext) -> CheckResult:
-        return CHECKS[self.name](ctx)  # runtest has asked not_checked first
+    """One of ``harness.checks.CHECKS``, by its name."""
 
 
 class GapItem(ScenarioItem):
@@ -168,18 +146,19 @@ class GapItem(ScenarioItem):
         super().__init__(**kw)
         self.gap = gap
 
-    def evaluate(self, ctx: CheckContext) -> CheckResult:
-        return check_gap(ctx, self.gap)
-
 
 class RegressionItem(ScenarioItem):
     """Against ``--harness-baseline`` (harness.gate): the absolute budgets stay with the other items."""
 
-    def evaluate(self, ctx: CheckContext) -> CheckResult:
-        for name, check in CHECKS.items():  # the figures it compares, fresh even when their items did not run
-            record_check(self.scenario, self.runs, run_check(name, check, ctx))
-        observed = observe_results(self.runs.dir.results)
-        return gate_scenario(self.scenario.name, self.config.stash[BASELINE], observed).as_check_result()
+    def verdict(self, judged: dict[str, CheckResult]) -> CheckResult:
+        session, baseline = self.plugin.session, self.plugin.baseline
+        assert baseline is not None  # collected only with one
+        result = not_checked(CheckContext(self.scenario, self.runs.dir, session.gate_timing), self.name)
+        if result is None:  # the figures it compares: the session's checks, in results.json
+            observed = observe_results(self.runs.dir.results)
+            result = gate_scenario(self.scenario.name, baseline, observed).as_check_result()
+        session.add(self.scenario, self.runs, result)
+        return result
 
 
 def target_properties(target: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -203,18 +182,19 @@ class CompareItem(pytest.Item):
     def runtest(self) -> None:
         if reason := skip_reason(self.scenario, os.path.relpath(self.path)):
             pytest.skip(reason)
-        config = self.config
+        config, plugin = self.config, self.config.stash[KEY]
+        assert plugin.compare_base is not None  # collected only with one
         results = Path(config.getoption("harness_results")).resolve() / "compare" / self.scenario.name
         try:
             comparison, _ = run_comparison(
                 [self.scenario],
-                config.stash[COMPARE_BASE],
-                config.stash[TARGET],
+                plugin.compare_base,
+                plugin.target,
                 results,
                 config.getoption("harness_compare_repeats"),
                 config.getoption("executor"),
                 say=lambda line: None,
-                watch=config.stash[WATCH],
+                watch=plugin.watch,
                 max_repeats=config.getoption("harness_compare_max_repeats"),
             )
         except HarnessError as exc:
@@ -230,6 +210,7 @@ class CompareItem(pytest.Item):
             raise CheckFailed(self.scenario.name, CheckResult("compare", problems=lines + compared.findings))
         if compared.status == "inconclusive":
             lines = [f.compare_line() for f in compared.figures if f.verdict == "inconclusive"]
+            self.user_properties.append(INCONCLUSIVE)
             raise CheckInconclusive(self.scenario.name, CheckResult("compare", inconclusive=compared.undecided + lines))
 
     def reportinfo(self) -> tuple[Path, int, str]:

@@ -1,9 +1,7 @@
 """The plugin's command-line options: those it shares with the CLI from ``harness.pipeline.options`` (one
-declaration each), and its own (results, base against head, heavy, baseline)."""
+declaration each), and its own (results, base against head, baseline)."""
 
 from __future__ import annotations
-
-import os
 
 import pytest
 
@@ -24,13 +22,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "the --verl one (head), interleaved, and fails on a regression of head",
     )
     shared.add(g.addoption, (shared.REPEATS, shared.MAX_REPEATS), pytest=True)
-    g.addoption(
-        "--harness-heavy",
-        action="store_true",
-        default=os.environ.get("HARNESS_HEAVY") == "1",
-        help="also run the scenarios marked heavy: true (or set HARNESS_HEAVY=1); otherwise they are skipped",
-    )
-    shared.add(g.addoption, (shared.TIMING,), pytest=True)
+    shared.add(g.addoption, (shared.HEAVY, shared.TIMING), pytest=True)
     g.addoption(
         "--harness-baseline",
         default=None,

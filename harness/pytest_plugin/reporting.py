@@ -9,9 +9,8 @@ from typing import Any
 
 import pytest
 
-from harness.pytest_plugin.state import (
-    TRAINED,
-)
+TRAINED = "harness.trained_s"  # an item's user property: the seconds its setup spent in trainings
+INCONCLUSIVE = ("harness.verdict", "inconclusive")  # an item's user property: its failure is an INCONCLUSIVE one
 
 
 class PlainNodeIds:

@@ -1,0 +1,61 @@
+"""The session every front end runs scenarios through (``harness.pipeline.session``): one skip rule, and
+results.json written by it read back beside the previous schema's."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from builders import write_scenario
+from gate_builders import write_results
+
+from harness.artifacts.results import ResultsDoc, read_results
+from harness.cli import main
+from harness.pipeline.options import runs_heavy
+from harness.pipeline.session import Session
+from harness.scenario.loader import load_scenario
+from harness.scenario.settings.ray import ADDRESS_ENV
+
+
+def test_one_skip_rule_heavy_only_when_asked_a_cluster_only_when_named(tmp_path, monkeypatch):
+    monkeypatch.delenv(ADDRESS_ENV, raising=False)
+    monkeypatch.delenv("HARNESS_HEAVY", raising=False)
+    light = load_scenario(write_scenario(tmp_path, name="tiny_light"))
+    heavy = load_scenario(write_scenario(tmp_path, name="tiny_heavy", heavy=True))
+    ray = light.model_copy(update={"executor": light.executor.model_copy(update={"kind": "ray"})})
+    session = Session(tmp_path)
+    assert session.skip(light) is None
+    assert session.skip(heavy) == (
+        "tiny_heavy is heavy (heavy: true, minutes of training): run it with `pytest scenarios/ -k tiny_heavy "
+        "--harness-heavy` or `python -m harness run --heavy` (or HARNESS_HEAVY=1)"
+    )
+    assert Session(tmp_path, heavy=True).skip(heavy) is None
+    assert "tiny_light runs on a Ray cluster (executor ray) and none is named" in str(session.skip(ray))
+    monkeypatch.setenv(ADDRESS_ENV, "http://127.0.0.1:8265")
+    assert session.skip(ray) is None
+    assert not runs_heavy(False) and runs_heavy(True)
+    monkeypatch.setenv("HARNESS_HEAVY", "1")
+    assert runs_heavy(False)
+
+
+def test_harness_run_skips_a_heavy_scenario_unless_asked(tmp_path, monkeypatch, capsys):
+    """``harness run`` and pytest skip the same scenarios: a heavy one, saying how to run it (exit 0, nothing ran)."""
+    monkeypatch.delenv("HARNESS_HEAVY", raising=False)
+    path = write_scenario(tmp_path, name="tiny_heavy", heavy=True)
+    assert main(["run", str(path), "--results", str(tmp_path / "res")]) == 0
+    out = capsys.readouterr().out
+    assert "SKIPPED tiny_heavy is heavy (heavy: true, minutes of training)" in out
+    assert not (tmp_path / "res" / "tiny_heavy").exists()
+
+
+@pytest.mark.parametrize("version", [None, 2])
+def test_results_json_of_the_previous_schemas_reads(tmp_path, version):
+    """Schema 2 (merged check by check) and 1 (no schema_version) have schema 3's fields: both read as they are."""
+    path = write_results(tmp_path, "tiny_case", dumps=False) / "results.json"
+    doc = json.loads(path.read_text())
+    if version is not None:
+        doc["schema_version"] = version
+    path.write_text(json.dumps(doc))
+    read = read_results(path)
+    assert read.schema_version == ResultsDoc.schema_number() == 3
+    assert read.checks["disk"].passed and read.runs["off"].exit_code == 0
