@@ -62,7 +62,7 @@ def main() -> int:
     versions = subprocess.run([python, "-c", VERSIONS, *SHOWN], capture_output=True, text=True, check=True)
     print("== versions in it: " + ", ".join(f"{k} {v}" for k, v in json.loads(versions.stdout).items()))
 
-    rc, out, took = harness("run", args.scenario, "--verl", args.verl, "--results", args.results)
+    rc, out, took = harness("run", args.scenario, "--heavy", "--verl", args.verl, "--results", args.results)
     print(f"== harness run {Path(args.scenario).name} on it: exit {rc}, {took:.0f} s")
     print("\n".join(out.rstrip().splitlines()[-25:]))
     for results in sorted(Path(args.results).glob("*/results.json")):

@@ -4,6 +4,8 @@ results.json written by it read back beside the previous schema's."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 from builders import write_scenario
@@ -11,6 +13,7 @@ from gate_builders import write_results
 
 from harness.artifacts.results import ResultsDoc, read_results
 from harness.cli import main
+from harness.outcomes import EXIT_INCONCLUSIVE
 from harness.pipeline.options import runs_heavy
 from harness.pipeline.session import Session
 from harness.scenario.loader import load_scenario
@@ -59,3 +62,26 @@ def test_results_json_of_the_previous_schemas_reads(tmp_path, version):
     read = read_results(path)
     assert read.schema_version == ResultsDoc.schema_number() == 3
     assert read.checks["disk"].passed and read.runs["off"].exit_code == 0
+
+
+INCONCLUSIVE_ONLY = """
+import pytest
+
+def test_undecided(record_property):
+    record_property("harness.verdict", "inconclusive")  # what an INCONCLUSIVE item records before it fails
+    pytest.fail("INCONCLUSIVE")
+
+def test_passes():
+    pass
+"""
+
+
+@pytest.mark.integration
+def test_pytest_exits_3_where_every_failure_is_inconclusive_as_harness_run(tmp_path):
+    """``harness run`` exits 3 on INCONCLUSIVE (``outcomes.EXIT_INCONCLUSIVE``): pytest too, unless a failure of
+    another kind is there, which keeps pytest's 1."""
+    (tmp_path / "test_one.py").write_text(INCONCLUSIVE_ONLY)
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", str(tmp_path / "test_one.py")]
+    assert subprocess.run(argv, cwd=tmp_path, capture_output=True, check=False).returncode == EXIT_INCONCLUSIVE
+    (tmp_path / "test_one.py").write_text(INCONCLUSIVE_ONLY + "\ndef test_fails():\n    assert False\n")
+    assert subprocess.run(argv, cwd=tmp_path, capture_output=True, check=False).returncode == 1

@@ -3,12 +3,13 @@
 
 A front end makes one ``Session`` and asks it, per scenario: ``skip`` (the one rule: device, heavy, cluster),
 ``runs`` (the scenario's results-dir lock taken, its trainings made or reused), ``judge`` (every check and known gap
-once, results.json written once), or ``evaluate`` for all three steps but the skip. What it shows, and how it exits
-(``harness.outcomes``), is the front end's.
+once, results.json written once), or ``evaluate`` for both, the lock released at the end. What a front end shows, and
+its exit code (``harness.outcomes``), are its own.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -96,10 +97,11 @@ class Session:
         made or did not finish."""
         sdir = ScenarioDir((results or self.results) / scenario.name)
         self.hold(sdir)
-        if sdir.root not in self._runs:
-            self._runs[sdir.root] = ensure_runs(
-                scenario, sdir.root.parent, self.id, self.executor, reuse=self.reuse, env=env, watch=self.watch
-            )
+        if sdir.root in self._runs:
+            return dataclasses.replace(self._runs[sdir.root], trained_s=0.0)  # nothing trained by this call
+        self._runs[sdir.root] = ensure_runs(
+            scenario, sdir.root.parent, self.id, self.executor, reuse=self.reuse, env=env, watch=self.watch
+        )
         return self._runs[sdir.root]
 
     def judge(self, scenario: Scenario, runs: ScenarioRuns) -> list[CheckResult]:

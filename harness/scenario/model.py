@@ -57,7 +57,8 @@ class Scenario(Strict):
     executor: ExecutorSettings = Field(default_factory=lambda: ExecutorSettings())
     heavy: bool = Field(
         False,
-        description="pytest collects it but skips it, saying so, unless --harness-heavy (or HARNESS_HEAVY=1): "
+        description="pytest and `harness run` skip it, saying so, unless --harness-heavy / --heavy (or "
+        "HARNESS_HEAVY=1): "
         "trainings of several minutes that the everyday run (.ci/run) leaves out",
     )
     _name: str = PrivateAttr("scenario")

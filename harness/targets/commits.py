@@ -4,7 +4,7 @@ A red nightly says that something between two verl commits broke the integration
 way ``git bisect run`` would, with one harness run of the scenarios per probe. The search is kept apart from
 the trainings (``bisect`` takes any probe: a callable from a commit to its verdict) so that its logic is tested
 on generated histories without training, and the real probe (``training_probe``) is the harness's own
-``evaluate`` on ``<repo>@<sha>``, environments from the target cache.
+``Session.evaluate`` on ``<repo>@<sha>``, environments from the target cache.
 
 What a probe says:
 - ``pass`` / ``fail``: the selected checks' verdict on verl (a crash of verl or msprobe is the crash check's FAIL);
