@@ -10,9 +10,9 @@ from rich.markup import escape
 from rich.progress import BarColumn, TaskID, TextColumn
 from rich.progress import Progress as Bars
 
-from harness.pipeline import session
 from harness.scenario.model import Scenario
 from harness.training.monitor import PeriodicLines, Progress, Show
+from harness.training.registry import EXECUTORS
 
 console = Console(highlight=False)
 
@@ -64,5 +64,7 @@ def live_line(every_s: float) -> Show:
 def sweep(scenarios: Sequence[Scenario] = ()) -> None:
     """Remove what dead harnesses left (containers of a SIGKILLed harness, jobs on the clusters the command and
     ``scenarios`` name), one line each."""
-    for line in session.sweep(scenarios):
-        console.print(f"harness: {escape(line)}", soft_wrap=True)
+    settings = [s.executor for s in scenarios]
+    for executor in EXECUTORS.values():
+        for line in executor.sweep(settings):
+            console.print(f"harness: {escape(line)}", soft_wrap=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,7 +29,6 @@ from harness.targets.environment import TargetEnv, ensure_env
 from harness.targets.spec import Target
 from harness.training.devices import cluster_missing, skip_reason
 from harness.training.monitor import Watch
-from harness.training.registry import EXECUTORS
 from harness.training.runs import ScenarioRuns, ensure_runs, scenario_lock
 
 
@@ -161,10 +160,3 @@ def check_doc(result: CheckResult) -> CheckDoc:
         xfail_reason=result.xfail_reason,
     )
 
-
-def sweep(scenarios: Iterable[Scenario] = ()) -> Iterator[str]:
-    """Remove what dead harnesses left (containers of a SIGKILLed harness, jobs on the clusters the command and
-    ``scenarios`` name), one line each."""
-    settings = [s.executor for s in scenarios]
-    for executor in EXECUTORS.values():
-        yield from executor.sweep(settings)

@@ -155,10 +155,11 @@ class HarnessPlugin:
         """Sweep what dead harnesses left (a SIGKILLed one's containers) before anything runs, one line each."""
         if not self.controller:
             return  # the controller sweeps
-        from harness.pipeline.session import sweep  # the executors: the docker SDK
+        from harness.training.registry import EXECUTORS  # the executors: the docker SDK
 
-        for line in sweep():
-            self.write_line(f"harness: {line}")
+        for executor in EXECUTORS.values():
+            for line in executor.sweep():
+                self.write_line(f"harness: {line}")
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         """The clusters the collected scenarios name themselves (``executor.ray.address``): their jobs of dead harnesses
