@@ -75,6 +75,7 @@ class ResultsDoc(Versioned):
             doc = {**doc, "schema_version": max(version, 2)}
         return super().of(doc)
 
+
 def read_results(path: Path) -> ResultsDoc:
     """``<results>/<scenario>/results.json``, checked; BaselineError in one line (file, field, what) otherwise. The
     scenario it names must be its directory's: a name from a file never becomes a path of its own."""
@@ -85,4 +86,3 @@ def read_results(path: Path) -> ResultsDoc:
     if doc.scenario != path.parent.name:
         raise BaselineError(f"{path}: scenario: {doc.scenario!r} is not its directory's name {path.parent.name!r}")
     return doc
-

@@ -159,4 +159,3 @@ def check_doc(result: CheckResult) -> CheckDoc:
         not_checked=result.not_checked,
         xfail_reason=result.xfail_reason,
     )
-

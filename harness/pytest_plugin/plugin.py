@@ -38,7 +38,9 @@ class HarnessPlugin:
     """The harness in one pytest process (the xdist controller or a worker): its options read once, bad ones a
     ``pytest.UsageError`` in one line; ``scenario_file`` makes the collector of a scenario file."""
 
-    def __init__(self, config: pytest.Config, scenario_file: Callable[[pytest.Collector, Path], pytest.Collector]):
+    def __init__(
+        self, config: pytest.Config, scenario_file: Callable[[pytest.Collector, Path], pytest.Collector]
+    ) -> None:
         self.config = config
         self.scenario_file = scenario_file
         workerinput = getattr(config, "workerinput", None)
