@@ -24,6 +24,7 @@ import json
 import os
 import re
 import stat
+import time
 from collections import Counter, OrderedDict
 from collections.abc import Generator, Iterator
 from contextlib import contextmanager
@@ -45,6 +46,9 @@ BATCH = 1 << 14  # characters of entries per orjson call: amortises the call, an
 _SPACE = re.compile(r"[ \t\n\r]*")
 _MD5 = '"md5"'
 RECALLED = 1024  # dumps whose summaries are kept (a few KB to tens of KB each): a compare's runs, with room
+# A file changed this close to its read is not remembered (git's "racily clean" entries): a rewrite in the same tick of
+# the file system's clock (a jiffy; a second on some) could leave its size and times as they were.
+RACY_NS = 1_000_000_000
 _DECODER = json.JSONDecoder()  # accepts NaN, Infinity and -Infinity
 _KINDS = (
     (stat.S_ISLNK, "symlink"),
@@ -131,8 +135,12 @@ def _identity(st: os.stat_result) -> tuple[int, ...]:
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
-def _remember(f: BinaryIO, summary: Summary) -> None:
-    _RECALLED[_identity(os.fstat(f.fileno()))] = summary
+def _remember(f: BinaryIO, summary: Summary, started: int) -> None:
+    """Keep a whole read's summary, unless the file changed within ``RACY_NS`` of the read's start (``time_ns``)."""
+    st = os.fstat(f.fileno())
+    if st.st_ctime_ns > started - RACY_NS:  # ctime: any change of the contents moves it
+        return
+    _RECALLED[_identity(st)] = summary
     while len(_RECALLED) > RECALLED:
         _RECALLED.popitem(last=False)
 
@@ -170,7 +178,7 @@ class DumpFile:
         """The entries of ``data`` (name -> value) in file order, a run of them at a time. Raises OSError
         (NotRegularFile included) and ValueError (not JSON, possibly after some runs: a truncated dump). Read to its
         end, the file's :class:`Summary` is left for the readers after it (:meth:`summary`)."""
-        self.names, self.md5 = Counter(), False
+        self.names, self.md5, started = Counter(), False, time.time_ns()
         with self.opened() as f, _collector_paused():
             w = _Window(f)
             for batch in _document(w, self):
@@ -178,11 +186,12 @@ class DumpFile:
                 if w.md5 and not self.md5:
                     self.md5 = _carries_md5(batch)
                 yield batch
-            _remember(f, Summary(self.names, self.has_data, self.md5))
+            _remember(f, Summary(self.names, self.has_data, self.md5), started)
 
     def recalled(self) -> Summary | None:
         """The summary a whole read of this file left in this process (:meth:`batches`), where the file is the same
-        since (inode, size, mtime, ctime); else None. Its path is not followed: a link is no dump."""
+        since (inode, size, mtime, ctime) and was not changed just before that read (``RACY_NS``); else None. Its
+        path is not followed: a link is no dump."""
         try:
             st = os.fstat(self.file.fileno()) if self.file is not None else os.lstat(self.path)
         except OSError:
