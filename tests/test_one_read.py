@@ -8,6 +8,7 @@ diverges)."""
 from __future__ import annotations
 
 import json
+import random
 import sys
 import time
 from collections import Counter
@@ -17,7 +18,8 @@ from typing import Any
 import pytest
 from builders import write_dump, write_good_case
 
-from harness.artifacts.dumpfile import RACY_NS
+from harness.artifacts import dumpfile
+from harness.artifacts.dumpfile import RACY_NS, normalise
 from harness.artifacts.record import ExecResult, RunRecord
 from harness.artifacts.rundir import ScenarioDir
 from harness.gate.judge import compare_runs
@@ -108,3 +110,16 @@ def test_a_dump_changed_after_its_read_is_read_again(tmp_path: Path, opens: Coun
     after = structure_of(tmp_path)["actor_update/rank0"]["names"]
     assert set(after) == {"Functional.matmul.forward", "Functional.matmul.backward"}
     assert structure_of(tmp_path)["actor_update/rank0"]["names"] == after and opens[str(dump)] == 2  # racy: again
+
+
+def test_the_fold_by_hand_is_the_expressions_fold():
+    """The contents check's read folds every entry's name for the structure: an API's by hand (most names), the same
+    names as msprobe's patterns give, digits of other scripts and newlines included."""
+    rnd = random.Random(73)
+    parts = ["Functional", "linear", "Module", "Cell", "forward", "backward", "parameters_grad", "0", "12", "٣", "²"]
+    for _ in range(20000):
+        name = ".".join(rnd.choice([*parts, "", "x\n"]) for _ in range(rnd.randint(1, 6))) + rnd.choice(["", "\n"])
+        want = m["head"] if (m := dumpfile._MODULE.match(name)) else name
+        if not m and (m := dumpfile._API.match(name)):
+            want = f"{m['head']}.{m['dir']}"
+        assert normalise(name) == want, name
