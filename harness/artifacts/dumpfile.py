@@ -10,8 +10,8 @@ Readers take the entries a run at a time (:meth:`DumpFile.batches`), so that the
 C (``map``, ``Counter``).
 Every reader of dump.json goes through here, and each dump is read whole once per run: a whole read by
 :meth:`DumpFile.batches` (the contents check's) leaves its :class:`Summary` (the folded names that the structure
-counts, whether msprobe's md5 compare applies) for the readers after it in this process (:func:`recalled`), and a
-reader that needs a second pass over a file it holds open reads it again by ``pread`` (:func:`reread`), not by a
+counts, whether msprobe's md5 compare applies) for the readers after it in this process (:meth:`DumpFile.recalled`);
+a reader that needs a second pass over a file it holds open reads it again by ``pread`` (:func:`reread`), not by a
 second open."""
 
 from __future__ import annotations
