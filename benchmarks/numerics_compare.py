@@ -70,22 +70,25 @@ def _child(engine: str, tp: Path, gp: Path, out: Path) -> None:
     rows = 0
     own_cpu = own_kernel = None
     if engine == "harness":
-        from harness.gate.numerics.compare import _compare_stage, _dumped
+        from harness.artifacts.reader import DumpTree
+        from harness.gate.numerics.compare import _compare_stage
         from harness.gate.numerics.report import StageNumerics
 
         at, kernel = time.process_time(), resource.getrusage(resource.RUSAGE_SELF).ru_stime
-        for step, stage in sorted(_dumped(tp)):
+        head, base = (DumpTree.scan(d).by_stage() for d in (tp, gp))
+        for (step, stage), ranks in sorted(head.items()):
             s = StageNumerics(step, stage)
-            _compare_stage(s, *(d / f"step_{step}" / stage / "step0" for d in (tp, gp)), out / s.where, [])
+            pairs = [(r, dump, base[(step, stage)][r]) for r, dump in sorted(ranks.items())]
+            _compare_stage(s, pairs, out / s.where, [])
             rows += s.rows
         own_cpu = time.process_time() - at
         own_kernel = resource.getrusage(resource.RUSAGE_SELF).ru_stime - kernel
     else:
+        from harness.artifacts.reader import DumpTree
         from harness.gate.numerics import msprobe_cli
-        from harness.gate.numerics.compare import _dumped
         from harness.gate.numerics.report import StageNumerics, read_csvs
 
-        for step, stage in sorted(_dumped(tp)):
+        for step, stage in sorted(DumpTree.scan(tp).by_stage()):
             s = StageNumerics(step, stage)
             tp_s, gp_s = (str(d / f"step_{step}" / stage / "step0") for d in (tp, gp))
             argv = ["-tp", tp_s, "-gp", gp_s]

@@ -20,12 +20,12 @@ from builders import dump_doc, tensor, write_dump
 from msprobe.core.common.file_utils import save_json
 
 from harness.artifacts import dumpfile
-from harness.artifacts.dumpfile import DumpFile, NotRegularFile
+from harness.artifacts.dumpfile import DumpFile, NotRegularFile, normalise
 from harness.artifacts.reader import DumpTree, Metrics, iter_tensors
 from harness.checks import CHECKS, CheckContext
 from harness.checks.contents import _plain, _plain_tensors
 from harness.errors import MetricsError
-from harness.gate.structure import key, normalise, structure_of
+from harness.gate.structure import key, structure_of
 
 FIFO_REL = "step_2/actor_update/step0/rank0/dump.json"
 

@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 from builders import write_dump, write_metrics
 
+from harness.artifacts.dumpfile import normalise
 from harness.artifacts.record import ExecResult, RunRecord
 from harness.artifacts.rundir import ScenarioDir
 from harness.gate.against_baseline import gate_scenario
 from harness.gate.baseline import build
 from harness.gate.observe import observe_results
-from harness.gate.structure import name_diff, normalise, structure_of
+from harness.gate.structure import name_diff, structure_of
 from harness.pipeline.session import Session
 from harness.targets.environment import ensure_env
 from harness.targets.spec import pinned_target

@@ -262,7 +262,9 @@ def test_a_stage_is_counted_rank_by_rank_as_from_msprobes_csvs(trees: tuple[Path
     base, head, oracle = trees
     ours, theirs = StageNumerics(2, "actor_update"), StageNumerics(2, "actor_update")
     where = tmp_path / "h"
-    _compare_stage(ours, *(d / "step_2" / "actor_update" / "step0" for d in (head, base)), where, [])
+    stage = Path("step_2", "actor_update", "step0")
+    ranks = [(r, head / stage / r / "dump.json", base / stage / r / "dump.json") for r in ("rank0", "rank1")]
+    _compare_stage(ours, ranks, where, [])
     read_csvs(theirs, oracle / "actor_update", [])
     assert [Path(c).name for c in ours.csvs] == ["compare_result_rank0.csv", "compare_result_rank1.csv"]
     assert (ours.rows, ours.counts, ours.first) == (theirs.rows, theirs.counts, theirs.first)

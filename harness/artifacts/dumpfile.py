@@ -8,17 +8,24 @@ other layout still reads correctly, through the stdlib's decoder value by value 
 bench, splits such a run into its entries' texts without parsing them: :meth:`DumpFile.following`).
 Readers take the entries a run at a time (:meth:`DumpFile.batches`), so that their per-entry work can run in
 C (``map``, ``Counter``).
-Every reader of dump.json goes through here."""
+Every reader of dump.json goes through here, and each dump is read whole once per run: a whole read by
+:meth:`DumpFile.batches` (the contents check's) leaves its :class:`Summary` (the folded names that the structure
+counts, whether msprobe's md5 compare applies) for the readers after it in this process (:meth:`DumpFile.recalled`);
+a reader that needs a second pass over a file it holds open reads it again by ``pread`` (:func:`reread`), not by a
+second open."""
 
 from __future__ import annotations
 
 import codecs
 import errno
 import gc
+import io
 import json
 import os
 import re
 import stat
+import time
+from collections import Counter, OrderedDict
 from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -37,6 +44,11 @@ _ENTRY_SEP = "," + _ENTRY_START  # between two members of data
 SKIPPED: dict[str, Any] = {}  # DumpFile.following: a run read past (never a run's entries: a run holds one at least)
 BATCH = 1 << 14  # characters of entries per orjson call: amortises the call, and a NaN in it wastes little
 _SPACE = re.compile(r"[ \t\n\r]*")
+_MD5 = '"md5"'
+RECALLED = 1024  # dumps whose summaries are kept (a few KB to tens of KB each): a compare's runs, with room
+# A file changed this close to its read is not remembered (git's "racily clean" entries): a rewrite in the same tick of
+# the file system's clock (a jiffy; a second on some) could leave its size and times as they were.
+RACY_NS = 1_000_000_000
 _DECODER = json.JSONDecoder()  # accepts NaN, Infinity and -Infinity
 _KINDS = (
     (stat.S_ISLNK, "symlink"),
@@ -78,26 +90,134 @@ def open_regular(path: Path) -> BinaryIO:
     return os.fdopen(fd, "rb")
 
 
+# Module.<path>.<Class>.forward.0, Module.<path>.<Class>.parameters_grad.0 (L0 and mix)
+_MODULE = re.compile(r"^(?P<head>(?:Module|Cell)\..+\.(?:forward|backward|parameters_grad))\.\d+$")
+# Functional.linear.3.forward, Tensor.add_.0.backward, Aten.add.Tensor.1.forward (L1 and mix)
+_API = re.compile(r"^(?P<head>.+)\.\d+\.(?P<dir>forward|backward)$")
+_DIRECTIONS = (".forward", ".backward")
+
+
+def normalise(name: str) -> str:
+    """An entry's name with msprobe's call counter folded away: ``Functional.linear.3.forward`` ->
+    ``Functional.linear.forward``; module paths keep their layer indices (what the structure counts). An API's name,
+    as most are, is split by hand: ``_API``'s match, at a third of its cost (this runs once per entry of every dump);
+    a newline is left to the expressions (``.`` and ``$`` read it their own way)."""
+    if name.endswith(_DIRECTIONS) and "\n" not in name:  # never a module's (it ends in its call counter)
+        head, _, direction = name.rpartition(".")
+        api, _, call = head.rpartition(".")
+        return f"{api}.{direction}" if api and call.isdecimal() else name  # isdecimal: what \d matches
+    if m := _MODULE.match(name):
+        return m["head"]
+    if m := _API.match(name):
+        return f"{m['head']}.{m['dir']}"
+    return name
+
+
+def _carries_md5(batch: dict[str, Any]) -> bool:
+    """Whether an entry's statistics carry md5 (msprobe's ``md5_find``: the summary_mode md5 or xor dumps)."""
+    for data in batch.values():
+        for value in data.values() if isinstance(data, dict) else ():
+            for leaf in value if isinstance(value, list) else [value]:
+                if isinstance(leaf, dict) and "md5" in leaf:
+                    return True
+    return False
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What a whole read of one dump.json tells the readers after it: its entries' names folded (:func:`normalise`)
+    with their counts (the structure), whether ``data`` is a mapping, and whether its statistics carry md5 (the
+    numerics' mode). Read only: one summary is every later reader's."""
+
+    names: Counter[str]
+    has_data: bool
+    md5: bool
+
+
+_RECALLED: OrderedDict[tuple[int, ...], Summary] = OrderedDict()  # by the file's identity (_identity), oldest first
+
+
+def _identity(st: os.stat_result) -> tuple[int, ...]:
+    """A file as it is now: a rewrite changes its size, mtime or ctime (ns), a replacement its inode."""
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def _remember(f: BinaryIO, summary: Summary, started: int) -> None:
+    """Keep a whole read's summary, unless the file changed within ``RACY_NS`` of the read's start (``time_ns``)."""
+    st = os.fstat(f.fileno())
+    if st.st_ctime_ns > started - RACY_NS:  # ctime: any change of the contents moves it
+        return
+    _RECALLED[_identity(st)] = summary
+    while len(_RECALLED) > RECALLED:
+        _RECALLED.popitem(last=False)
+
+
 @dataclass
 class DumpFile:
-    """One dump.json, read front to back once by iterating :meth:`entries`. ``header`` (task, level,
-    framework) and ``has_data`` are complete when the iteration ends: JSON does not fix the key order."""
+    """One dump.json, read front to back once by iterating :meth:`batches`. ``header`` (task, level,
+    framework), ``has_data``, ``names`` and ``md5`` are complete when the iteration ends: JSON does not fix the key
+    order."""
 
     path: Path
     header: dict[str, Any] = field(default_factory=dict)
     has_data: bool = False  # "data" is present and a mapping
+    names: Counter[str] = field(default_factory=Counter)  # batches(): the entries' names folded, with their counts
+    md5: bool = False  # batches(): an entry's statistics carry md5
+    file: BinaryIO | None = None  # held open (:meth:`opened`): every read of it is a pread of this one
+
+    @contextmanager
+    def opened(self) -> Iterator[BinaryIO]:
+        """The file to read from its start: where it is held open (by a reader of it in progress, or around
+        several), a reader of that same open file with its own offset (:func:`reread`); else opened here, and held
+        while this read lasts. Raises OSError (NotRegularFile included)."""
+        if self.file is not None:
+            with reread(self.file) as again:
+                yield again
+            return
+        with open_regular(self.path) as f:
+            self.file = f
+            try:
+                yield f
+            finally:
+                self.file = None
 
     def batches(self) -> Iterator[dict[str, Any]]:
         """The entries of ``data`` (name -> value) in file order, a run of them at a time. Raises OSError
-        (NotRegularFile included) and ValueError (not JSON, possibly after some runs: a truncated dump)."""
-        with open_regular(self.path) as f, _collector_paused():
-            yield from _document(_Window(f), self)
+        (NotRegularFile included) and ValueError (not JSON, possibly after some runs: a truncated dump). Read to its
+        end, the file's :class:`Summary` is left for the readers after it (:meth:`summary`)."""
+        self.names, self.md5, started = Counter(), False, time.time_ns()
+        with self.opened() as f, _collector_paused():
+            w = _Window(f)
+            for batch in _document(w, self):
+                self.names.update(map(normalise, batch))
+                if w.md5 and not self.md5:
+                    self.md5 = _carries_md5(batch)
+                yield batch
+            _remember(f, Summary(self.names, self.has_data, self.md5), started)
+
+    def recalled(self) -> Summary | None:
+        """The summary a whole read of this file left in this process (:meth:`batches`), where the file is the same
+        since (inode, size, mtime, ctime) and was not changed just before that read (``RACY_NS``); else None. Its
+        path is not followed: a link is no dump."""
+        try:
+            st = os.fstat(self.file.fileno()) if self.file is not None else os.lstat(self.path)
+        except OSError:
+            return None
+        return _RECALLED.get(_identity(st)) if stat.S_ISREG(st.st_mode) else None
+
+    def summary(self) -> Summary:
+        """:meth:`recalled`, else the file read whole now. Raises what :meth:`batches` raises."""
+        if (known := self.recalled()) is not None:
+            return known
+        for _ in self.batches():
+            pass
+        return Summary(self.names, self.has_data, self.md5)
 
     def runs(self) -> Iterator[tuple[dict[str, Any], str | None]]:
         """:meth:`batches`, each with its entries' text as one (from after the first name's opening quote to after
         the last entry's end) where msprobe's layout cuts them, None otherwise: two runs of one text are the same
         entries, told without comparing their values (:func:`run_texts` splits one into its entries')."""
-        with open_regular(self.path) as f, _collector_paused():
+        with self.opened() as f, _collector_paused():
             w = _Window(f, keep=True)
             for batch in _document(w, self):
                 yield batch, w.text
@@ -112,11 +232,36 @@ class DumpFile:
         ``(SKIPPED, None)`` comes back; else its entries up to ``last`` where it is near (``text`` None: not
         tried), so that its runs go on ending where the other's do. ``send(None)`` or ``next()``: the next run of
         about BATCH characters. The compare's bench: most of its entries are the same text as the target's."""
-        with open_regular(self.path) as f, _collector_paused():
+        with self.opened() as f, _collector_paused():
             w = _Window(f, keep=True, lazy=True)
             w.follow = yield SKIPPED, None
             for batch in _document(w, self):
                 w.follow = yield batch, w.texts
+
+
+class _At(io.RawIOBase):
+    """An open file read from its start by ``pread``: an offset of its own, the holder's left where it is."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__()
+        self.fd, self.at = fd, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def readinto(self, buffer: Any) -> int:
+        n = os.preadv(self.fd, [buffer], self.at)
+        self.at += n
+        return n
+
+
+def reread(f: BinaryIO) -> BinaryIO:
+    """A second reader of an open file, from its start: no second open (the file read is the one opened and
+    checked), and the first reader's position untouched. Closing it leaves the file open."""
+    return io.BufferedReader(_At(f.fileno()), CHUNK)
 
 
 @contextmanager
@@ -147,6 +292,7 @@ class _Window:
         self.follow: tuple[str | None, str] | None = None  # DumpFile.following: a text to read past, a last name
         self.decode = codecs.getincrementaldecoder("utf-8")().decode
         self.buf, self.pos, self.base, self.eof = "", 0, 0, False
+        self.md5, self.tail = False, ""  # whether the text read so far holds '"md5"'; the last read's end, for a seam
 
     def more(self) -> bool:
         """Read on; at least as much as is held, so that retrying one long value stays linear."""
@@ -158,7 +304,11 @@ class _Window:
         raw = self.f.read(max(CHUNK, len(keep)))
         self.eof = not raw
         self.base += self.pos
-        self.buf, self.pos = keep + self.decode(raw, final=self.eof), 0
+        text = self.decode(raw, final=self.eof)
+        seam = self.tail + text[: len(_MD5)]
+        self.md5 = self.md5 or _MD5 in seam or _MD5 in text  # searches in C, no copy of the text
+        self.tail = seam[-len(_MD5) :] if len(text) < len(_MD5) else text[-len(_MD5) :]
+        self.buf, self.pos = keep + text, 0
         return True
 
     def error(self, what: str, at: int | None = None) -> ValueError:

@@ -96,6 +96,16 @@ class DumpTree:
     strays: list[str] = field(default_factory=list)  # paths that fit no dump-dir shape
     link: str | None = None  # where the root points when it is a symlink (then nothing under it is read)
 
+    def by_stage(self) -> dict[tuple[int, str], dict[str, Path]]:
+        """(step, stage) -> {rank dir's name: its dump.json}, for the dump dirs whose dump.json is a regular file of
+        its own (a link, or a directory of that name, is not there)."""
+        out: dict[tuple[int, str], dict[str, Path]] = {}
+        for d in self.dirs:
+            ranks = out.setdefault((d.step, d.stage), {})
+            if "dump.json" in d.files and "dump.json" not in d.not_regular:
+                ranks[d.path.name] = d.path / "dump.json"
+        return out
+
     @classmethod
     def scan(cls, root: Path) -> DumpTree:
         tree = cls(root)
@@ -118,6 +128,12 @@ class DumpTree:
                 else:
                     tree.strays.append(rel)
         return tree
+
+
+def step_stage(dump: Path) -> tuple[int, str] | None:
+    """(step, stage) of a dump.json at ``.../step_N/<stage>/step0/rank<R>/dump.json``; None elsewhere."""
+    m = DUMP_DIR_RE.match("/".join(dump.parent.parts[-LEAF_DEPTH - 1 :]))
+    return (int(m["step"]), m["stage"]) if m else None
 
 
 def _real_dir(path: Path) -> bool:

@@ -3,36 +3,21 @@
 msprobe numbers every call of an API or module (``Functional.linear.3.forward``). Two runs that dump the
 same calls differ in nothing but those counters, while a run that stops dumping ``linear`` (or starts
 dumping something new) changes the *set* of names. Folding the counter into a per-name count keeps both
-visible: ``Functional.linear.forward: 4``.
+visible: ``Functional.linear.forward: 4`` (``dumpfile.normalise``). The counts are a summary of the dump's one
+whole read (the contents check's, earlier in this process), or of a read here where there was none.
 """
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Collection
-from itertools import chain
 from pathlib import Path
 from typing import Any
 
 from harness.artifacts.dumpfile import DumpFile
 from harness.artifacts.reader import DumpTree
 
-# Module.<path>.<Class>.forward.0, Module.<path>.<Class>.parameters_grad.0 (L0 and mix)
-_MODULE = re.compile(r"^(?P<head>(?:Module|Cell)\..+\.(?:forward|backward|parameters_grad))\.\d+$")
-# Functional.linear.3.forward, Tensor.add_.0.backward, Aten.add.Tensor.1.forward (L1 and mix)
-_API = re.compile(r"^(?P<head>.+)\.\d+\.(?P<dir>forward|backward)$")
-
 Structure = dict[str, dict[str, Any]]  # "stage/rankR" -> {"entries": int, "names": {normalised: count}}
-
-
-def normalise(name: str) -> str:
-    """``Functional.linear.3.forward`` -> ``Functional.linear.forward``; module paths keep their layer indices."""
-    if m := _MODULE.match(name):
-        return m["head"]
-    if m := _API.match(name):
-        return f"{m['head']}.{m['dir']}"
-    return name
 
 
 def key(stage: str, rank: int | None) -> str:
@@ -55,12 +40,11 @@ def structure_of(dumps: Path) -> Structure:
 
 def _folded_names(path: Path) -> Counter[str] | None:
     """Normalised entry names of one dump with their counts; None unless it reads to the end with a data mapping."""
-    dump = DumpFile(path)
     try:
-        names = Counter(map(normalise, chain.from_iterable(dump.batches())))
+        summary = DumpFile(path).summary()
     except (OSError, ValueError):
         return None
-    return names if dump.has_data else None
+    return summary.names if summary.has_data else None
 
 
 def name_diff(base: dict[str, int], now: dict[str, int], ignore: Collection[str] = ()) -> list[str]:

@@ -25,6 +25,7 @@ import sys
 import time
 from pathlib import Path
 
+from harness.artifacts.reader import DumpTree, step_stage
 from harness.errors import InfraError
 from harness.gate.numerics import stats_compare
 from harness.gate.numerics.msprobe_cli import first_da, run_msprobe
@@ -36,27 +37,10 @@ ENGINES = ("harness", "msprobe")
 
 
 def _dumped(dumps: Path) -> dict[tuple[int, str], set[str]]:
-    """(step, stage) -> rank dirs, for the ``step_N/<stage>/step0/rank*`` dirs of a dump tree; a rank dir or dump.json
-    that is a link is not there (not followed: a stage of linked ranks was "compared", 0 rows, and matched base)."""
-    out: dict[tuple[int, str], set[str]] = {}
-    for step0 in sorted(dumps.glob("step_*/*/step0")) if dumps.is_dir() else []:
-        step = step0.parent.parent.name.removeprefix("step_")
-        if step.isdigit() and step0.is_dir() and not step0.is_symlink():
-            out[(int(step), step0.parent.name)] = {r.name for r in step0.iterdir() if _dump_in(r)}
-    return out
-
-
-def _dump_in(rank: Path) -> bool:
-    dump = rank / "dump.json"
-    return not rank.is_symlink() and not dump.is_symlink() and dump.is_file()
-
-
-def _step_stage(dump: Path) -> tuple[int, str]:
-    """(step, stage) of ``.../step_N/<stage>/step0/rankR/dump.json``; (0, "dump") for a file elsewhere."""
-    parts = dump.parts
-    if len(parts) >= 5 and parts[-5].startswith("step_") and parts[-5][5:].isdigit() and parts[-3] == "step0":
-        return int(parts[-5][5:]), parts[-4]
-    return 0, "dump"
+    """(step, stage) -> rank dirs, of a dump tree as ``DumpTree`` reads it: a rank dir or dump.json that is a link is
+    not there (not followed: a stage of linked ranks was "compared", 0 rows, and matched base). The root itself may
+    be a link (the CLI's argument): it is resolved, nothing under it followed."""
+    return {k: set(ranks) for k, ranks in DumpTree.scan(dumps.resolve()).by_stage().items()}
 
 
 def engine_of(engine: str | None) -> str:
@@ -68,19 +52,12 @@ def engine_of(engine: str | None) -> str:
 
 
 def _compare_stage(
-    s: StageNumerics, tp: Path, gp: Path, where: Path, patterns: list[re.Pattern[str]], only: set[str] | None = None
+    s: StageNumerics, ranks: list[tuple[str, Path, Path]], where: Path, patterns: list[re.Pattern[str]]
 ) -> None:
-    """The harness's compare of one step/stage, rank by rank (msprobe's rank dirs, those in ``only`` if given; two
-    dump.json files: one rank, named by its dir), CSVs in ``where``."""
+    """The harness's compare of one step/stage, rank by rank (its name, head's and base's dump.json), CSVs in
+    ``where``."""
     started = time.monotonic()
     where.mkdir(parents=True, exist_ok=True)
-    if tp.is_file():
-        ranks = [(tp.parent.name if RANK.fullmatch(tp.parent.name) else "rank0", tp, gp)]
-    else:
-        # a rank dir that is a link (out of the tree) is not followed, on either side
-        ranks = [(r, tp / r / "dump.json", gp / r / "dump.json")
-                 for r in sorted(r.name for r in tp.iterdir() if not r.is_symlink() and (r / "dump.json").is_file())
-                 if (only is None or r in only) and not (gp / r).is_symlink()]  # fmt: skip
     for rank, head, base in ranks:
         path = where / f"compare_result_{rank}.csv"
 
@@ -118,13 +95,14 @@ def compare_trees(
     patterns = [re.compile(p) for p in nonfinite_ok]
     result: dict[str, Numerics] = {}
     jobs: list[tuple[StageNumerics, Path, list[str]]] = []
-    restrict: dict[int, set[str]] = {}  # per stage (by id), the rank dirs scope keeps
+    ranks: dict[int, list[tuple[str, Path, Path]]] = {}  # per stage (by id), the harness's: each rank's two dump.json
     for sides, (head, base) in pairs.items():
         name = "_vs_".join(sides).replace(" ", "")
         num = result[name] = Numerics(name)
         if head.is_file() and base.is_file():  # two dump.json files: one stage, named by its dirs if msprobe's
-            s = StageNumerics(*_step_stage(head), sides)
+            s = StageNumerics(*(step_stage(head) or (0, "dump")), sides)
             num.stages.append(s)
+            ranks[id(s)] = [(head.parent.name if RANK.fullmatch(head.parent.name) else "rank0", head, base)]
             num.dump_bytes += head.stat().st_size + base.stat().st_size
             where = in_place(out, out / name / s.where)
             shutil.rmtree(where, ignore_errors=True)
@@ -158,14 +136,13 @@ def compare_trees(
             where = in_place(out, out / name / s.where)
             shutil.rmtree(where, ignore_errors=True)  # a rerun into the same results dir: no stale CSVs
             jobs.append((s, where, ["-tp", str(tp), "-gp", str(gp), "-o", str(where)]))
-            if (step, stage) in only:
-                restrict[id(s)] = only[(step, stage)]
+            ranks[id(s)] = [(r, tp / r / "dump.json", gp / r / "dump.json") for r in sorted(ranks_h)]
     if not jobs:
         return result, 0.0, 0
     started, work, own_peak = time.monotonic(), in_place(out, out / "msprobe"), 0  # msprobe's log and work files
     if engine == "harness":
-        for s, where, argv in jobs:
-            _compare_stage(s, Path(argv[1]), Path(argv[3]), where, patterns, restrict.get(id(s)))
+        for s, where, _ in jobs:
+            _compare_stage(s, ranks[id(s)], where, patterns)
         own_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         jobs = [j for j in jobs if j[0].diverged and j[0].status == "compared"]  # msprobe -da names the first
         if not jobs:

@@ -15,9 +15,9 @@ from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-from harness.artifacts.dumpfile import CHUNK, MAX_VALUE, DumpFile, entry_value, open_regular
+from harness.artifacts.dumpfile import CHUNK, MAX_VALUE, DumpFile, entry_value
 from harness.gate.numerics.table import N_A
 
 _IO = (("input_args", ".input"), ("input_kwargs", ".input"), ("input", ".input"), ("output", ".output"),
@@ -219,8 +219,8 @@ class Side:
     """One dump.json's entries, with msprobe's backward renumbering (the target's read by :meth:`DumpFile.runs`,
     the bench's by :meth:`DumpFile.following`)."""
 
-    def __init__(self, path: Path) -> None:
-        self.dump = DumpFile(path)
+    def __init__(self, path: Path, file: BinaryIO | None = None) -> None:
+        self.dump = DumpFile(path, file=file)
         self.backward: dict[str, int] = defaultdict(int)
 
     def entry(self, name: str, data: Any) -> Entry | None:
@@ -244,27 +244,28 @@ class Side:
 _KEY_LINE = re.compile(rb'\n  ("(?:[^"\\\n]|\\.)*"): ')
 
 
-def entry_keys(path: Path) -> set[str]:
+def entry_keys(dump: DumpFile) -> set[str]:
     """The bench's name index: every entry's match key. In msprobe's layout (``json.dump(indent=1)``: the file
     opens ``{`` newline, one space, a key) an entry's name is on a line of its own, two spaces in, and JSON text
     holds no raw newline in a string: the names are read from those lines, without parsing the entries (a
-    third of the compare's time when it parsed them); any other layout is parsed."""
-    side = Side(path)
-    with open_regular(path) as f:
+    third of the compare's time when it parsed them); any other layout is parsed. A second pass over the file
+    the bench's read holds open (``DumpFile.opened``), not a second open."""
+    side = Side(dump.path, dump.file)
+    with dump.opened() as f:
         indent_1 = f.read(4) == b'{\n "'
     if indent_1:
-        names = (m.group(1) for chunk in _lines(path) for m in _KEY_LINE.finditer(chunk))
+        names = (m.group(1) for chunk in _lines(dump) for m in _KEY_LINE.finditer(chunk))
         entries = (side.entry(json.loads(raw) if b"\\" in raw else raw[1:-1].decode(), None) for raw in names)
     else:
         entries = (side.entry(name, None) for batch in side.dump.batches() for name in batch)
     return {e.key for e in entries if e is not None}
 
 
-def _lines(path: Path) -> Iterator[bytes]:
+def _lines(dump: DumpFile) -> Iterator[bytes]:
     """A dump.json's bytes in runs of whole lines, each run from a newline to before the next run's: a line's
     leading newline stays with it."""
     carry = b""
-    with open_regular(path) as f:
+    with dump.opened() as f:
         while chunk := f.read(CHUNK):
             buf = carry + chunk
             cut = max(buf.rfind(b"\n"), 0)
@@ -272,24 +273,22 @@ def _lines(path: Path) -> Iterator[bytes]:
                 yield buf[:cut]
             carry = buf[cut:]
             if len(carry) > MAX_VALUE:
-                raise ValueError(f"{path}: a line longer than {MAX_VALUE >> 20} MB")
+                raise ValueError(f"{dump.path}: a line longer than {MAX_VALUE >> 20} MB")
     if carry:
         yield carry
 
 
-def is_md5(path: Path) -> bool:
-    """Whether a dump's statistics carry md5 (msprobe's ``md5_find``: the summary_mode md5 or xor dumps). A dump
+def is_md5(dump: DumpFile) -> bool:
+    """Whether a dump's statistics carry md5 (msprobe's ``md5_find``: the summary_mode md5 or xor dumps): as the
+    dump's whole read in this process found it (``DumpFile.recalled``: the contents check's), else read here. A dump
     whose text holds no ``"md5"`` has no such key: found by a byte search, the entries parsed only otherwise."""
-    with open_regular(path) as f:
+    if (known := dump.recalled()) is not None:
+        return known.md5
+    with dump.opened() as f:
         seam = b""
         while (chunk := f.read(CHUNK)) and b'"md5"' not in seam + chunk[:4] and b'"md5"' not in chunk:
             seam = chunk[-4:]
     if not chunk:
         return False
-    for batch in DumpFile(path).batches():
-        for data in batch.values():
-            for value in data.values() if isinstance(data, dict) else ():
-                for leaf in value if isinstance(value, list) else [value]:
-                    if isinstance(leaf, dict) and "md5" in leaf:
-                        return True
-    return False
+    parsed = DumpFile(dump.path, file=dump.file)
+    return any(parsed.md5 for _ in parsed.batches())

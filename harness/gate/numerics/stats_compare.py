@@ -261,15 +261,17 @@ def compare_files(npu_path: Path, bench_path: Path, csv_path: Path | None, on_ro
     counterpart on the bench goes, judged, to ``on_row`` (a pass is only counted: most rows pass), and every row
     (with ``csv_path``) to msprobe's CSV layout; like msprobe, no CSV where either side has no entry. Returns the
     rows. The mode (statistics or md5) is the target's, as msprobe reads it."""
-    md5 = is_md5(npu_path)
-    stack = _load_stack(npu_path.parent / "stack.json")
-    header = (MD5_HEADER if md5 else SUMMARY_HEADER) + ([STACK] if stack is not None else [])
-    bench = _Bench(bench_path)
-    tmp = csv_path.with_name(csv_path.name + ".part") if csv_path else None
-    with tmp.open("w", newline="") if tmp else contextlib.nullcontext() as out:
-        if out is not None:
-            csv.writer(out, lineterminator="\n").writerow(header)
-        n = _rows(npu_path, bench, md5, stack, out.write if out else None, on_row, numbers := Numbers())
+    head = Side(npu_path)
+    with head.dump.opened():  # one open: the md5 test (where the contents check has not told it) and the rows
+        md5 = is_md5(head.dump)
+        stack = _load_stack(npu_path.parent / "stack.json")
+        header = (MD5_HEADER if md5 else SUMMARY_HEADER) + ([STACK] if stack is not None else [])
+        bench = _Bench(bench_path)
+        tmp = csv_path.with_name(csv_path.name + ".part") if csv_path else None
+        with tmp.open("w", newline="") if tmp else contextlib.nullcontext() as out:
+            if out is not None:
+                csv.writer(out, lineterminator="\n").writerow(header)
+            n = _rows(head, bench, md5, stack, out.write if out else None, on_row, numbers := Numbers())
     if tmp is not None and csv_path is not None:
         if n and bench.read_any:
             if not md5 and (floats := numbers.as_floats()):
@@ -284,11 +286,10 @@ class _Bench:
     """The bench's entries, read as the target's ask for them. Where both list their APIs in one order, as two runs
     of one code do, each asked for is the next, and a run of the target's entries the same text as the bench's next
     is read past (:meth:`follows`: neither split nor parsed here). At the first asked for that is not the next, the
-    name index (:func:`entry_keys`, a scan of the whole file) is built, to tell an entry the bench lacks (none read
-    for it) from one further on."""
+    name index (:func:`entry_keys`, a scan of the whole file through its one open) is built, to tell an entry the
+    bench lacks (none read for it) from one further on."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
         self.side = Side(path)
         self.runs = self.side.dump.following()
         self.queue: list[Entry] = []  # the entries of the bench's last run not yet asked for, last first
@@ -349,7 +350,7 @@ class _Bench:
             if b.key == key:
                 return b
             self.pending[b.key] = b
-            self.keys = entry_keys(self.path)
+            self.keys = entry_keys(self.side.dump)  # the file its read holds open
         if key in self.keys:
             while key not in self.pending and (b := self._next()) is not None:
                 self.pending[b.key] = b
@@ -391,7 +392,7 @@ def _judged_lines(
 
 
 def _rows(
-    npu_path: Path,
+    head: Side,
     bench: _Bench,
     md5: bool,
     stack: dict[str, Any] | None,
@@ -403,7 +404,6 @@ def _rows(
     stack_texts: dict[int, tuple[str, str]] = {}  # by the id of a stack in ``stack``, its cell and a line's end
     info, end = None, "\n"
     pending = _Pending("\n" if stack is None else f",{N_A}\n", numbers)
-    head = Side(npu_path)
     for batch, text in head.dump.runs():
         same_run = bench.follows(text, next(reversed(batch)), head.backward)  # the bench's next run is this one's text
         texts = None if same_run else run_texts(batch, text)
