@@ -33,7 +33,7 @@ from harness.targets.spec import git
 AGREED = ("verl", "verl_commit", "series", "msprobe", "torch", "device_kind", "processor", "image", "harness")
 
 
-def fingerprint(obs: Observation) -> str:
+def source_digest(obs: Observation) -> str:
     """The scenario, its trainings (argv, exits, wall times) and its figures: the same for a copy of the dir, never
     for two runs."""
     figures = json.dumps(obs.figures, sort_keys=True)
@@ -53,7 +53,7 @@ def scenario_run(obs: Observation) -> ScenarioRun:
         numbers, {m: s for m in overhead if (s := samples_of(m, obs.figures))}, {m: floor(m) for m in overhead}
     )
     return ScenarioRun(
-        source=fingerprint(obs), status=status, why=list(why), figures=figures, samples=samples, tolerances=tolerances
+        source=source_digest(obs), status=status, why=list(why), figures=figures, samples=samples, tolerances=tolerances
     )
 
 

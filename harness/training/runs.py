@@ -27,7 +27,7 @@ from harness.artifacts.rundir import MODES, Mode, ScenarioDir
 from harness.errors import EnvironmentProblem, FailedAlike, HarnessBug, HarnessError, InfraError, WorkloadError
 from harness.safeio import MB, InputError, Versioned, output_path
 from harness.scenario.model import Scenario
-from harness.targets.environment import TargetEnv, check_api, ensure_env, environment
+from harness.targets.environment import TargetEnv, check_api, ensure_env, of_target
 from harness.targets.spec import Target, parse_target
 from harness.training import dumpfs
 from harness.training.deadline import training_limit
@@ -132,7 +132,7 @@ def _load(sdir: ScenarioDir, session: str, scenario: Scenario, env: TargetEnv, r
         return None  # another target (or other settings) in the same session: train again
     if doc.session != session and not (reuse and not _failed(doc)):
         return None
-    recorded = doc.target or {"block": env.target.block(), "environment": environment(env)}
+    recorded = doc.target or {"block": env.target.block(), "environment": of_target(env)}
     return ScenarioRuns(sdir, doc.session, dict(doc.records), trained_s=0.0, target=recorded)
 
 
@@ -317,7 +317,7 @@ def _train(
         if error or stopped or (crash and mode == "on"):
             break  # the on run is pointless without a baseline; a stopped on run is the last anyway
         # an off run that verl or msprobe crashed: the on run says whether precision_debugger is what fails
-    recorded = {"block": block, "environment": environment(env)}
+    recorded = {"block": block, "environment": of_target(env)}
     runs = ScenarioRuns(sdir, session, records, trained_s=time.monotonic() - started, target=recorded)
     RunsDoc(session=session, fingerprint=fingerprint(scenario, env.target), target=recorded, records=records).write(
         sdir.runs_record

@@ -215,7 +215,7 @@ def _split(name: str) -> tuple[str, str, str]:
     return "", "", ""
 
 
-class Side:
+class DumpEntries:
     """One dump.json's entries, with msprobe's backward renumbering (the target's read by :meth:`DumpFile.runs`,
     the bench's by :meth:`DumpFile.following`)."""
 
@@ -249,7 +249,7 @@ def entry_keys(path: Path) -> set[str]:
     opens ``{`` newline, one space, a key) an entry's name is on a line of its own, two spaces in, and JSON text
     holds no raw newline in a string: the names are read from those lines, without parsing the entries (a
     third of the compare's time when it parsed them); any other layout is parsed."""
-    side = Side(path)
+    side = DumpEntries(path)
     with open_regular(path) as f:
         indent_1 = f.read(4) == b'{\n "'
     if indent_1:

@@ -10,8 +10,8 @@ thresholds once), ``cells`` (the CSV's text as pandas writes it), and here the m
 against the bench's, streamed into the CSV.
 
 Matching (``compare_statistics``): by row name, a backward entry by its rank among the backward calls of the same
-API (``rows.Side``: so one dropped backward call shifts the later ones, as msprobe does). Rows are the target's (NPU,
-head) in its order; a bench-only row is dropped.
+API (``rows.DumpEntries``: so one dropped backward call shifts the later ones, as msprobe does). Rows are the
+target's (NPU, head) in its order; a bench-only row is dropped.
 
 Memory: the entries of the bench not yet reached by the target, plus the bench's entry names (the name index,
 about 100 bytes per entry, built only where the two dumps' orders part), plus one run of parsed entries and up to
@@ -53,7 +53,7 @@ from harness.gate.numerics.cells import (
     stack_cell,
     stats_cells,
 )
-from harness.gate.numerics.rows import UNREAD, Entry, Item, Leaf, Side, entry_keys, entry_leaves, is_md5
+from harness.gate.numerics.rows import UNREAD, DumpEntries, Entry, Item, Leaf, entry_keys, entry_leaves, is_md5
 from harness.gate.numerics.rules import (
     Row,
     judge_entry,
@@ -289,7 +289,7 @@ class _Bench:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.side = Side(path)
+        self.side = DumpEntries(path)
         self.runs = self.side.dump.following()
         self.queue: list[Entry] = []  # the entries of the bench's last run not yet asked for, last first
         self.pending: dict[str, Entry] = {}  # read, not yet asked for
@@ -403,7 +403,7 @@ def _rows(
     stack_texts: dict[int, tuple[str, str]] = {}  # by the id of a stack in ``stack``, its cell and a line's end
     info, end = None, "\n"
     pending = _Pending("\n" if stack is None else f",{N_A}\n", numbers)
-    head = Side(npu_path)
+    head = DumpEntries(npu_path)
     for batch, text in head.dump.runs():
         same_run = bench.follows(text, next(reversed(batch)), head.backward)  # the bench's next run is this one's text
         texts = None if same_run else run_texts(batch, text)
