@@ -11,12 +11,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness import config
 from harness.errors import HarnessError, InfraError
 from harness.pipeline.base_head import repeats_option
 from harness.scenario.settings import EXECUTORS
-from harness.scenario.settings.ray import ADDRESS_ENV, check_address
+from harness.scenario.settings.ray import check_address
 from harness.targets.spec import SERIES_HELP, STACK_HELP, STACKS, TARGET_HELP
-from harness.training.monitor import MAX_DUMP_ENV, MIN_FREE_ENV, positive_seconds
+from harness.training.monitor import positive_seconds
 
 
 @dataclass(frozen=True)
@@ -40,8 +41,8 @@ RAY_ADDRESS = Option(
     "ray-address",
     {
         "metavar": "URL",
-        "help": f"submit every scenario's trainings to this Ray cluster, as Ray jobs (its dashboard, http://HEAD:8265; "
-        f"executor ray; env {ADDRESS_ENV})",
+        "help": "submit every scenario's trainings to this Ray cluster, as Ray jobs (its dashboard, http://HEAD:8265; "
+        "executor ray; env HARNESS_RAY_ADDRESS)",
     },
     "ray-address",
 )
@@ -56,14 +57,14 @@ MAX_DUMP = Option(
     "max-dump",
     {
         "metavar": "SIZE",
-        "help": f"stop any run whose dumps grow past SIZE, whatever its budgets (default: ${MAX_DUMP_ENV}, else none)",
+        "help": "stop any run whose dumps grow past SIZE, whatever its budgets (default: $HARNESS_MAX_DUMP, else none)",
     },
 )
 MIN_FREE = Option(
     "min-free",
     {
         "metavar": "SIZE",
-        "help": f"stop a run when the results filesystem has less free (default: ${MIN_FREE_ENV}, else 1GB)",
+        "help": "stop a run when the results filesystem has less free (default: $HARNESS_MIN_FREE, else 1GB)",
     },
 )
 PROGRESS_EVERY = Option(
@@ -104,13 +105,13 @@ def executor_choice(executor: str | None, ray_address: str | None) -> str | None
     ``--ray-address`` with another executor."""
     if ray_address and executor not in (None, "ray"):
         raise HarnessError(f"--ray-address with --executor {executor}: a cluster's runs are the ray executor's")
-    given = ray_address or (os.environ.get(ADDRESS_ENV) if executor in (None, "ray") else None)
+    given = ray_address or (config.RAY_ADDRESS.get() if executor in (None, "ray") else None)
     if not given:
         return executor
     try:
-        os.environ[ADDRESS_ENV] = check_address(given)
+        os.environ[config.RAY_ADDRESS.name] = check_address(given)  # for the runs and workers it starts
     except ValueError as exc:
-        raise HarnessError(f"{'--ray-address' if ray_address else ADDRESS_ENV}: {exc}") from None
+        raise HarnessError(f"{'--ray-address' if ray_address else config.RAY_ADDRESS.name}: {exc}") from None
     return "ray"
 
 
@@ -123,7 +124,7 @@ def add(add_option: Callable[..., Any], options: Iterable[Option], pytest: bool 
 def gates_timing(value: str | None) -> bool:
     """``--timing`` (pytest: ``--harness-timing``), else ``HARNESS_TIMING``, else gate: whether the scenarios' overhead
     maxima fail a run (``CheckContext.gate_timing``). The environment variable reaches the runs a test starts."""
-    chosen = value or os.environ.get("HARNESS_TIMING") or "gate"
+    chosen = value or config.TIMING.get() or "gate"
     if chosen not in TIMINGS:
         raise InfraError(f"HARNESS_TIMING={chosen!r}: one of {', '.join(TIMINGS)}")
     return chosen == "gate"

@@ -3,10 +3,9 @@ declaration each), and its own (results, base against head, heavy, baseline)."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
+from harness import config
 from harness.pipeline import options as shared
 
 
@@ -27,7 +26,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption(
         "--harness-heavy",
         action="store_true",
-        default=os.environ.get("HARNESS_HEAVY") == "1",
+        default=config.HEAVY.get(),
         help="also run the scenarios marked heavy: true (or set HARNESS_HEAVY=1); otherwise they are skipped",
     )
     shared.add(g.addoption, (shared.TIMING,), pytest=True)

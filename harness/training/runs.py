@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import shutil
 import sys
 import time
@@ -21,6 +20,7 @@ from typing import Any, Literal
 
 from filelock import FileLock, Timeout
 
+from harness import config
 from harness.artifacts.crash import VERDICT_PARTIES, Crash, classify, transient
 from harness.artifacts.record import ExecResult, RunRecord
 from harness.artifacts.rundir import MODES, Mode, ScenarioDir
@@ -153,9 +153,6 @@ def results_dir(path: str | Path, option: str = "--results") -> Path:
     return output_path(path, option, directory=True)
 
 
-LOCK_WAIT_S = 3600.0  # how long a run waits for another holding its results dir (HARNESS_LOCK_WAIT_S)
-
-
 class ScenarioLock(FileLock):
     """A results dir's lock that says what it waits for: taken at once when free (or already held here), else one
     line naming the lock and the bound, then a wait of at most HARNESS_LOCK_WAIT_S (default an hour: another run's
@@ -167,7 +164,7 @@ class ScenarioLock(FileLock):
         try:
             return super().acquire(timeout=0)
         except Timeout:
-            bound = _lock_wait()
+            bound = config.LOCK_WAIT_S.get()
             print(f"waiting for {self.lock_file}: another harness run holds this scenario's results dir (at most "
                   f"{bound:g} s, HARNESS_LOCK_WAIT_S)", file=sys.stderr, flush=True)  # fmt: skip
             try:
@@ -177,17 +174,6 @@ class ScenarioLock(FileLock):
                     f"{self.lock_file}: held by another harness run for {bound:g} s (HARNESS_LOCK_WAIT_S): let it "
                     "finish, or use another --results dir"
                 ) from None
-
-
-def _lock_wait() -> float:
-    text = os.environ.get("HARNESS_LOCK_WAIT_S", "")
-    try:
-        value = float(text) if text else LOCK_WAIT_S
-    except ValueError:
-        raise InfraError(f"HARNESS_LOCK_WAIT_S={text!r}: not a number of seconds") from None
-    if not 0 <= value < float("inf"):
-        raise InfraError(f"HARNESS_LOCK_WAIT_S={text!r}: not a number of seconds")
-    return value
 
 
 def scenario_lock(sdir: ScenarioDir) -> FileLock:
