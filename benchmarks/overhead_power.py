@@ -158,7 +158,7 @@ def _deadline(hhmm: str) -> float:
 def recheck(scenario: Any, root: Path) -> Observation:
     """The pair's checks again, with this code (a series outlives the code it started with)."""
     ctx = CheckContext(scenario, ScenarioDir(root))
-    runs = SimpleNamespace(dir=ctx.dir, session=json.loads(ctx.dir.runs_record.read_text())["session"])
+    runs = SimpleNamespace(dir=ctx.dir, session=json.loads(ctx.dir.session_record.read_text())["session"])
     for check in CHECKS.values():
         record_check(scenario, runs, check(ctx))  # type: ignore[arg-type]  # reads .dir and .session only
     return observe_results(ctx.dir.results)

@@ -1,6 +1,6 @@
 """A scenario's two trainings (precision_debugger off, then on), run once per session.
 
-The runs are guarded by a file lock and recorded in ``runs.json`` with the session id, so every check
+The runs are guarded by a file lock and recorded in ``session.json`` with the session id, so every check
 item of a scenario (in any pytest-xdist worker) reuses them instead of training again. Each training runs
 under a ``Monitor``: a run it stops at the dump cap is recorded with its verdict line (the disk check's
 failure), one it stops at the free-space floor is an infrastructure error.
@@ -42,10 +42,10 @@ __all__ = ["LABEL_PREFIX", "ScenarioRuns", "ensure_runs", "fingerprint", "result
 
 
 class RunsDoc(Versioned):
-    """runs.json: a session's off and on runs and what they depend on (``fingerprint``), so every check item of a
+    """session.json: a session's off and on runs and what they depend on (``fingerprint``), so every check item of a
     scenario, in any worker, reuses them. Schema 1 (no ``schema_version``) had the same fields."""
 
-    FILE = "runs.json"
+    FILE = "session.json"
     REDO = "the runs are made again"
     schema_version: Literal[2] = 2
     session: str
@@ -123,9 +123,9 @@ def fingerprint(scenario: Scenario, target: Target) -> str:
 
 def _load(sdir: ScenarioDir, session: str, scenario: Scenario, env: TargetEnv, reuse: bool) -> ScenarioRuns | None:
     """This session's runs (or, with ``reuse``, an earlier session's good ones); None when there are none to reuse,
-    including a runs.json that is not one (corrupt, a link, not a file): those runs are made again."""
+    including a session.json that is not one (corrupt, a link, not a file): those runs are made again."""
     try:
-        doc = RunsDoc.read_file(sdir.runs_record, 16 * MB, follow=False)
+        doc = RunsDoc.read_file(sdir.session_record_read, 16 * MB, follow=False)
     except InputError:
         return None
     if doc.fingerprint != fingerprint(scenario, env.target):
@@ -306,6 +306,6 @@ def _train(
     recorded = {"block": block, "environment": of_target(env)}
     runs = ScenarioRuns(sdir, session, records, trained_s=time.monotonic() - started, target=recorded)
     RunsDoc(session=session, fingerprint=fingerprint(scenario, env.target), target=recorded, records=records).write(
-        sdir.runs_record
+        sdir.session_record
     )
     return runs
