@@ -171,10 +171,14 @@ GITHUB_SHA: Var[str | None] = Var(
     "GITHUB_SHA", None, "the harness's commit where its checkout has no .git; default none"
 )
 GITHUB_SERVER_URL: Var[str | None] = Var(
-    "GITHUB_SERVER_URL", None, "with GITHUB_REPOSITORY and GITHUB_RUN_ID: the run a night links; default none"
+    "GITHUB_SERVER_URL", None, "the GitHub a night's Actions run is on (its link in the history); default none"
 )
-GITHUB_REPOSITORY: Var[str | None] = Var("GITHUB_REPOSITORY", None, "see GITHUB_SERVER_URL")
-GITHUB_RUN_ID: Var[str | None] = Var("GITHUB_RUN_ID", None, "see GITHUB_SERVER_URL")
+GITHUB_REPOSITORY: Var[str | None] = Var(
+    "GITHUB_REPOSITORY", None, "the repository of a night's Actions run (its link in the history); default none"
+)
+GITHUB_RUN_ID: Var[str | None] = Var(
+    "GITHUB_RUN_ID", None, "a night's Actions run (its link in the history: all three set, or none); default none"
+)
 DOCKER_HOST: Var[str | None] = Var(
     "DOCKER_HOST", None, "the Docker daemon the docker executor uses; default unix:///var/run/docker.sock"
 )
