@@ -142,7 +142,7 @@ def write_good_case(tmp: Path) -> tuple[Scenario, ScenarioDir]:
 
 
 def reuse_argv(scenario: Scenario, sdir: ScenarioDir) -> list[str]:
-    """``run --reuse`` of a good case: its runs.json written as an earlier session leaves it (the checks, no
+    """``run --reuse`` of a good case: its session.json written as an earlier session leaves it (the checks, no
     training)."""
     from harness.artifacts.record import ExecResult, RunRecord
     from harness.targets.spec import pinned_target
@@ -151,7 +151,7 @@ def reuse_argv(scenario: Scenario, sdir: ScenarioDir) -> list[str]:
     ok = ExecResult(exit_code=0, wall_s=1.0)
     records = {m: RunRecord(mode=m, executor="local", argv=["python"], result=ok) for m in ("off", "on")}
     RunsDoc(session="earlier", fingerprint=fingerprint(scenario, pinned_target()), records=records).write(
-        sdir.runs_record
+        sdir.session_record
     )
     results = sdir.root.parent
     return ["run", str(results.parent / "scenarios" / f"{scenario.name}.yaml"), "--results", str(results), "--reuse"]

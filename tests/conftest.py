@@ -15,9 +15,9 @@ from guard import sitecustomize as guard
 from verl_repo import VerlRepo, make_verl_repo
 
 from harness.checks import CheckContext
+from harness.config import RAY_ADDRESS
 from harness.pipeline.options import runs_heavy
 from harness.scenario.model import Scenario
-from harness.scenario.settings.ray import ADDRESS_ENV
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -49,12 +49,12 @@ def _trains_only_when_marked(request: pytest.FixtureRequest, monkeypatch: pytest
 def _no_cluster_outlives_its_test() -> Iterator[None]:
     """``executor_choice`` names a cluster in this process's environment for the runs it starts: put back after each
     test (a test's ``--ray-address`` made every later harness process of its worker the ray executor's)."""
-    before = os.environ.get(ADDRESS_ENV)
+    before = os.environ.get(RAY_ADDRESS.name)
     yield
     if before is None:
-        os.environ.pop(ADDRESS_ENV, None)
+        os.environ.pop(RAY_ADDRESS.name, None)
     else:
-        os.environ[ADDRESS_ENV] = before
+        os.environ[RAY_ADDRESS.name] = before
 
 
 @pytest.fixture

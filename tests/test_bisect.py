@@ -18,7 +18,7 @@ from harness.artifacts.figures import OVERHEAD_PROFILED, OVERHEAD_UNPROFILED, ov
 from harness.cli import main
 from harness.gate.judge import FigureVerdict, Judgement, Policy, ScenarioVerdict
 from harness.pipeline.overhead_probe import probe_of
-from harness.targets.commits import BisectError, Commit, EndpointUndecided, Probe, bisect, history
+from harness.targets.commits import BisectError, Commit, EndpointUndecided, Probe, bisect, first_parent
 
 ROOT = Path(__file__).resolve().parents[1]
 BROKEN = "skip actor_update"
@@ -62,7 +62,7 @@ def test_first_bad_commit_at_every_position_of_16_in_at_most_4_probes(tmp_path: 
     for bad in range(1, 16):
         repo = tmp_path / f"r{bad}"
         shas = linear_history(repo, 16, bad)
-        commits = history(str(repo), shas[0], "main", "--good", "--bad")
+        commits = first_parent(str(repo), shas[0], "main", "--good", "--bad")
         assert [c.sha for c in commits] == shas and commits[bad].subject == f"change {bad}"
         calls: list[str] = []
         out = bisect(commits, reading_probe(repo, calls), say=lambda _: None)
@@ -76,7 +76,7 @@ def test_find_fix_names_the_first_good_commit(tmp_path: Path) -> None:
     for fixed in (1, 7, 15):
         repo = tmp_path / f"r{fixed}"
         shas = linear_history(repo, 16, 0, fixed_from=fixed)
-        commits = history(str(repo), shas[0], shas[15], "--bad", "--good")
+        commits = first_parent(str(repo), shas[0], shas[15], "--bad", "--good")
         out = bisect(commits, reading_probe(repo, []), find="fix", say=lambda _: None)
         assert out.found and out.first.sha == shas[fixed] and out.flips == ["layout: FAIL -> pass (2/2 dirs)"]
         assert out.lines()[-2].startswith("  flips:") and "first good commit (the fix)" in "\n".join(out.lines())
@@ -85,18 +85,21 @@ def test_find_fix_names_the_first_good_commit(tmp_path: Path) -> None:
 def test_skipped_commits_are_gone_around_and_said(tmp_path: Path) -> None:
     repo = tmp_path / "far"
     shas = linear_history(repo, 16, 9, skipped={7, 11})
-    out = bisect(history(str(repo), shas[0], shas[15], "--good", "--bad"), reading_probe(repo, []), say=lambda _: None)
+    commits = first_parent(str(repo), shas[0], shas[15], "--good", "--bad")
+    out = bisect(commits, reading_probe(repo, []), say=lambda _: None)
     assert out.found and out.first.sha == shas[9] and [c.sha for c, _ in out.skipped] == [shas[7], shas[11]]
     assert f"skipped {shas[11][:12]}: cannot be installed" in out.lines()
     # two skipped commits just before the bad one: any of the three may be the first bad, as git bisect says
     repo = tmp_path / "next"
     shas = linear_history(repo, 16, 9, skipped={7, 8})
-    out = bisect(history(str(repo), shas[0], shas[15], "--good", "--bad"), reading_probe(repo, []), say=lambda _: None)
+    commits = first_parent(str(repo), shas[0], shas[15], "--good", "--bad")
+    out = bisect(commits, reading_probe(repo, []), say=lambda _: None)
     assert not out.found and [c.sha for c in out.candidates] == shas[7:10]
     # the bad commit itself cannot be installed: the flip is one of it and the next, and both are named
     repo = tmp_path / "at"
     shas = linear_history(repo, 16, 9, skipped={9})
-    out = bisect(history(str(repo), shas[0], shas[15], "--good", "--bad"), reading_probe(repo, []), say=lambda _: None)
+    commits = first_parent(str(repo), shas[0], shas[15], "--good", "--bad")
+    out = bisect(commits, reading_probe(repo, []), say=lambda _: None)
     assert not out.found and [c.sha for c in out.candidates] == shas[9:11]
     assert f"2 candidates after {shas[8][:12]}: {shas[9][:12]}, {shas[10][:12]}" in out.lines()[-1]
 
@@ -104,7 +107,7 @@ def test_skipped_commits_are_gone_around_and_said(tmp_path: Path) -> None:
 def test_infrastructure_failure_is_asked_again_once_then_skipped(tmp_path: Path) -> None:
     repo = tmp_path / "r"
     shas = linear_history(repo, 4, 2)
-    commits = history(str(repo), shas[0], shas[3], "--good", "--bad")
+    commits = first_parent(str(repo), shas[0], shas[3], "--good", "--bad")
     inner, calls, lines = reading_probe(repo, []), [], []
 
     def flaky(c: Commit) -> Probe:  # commit 1's runner dies every time, commit 2's once
@@ -125,9 +128,9 @@ def test_endpoints_must_hold_their_verdicts(tmp_path: Path) -> None:
     shas = linear_history(repo, 6, 3)
     probe = reading_probe(repo, [])
     with pytest.raises(BisectError, match=rf"--good {shas[4][:12]} is already bad, not pass: FAIL \(layout: FAIL"):
-        bisect(history(str(repo), shas[4], shas[5], "--good", "--bad"), probe, say=lambda _: None)
+        bisect(first_parent(str(repo), shas[4], shas[5], "--good", "--bad"), probe, say=lambda _: None)
     with pytest.raises(BisectError, match=rf"--bad {shas[2][:12]} is already good"):
-        bisect(history(str(repo), shas[0], shas[2], "--good", "--bad"), probe, say=lambda _: None)
+        bisect(first_parent(str(repo), shas[0], shas[2], "--good", "--bad"), probe, say=lambda _: None)
 
 
 def judged(*figures: tuple[str, str], scenario: str = "tiny_fsdp_l1", **more: list[str]) -> ScenarioVerdict:
@@ -170,7 +173,7 @@ def test_undecided_overhead_probes_leave_the_range_they_narrowed_to(tmp_path: Pa
     endpoints' leaves the whole range."""
     repo = tmp_path / "r"
     shas = linear_history(repo, 8, 5)
-    commits = history(str(repo), shas[0], shas[7], "--good", "--bad")
+    commits = first_parent(str(repo), shas[0], shas[7], "--good", "--bad")
 
     def timing(undecided: set[int]) -> Callable[[Commit], Probe]:
         def one(c: Commit) -> Probe:

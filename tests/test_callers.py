@@ -16,14 +16,15 @@ import yaml
 from builders import write_scenario
 from conftest import SMALL_TARGET
 
+from harness import config
 from harness.artifacts.figures import FAMILIES
 from harness.cli import main
 from harness.errors import InfraError
 from harness.pipeline.base_head import DEFAULT_BUDGET_S, families, structure_order
 from harness.scenario.loader import load_scenario
 from harness.targets.pair import merge_base
-from harness.targets.spec import URL_ENV, parse_target, reproducible
-from harness.training.deadline import DEADLINE_ENV, MAX_TRAINING_ENV, REPORT_RESERVE_S, training_limit
+from harness.targets.spec import parse_target, reproducible
+from harness.training.deadline import REPORT_RESERVE_S, training_limit
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -237,17 +238,17 @@ def test_what_one_job_runs_fits_its_timeout_minutes():
 
 
 def test_a_training_is_held_to_the_jobs_cap_and_to_what_is_left_of_it(monkeypatch):
-    monkeypatch.delenv(MAX_TRAINING_ENV, raising=False)
-    monkeypatch.delenv(DEADLINE_ENV, raising=False)
+    monkeypatch.delenv(config.MAX_TRAINING_S.name, raising=False)
+    monkeypatch.delenv(config.DEADLINE.name, raising=False)
     assert training_limit(900.0) == (900.0, "executor.timeout_s")
-    monkeypatch.setenv(MAX_TRAINING_ENV, "300")
+    monkeypatch.setenv(config.MAX_TRAINING_S.name, "300")
     assert training_limit(900.0)[0] == 300.0 and training_limit(60.0)[0] == 60.0
-    monkeypatch.setenv(DEADLINE_ENV, str(1000 + REPORT_RESERVE_S + 200))
+    monkeypatch.setenv(config.DEADLINE.name, str(1000 + REPORT_RESERVE_S + 200))
     assert training_limit(900.0, now=1000) == (200.0, "HARNESS_DEADLINE, what is left of the job")
-    monkeypatch.setenv(DEADLINE_ENV, str(1000 + REPORT_RESERVE_S + 10))
+    monkeypatch.setenv(config.DEADLINE.name, str(1000 + REPORT_RESERVE_S + 10))
     with pytest.raises(InfraError, match="the job's time is spent"):
         training_limit(900.0, now=1000)
-    monkeypatch.setenv(MAX_TRAINING_ENV, "soon")
+    monkeypatch.setenv(config.MAX_TRAINING_S.name, "soon")
     with pytest.raises(InfraError, match="HARNESS_MAX_TRAINING_S='soon': expected a positive number of seconds"):
         training_limit(900.0)
 
@@ -256,7 +257,7 @@ def test_a_training_is_held_to_the_jobs_cap_and_to_what_is_left_of_it(monkeypatc
 @pytest.mark.trains
 def test_a_training_past_the_jobs_cap_is_stopped_and_named_not_a_verdict(tmp_path, cache):
     scenario = write_scenario(tmp_path, name="capped", **SMALL_TARGET)
-    env = os.environ | {"HARNESS_CACHE_DIR": str(cache), MAX_TRAINING_ENV: "2"}
+    env = os.environ | {"HARNESS_CACHE_DIR": str(cache), config.MAX_TRAINING_S.name: "2"}
     proc = subprocess.run([sys.executable, "-m", "harness", "run", str(scenario), "--results", str(tmp_path / "r")],
                           cwd=tmp_path, env=env, capture_output=True, text=True, check=False, timeout=600)  # fmt: skip
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
@@ -381,7 +382,7 @@ def test_every_finding_ends_with_the_command_that_reproduces_it_everywhere(tmp_p
     from harness.report.summary import details
 
     good, bad = "a" * 40, "b" * 40
-    monkeypatch.setenv(URL_ENV, "https://github.com/verl-project/verl")
+    monkeypatch.setenv(config.VERL_URL.name, "https://github.com/verl-project/verl")
     for i in range(2):
         write_results(tmp_path / f"cal{i}", env=ENV | {"verl_commit": good, "verl_source": ".verl/nightly"})
     build([tmp_path / "cal0", tmp_path / "cal1"], calibrate=True).write(tmp_path / "baseline.json")
@@ -397,7 +398,7 @@ def test_every_finding_ends_with_the_command_that_reproduces_it_everywhere(tmp_p
     report = "\n".join(details(observe_dir(tmp_path / "now"), doc))  # the nightly's summary.md
     assert f"- reproduce tiny_case: `{command}`" in report.splitlines()
     assert command in summary(doc, report)
-    monkeypatch.delenv(URL_ENV)
+    monkeypatch.delenv(config.VERL_URL.name)
     assert reproducible(good, "/home/me/src/verl") == f"/home/me/src/verl@{good[:12]}"
     assert reproducible(None, None, "0.9.1") == "0.9.1"
 

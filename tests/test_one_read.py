@@ -57,7 +57,7 @@ def _run(root: Path) -> tuple[Any, ScenarioDir]:
     ok = ExecResult(exit_code=0, wall_s=1.0)
     records = {m: RunRecord(mode=m, executor="local", argv=["python"], result=ok).model_dump() for m in ("off", "on")}
     doc = {"session": "earlier", "fingerprint": fingerprint(scenario, pinned_target()), "records": records}
-    sdir.runs_record.write_text(json.dumps(doc))
+    sdir.session_record.write_text(json.dumps(doc))
     return scenario, sdir
 
 

@@ -19,6 +19,7 @@ import pytest
 import yaml
 from builders import write_scenario
 
+from harness import config
 from harness.artifacts.nodes import NodeDoc, NodesRecord
 from harness.artifacts.rundir import ScenarioDir
 from harness.checks.disk import check_disk
@@ -26,7 +27,7 @@ from harness.checks.layout import check_layout
 from harness.errors import HarnessError, InfraError
 from harness.pipeline.options import executor_choice
 from harness.scenario.loader import ScenarioError, load_scenario
-from harness.scenario.settings.ray import ADDRESS_ENV, RayRuntime
+from harness.scenario.settings.ray import RayRuntime
 from harness.training.executors import ray_gather, ray_job
 from harness.training.executors.ray_cluster import RUN_ENV, Cluster, actor_env, token
 from harness.training.launch import Launch, NodeRun
@@ -76,10 +77,10 @@ def test_the_embedded_workload_refuses_a_cluster(tmp_path):
 
 
 def test_ray_address_selects_the_ray_executor_and_reaches_it_through_the_environment(monkeypatch):
-    monkeypatch.delenv(ADDRESS_ENV, raising=False)
+    monkeypatch.delenv(config.RAY_ADDRESS.name, raising=False)
     assert executor_choice(None, None) is None
     assert executor_choice(None, "http://10.0.0.1:8265/") == "ray"
-    assert os.environ[ADDRESS_ENV] == "http://10.0.0.1:8265"
+    assert os.environ[config.RAY_ADDRESS.name] == "http://10.0.0.1:8265"
     assert executor_choice("local", None) == "local"  # an explicit executor wins over the environment's cluster
     assert executor_choice(None, None) == "ray"  # HARNESS_RAY_ADDRESS alone: every scenario on the cluster
     with pytest.raises(HarnessError, match="--ray-address with --executor docker"):

@@ -13,9 +13,10 @@ import time
 
 import pytest
 
+from harness import config
 from harness.scenario.blocks import ExecutorSettingsBase
 from harness.scenario.model import ExecutorSettings
-from harness.scenario.settings.ray import ADDRESS_ENV, RayRuntime
+from harness.scenario.settings.ray import RayRuntime
 from harness.training.executors import ray_entry, ray_lease
 from harness.training.executors.ray_job import sweep_addresses
 
@@ -100,12 +101,12 @@ def test_the_sweep_covers_the_clusters_of_the_command_and_of_the_scenarios(monke
     def ray(address: str | None) -> ExecutorSettingsBase:
         return ExecutorSettings(kind="ray", ray=RayRuntime(address=address))
 
-    monkeypatch.delenv(ADDRESS_ENV, raising=False)
+    monkeypatch.delenv(config.RAY_ADDRESS.name, raising=False)
     assert sweep_addresses([ExecutorSettings(), ExecutorSettingsBase(), ray(None)]) == []
     assert sweep_addresses([ray("http://10.0.0.2:8265"), ray("http://10.0.0.2:8265/")]) == ["http://10.0.0.2:8265"]
-    monkeypatch.setenv(ADDRESS_ENV, "http://10.0.0.9:8265")  # --ray-address sets it
+    monkeypatch.setenv(config.RAY_ADDRESS.name, "http://10.0.0.9:8265")  # --ray-address sets it
     assert sweep_addresses([ray("http://10.0.0.2:8265")]) == ["http://10.0.0.2:8265", "http://10.0.0.9:8265"]
-    monkeypatch.setenv(ADDRESS_ENV, "garbage")
+    monkeypatch.setenv(config.RAY_ADDRESS.name, "garbage")
     assert sweep_addresses([ray("http://10.0.0.2:8265")]) == ["http://10.0.0.2:8265"]
 
 

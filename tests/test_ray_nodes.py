@@ -33,9 +33,9 @@ import pytest
 import yaml
 from ray_cluster import LABEL, TwoNodes, two_nodes
 
+from harness.config import RAY_ADDRESS
 from harness.errors import InfraError
 from harness.scenario.loader import load_scenario
-from harness.scenario.settings.ray import ADDRESS_ENV
 from harness.training.executors import ray_entry, ray_lease
 from harness.training.executors.docker import connect
 from harness.training.executors.ray_cluster import RUN_ENV, actor_env
@@ -75,7 +75,7 @@ def command(
     nodes: TwoNodes, results: Path, scenario: Path = SCENARIO, env: dict[str, str] | None = None, *extra: str
 ) -> tuple[list[str], dict[str, str]]:
     """``python -m harness run`` on the cluster: its argv and environment."""
-    base = {k: v for k, v in os.environ.items() if k not in (ADDRESS_ENV, "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")}
+    base = {k: v for k, v in os.environ.items() if k not in (RAY_ADDRESS.name, "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")}
     base |= {"RAY_AUTH_TOKEN_PATH": str(nodes.token_file), "HARNESS_TIMING": "record"} | (env or {})
     argv = [sys.executable, "-m", "harness", "run", str(scenario), "--heavy", "--results", str(results)]
     return [*argv, "--ray-address", nodes.address, *extra], base

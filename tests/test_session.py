@@ -13,15 +13,15 @@ from gate_builders import write_results
 
 from harness.artifacts.results import ResultsDoc, read_results
 from harness.cli import main
+from harness.config import RAY_ADDRESS
 from harness.outcomes import EXIT_INCONCLUSIVE
 from harness.pipeline.options import runs_heavy
 from harness.pipeline.session import Session
 from harness.scenario.loader import load_scenario
-from harness.scenario.settings.ray import ADDRESS_ENV
 
 
 def test_one_skip_rule_heavy_only_when_asked_a_cluster_only_when_named(tmp_path, monkeypatch):
-    monkeypatch.delenv(ADDRESS_ENV, raising=False)
+    monkeypatch.delenv(RAY_ADDRESS.name, raising=False)
     monkeypatch.delenv("HARNESS_HEAVY", raising=False)
     light = load_scenario(write_scenario(tmp_path, name="tiny_light"))
     heavy = load_scenario(write_scenario(tmp_path, name="tiny_heavy", heavy=True))
@@ -34,7 +34,7 @@ def test_one_skip_rule_heavy_only_when_asked_a_cluster_only_when_named(tmp_path,
     )
     assert Session(tmp_path, heavy=True).skip(heavy) is None
     assert "tiny_light runs on a Ray cluster (executor ray) and none is named" in str(session.skip(ray))
-    monkeypatch.setenv(ADDRESS_ENV, "http://127.0.0.1:8265")
+    monkeypatch.setenv(RAY_ADDRESS.name, "http://127.0.0.1:8265")
     assert session.skip(ray) is None
     assert not runs_heavy(False) and runs_heavy(True)
     monkeypatch.setenv("HARNESS_HEAVY", "1")

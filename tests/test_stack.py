@@ -224,7 +224,7 @@ def test_a_verls_own_lock_installed_exactly_where_its_source_is_reached(locked: 
         f"stack: verl's uv.lock (sha256 {env.stack.lock_sha256[:12]}, extra cpu), exactly (uv sync --frozen), "
         f"Python {env.stack.python}; 1 installed beyond the lock"
     )
-    assert environment.environment(env)["stack"]["source"] == "lock"  # results.json's
+    assert environment.of_target(env)["stack"]["source"] == "lock"  # results.json's
     imported = subprocess.run(
         [env.python, "-c", "import alpha, msprobe, harness.targets.probe as p; print(p.__name__)"],
         capture_output=True, text=True, check=False,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -64,8 +65,16 @@ class ScenarioDir:
         return self.root.parent / f".{self.root.name}.lock"
 
     @property
-    def runs_record(self) -> Path:
-        return self.root / "runs.json"
+    def session_record(self) -> Path:
+        """session.json: the session that made both runs (beside each run dir's run.json, one training's record)."""
+        return self.root / "session.json"
+
+    @property
+    def session_record_read(self) -> Path:
+        """The session record to read: ``session_record``, else runs.json where only it is, its name before #73 (a
+        results dir of an earlier harness, re-checked with ``--reuse``)."""
+        new, old = self.session_record, self.root / "runs.json"
+        return old if not os.path.lexists(new) and os.path.lexists(old) else new
 
     @property
     def results(self) -> Path:

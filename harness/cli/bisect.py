@@ -26,7 +26,7 @@ from harness.targets.commits import (
     Probe,
     ProbeFn,
     bisect,
-    history,
+    first_parent,
 )
 from harness.targets.environment import ensure_env
 from harness.targets.spec import parse_target
@@ -120,7 +120,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     checks = _checks(scenarios, args.check, args.max_repeats)
     old, new = (args.good, args.bad) if args.find == "bad" else (args.bad, args.good)
     names = ("--good", "--bad") if args.find == "bad" else ("--bad", "--good")
-    commits = history(args.verl_repo, old, new, *names)
+    commits = first_parent(args.verl_repo, old, new, *names)
     results = results_dir(args.results)
     repo = str(Path(args.verl_repo).expanduser().resolve())
     print(

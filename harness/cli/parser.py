@@ -9,6 +9,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from harness import config
 from harness.artifacts.figures import FAMILIES
 from harness.cli import (
     baseline,
@@ -89,7 +90,7 @@ def build() -> argparse.ArgumentParser:
     p.add_argument(
         "--accept",
         metavar="REASON",
-        default=os.environ.get("HARNESS_ACCEPT") or None,
+        default=config.ACCEPT.get(),
         type=_accept_reason,
         help=f"head's regressions are an intended change (REASON: the pull request's label {ACCEPT_LABEL}, who "
         "decided): every finding is still reported, the verdict is ACCEPTED (exit 0) unless an error or an undecided "

@@ -13,7 +13,6 @@ with the baseline, so the gate needs nothing else.
 
 from __future__ import annotations
 
-import os
 import statistics
 import subprocess
 from datetime import datetime, timezone
@@ -22,6 +21,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, FiniteFloat, PositiveInt
 
+from harness import config
 from harness.artifacts.figures import (
     FIRST_PROFILED,
     check_figures,
@@ -178,7 +178,7 @@ def git_commit(cwd: Path | None = None) -> str | None:
             return out.stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
         pass
-    return os.environ.get("GITHUB_SHA")
+    return config.GITHUB_SHA.get()
 
 
 def max_rel_deviation(values: list[float]) -> float:

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import platform
 import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from harness import outcomes
+from harness import config, outcomes
 from harness.artifacts.figures import family, parse, samples_of
 from harness.artifacts.results import read_results
 from harness.errors import BaselineError, HarnessError
@@ -33,7 +32,7 @@ from harness.targets.spec import git
 AGREED = ("verl", "verl_commit", "series", "msprobe", "torch", "device_kind", "processor", "image", "harness")
 
 
-def fingerprint(obs: Observation) -> str:
+def source_digest(obs: Observation) -> str:
     """The scenario, its trainings (argv, exits, wall times) and its figures: the same for a copy of the dir, never
     for two runs."""
     figures = json.dumps(obs.figures, sort_keys=True)
@@ -53,7 +52,7 @@ def scenario_run(obs: Observation) -> ScenarioRun:
         numbers, {m: s for m in overhead if (s := samples_of(m, obs.figures))}, {m: floor(m) for m in overhead}
     )
     return ScenarioRun(
-        source=fingerprint(obs), status=status, why=list(why), figures=figures, samples=samples, tolerances=tolerances
+        source=source_digest(obs), status=status, why=list(why), figures=figures, samples=samples, tolerances=tolerances
     )
 
 
@@ -126,7 +125,7 @@ def _source(obs: Observation) -> str | None:
 
 def default_runner() -> str:
     """GitHub's runner name where a job runs, else the host's name."""
-    return os.environ.get("RUNNER_NAME") or platform.node() or "?"
+    return config.RUNNER_NAME.get() or platform.node() or "?"
 
 
 def trained_on(observations: dict[str, Observation]) -> str:
@@ -149,10 +148,8 @@ def web_url(text: str, option: str) -> str:
 
 def default_run() -> str | None:
     """The GitHub Actions run this night is appended in (its page), where one is."""
-    env = os.environ
-    if all(env.get(k) for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID")):
-        return f"{env['GITHUB_SERVER_URL']}/{env['GITHUB_REPOSITORY']}/actions/runs/{env['GITHUB_RUN_ID']}"
-    return None
+    server, repository, run = config.GITHUB_SERVER_URL.get(), config.GITHUB_REPOSITORY.get(), config.GITHUB_RUN_ID.get()
+    return f"{server}/{repository}/actions/runs/{run}" if server and repository and run else None
 
 
 def today() -> str:

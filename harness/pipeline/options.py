@@ -12,18 +12,16 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness import config
 from harness.errors import HarnessError, InfraError
 from harness.scenario.settings import EXECUTORS
-from harness.scenario.settings.ray import ADDRESS_ENV, check_address
+from harness.scenario.settings.ray import check_address
 from harness.targets.spec import SERIES_HELP, STACK_HELP, STACKS, TARGET_HELP
-from harness.training.monitor import MAX_DUMP_ENV, MIN_FREE_ENV, positive_seconds
+from harness.training.monitor import positive_seconds
 
 # Runs per side of a comparison, at most: each is a full off + on pair of trainings (30-300 s), so a hundred is a day's
 # compare; a billion once built the whole run order in memory before anything ran (a MemoryError traceback).
 MOST_REPEATS = 100
-HEAVY_ENV = "HARNESS_HEAVY"  # "1": run the scenarios marked heavy: true, as --heavy (pytest: --harness-heavy) does
-
-
 def repeats_option(text: str) -> int:
     """``--repeats`` / ``--max-repeats`` (and pytest's): a whole number from 1 to MOST_REPEATS, else argparse's
     one-line usage error."""
@@ -55,8 +53,8 @@ RAY_ADDRESS = Option(
     "ray-address",
     {
         "metavar": "URL",
-        "help": f"submit every scenario's trainings to this Ray cluster, as Ray jobs (its dashboard, http://HEAD:8265; "
-        f"executor ray; env {ADDRESS_ENV})",
+        "help": "submit every scenario's trainings to this Ray cluster, as Ray jobs (its dashboard, http://HEAD:8265; "
+        "executor ray; env HARNESS_RAY_ADDRESS)",
     },
     "ray-address",
 )
@@ -71,14 +69,14 @@ MAX_DUMP = Option(
     "max-dump",
     {
         "metavar": "SIZE",
-        "help": f"stop any run whose dumps grow past SIZE, whatever its budgets (default: ${MAX_DUMP_ENV}, else none)",
+        "help": "stop any run whose dumps grow past SIZE, whatever its budgets (default: $HARNESS_MAX_DUMP, else none)",
     },
 )
 MIN_FREE = Option(
     "min-free",
     {
         "metavar": "SIZE",
-        "help": f"stop a run when the results filesystem has less free (default: ${MIN_FREE_ENV}, else 1GB)",
+        "help": "stop a run when the results filesystem has less free (default: $HARNESS_MIN_FREE, else 1GB)",
     },
 )
 PROGRESS_EVERY = Option(
@@ -103,7 +101,7 @@ HEAVY = Option(
     "heavy",
     {
         "action": "store_true",
-        "help": f"also run the scenarios marked heavy: true (or set {HEAVY_ENV}=1); otherwise they are skipped",
+        "help": f"also run the scenarios marked heavy: true (or set {config.HEAVY.name}=1); otherwise they are skipped",
     },
 )
 TIMINGS = ("gate", "record")
@@ -126,13 +124,13 @@ def executor_choice(executor: str | None, ray_address: str | None) -> str | None
     ``--ray-address`` with another executor."""
     if ray_address and executor not in (None, "ray"):
         raise HarnessError(f"--ray-address with --executor {executor}: a cluster's runs are the ray executor's")
-    given = ray_address or (os.environ.get(ADDRESS_ENV) if executor in (None, "ray") else None)
+    given = ray_address or (config.RAY_ADDRESS.get() if executor in (None, "ray") else None)
     if not given:
         return executor
     try:
-        os.environ[ADDRESS_ENV] = check_address(given)
+        os.environ[config.RAY_ADDRESS.name] = check_address(given)  # for the runs and workers it starts
     except ValueError as exc:
-        raise HarnessError(f"{'--ray-address' if ray_address else ADDRESS_ENV}: {exc}") from None
+        raise HarnessError(f"{'--ray-address' if ray_address else config.RAY_ADDRESS.name}: {exc}") from None
     return "ray"
 
 
@@ -145,7 +143,7 @@ def add(add_option: Callable[..., Any], options: Iterable[Option], pytest: bool 
 def gates_timing(value: str | None) -> bool:
     """``--timing`` (pytest: ``--harness-timing``), else ``HARNESS_TIMING``, else gate: whether the scenarios' overhead
     maxima fail a run (``CheckContext.gate_timing``). The environment variable reaches the runs a test starts."""
-    chosen = value or os.environ.get("HARNESS_TIMING") or "gate"
+    chosen = value or config.TIMING.get() or "gate"
     if chosen not in TIMINGS:
         raise InfraError(f"HARNESS_TIMING={chosen!r}: one of {', '.join(TIMINGS)}")
     return chosen == "gate"
@@ -154,4 +152,4 @@ def gates_timing(value: str | None) -> bool:
 def runs_heavy(flag: bool) -> bool:
     """``--heavy`` (pytest: ``--harness-heavy``), else ``HARNESS_HEAVY=1``: whether the scenarios marked heavy: true
     run (``Session.heavy``); they are skipped, saying how to run them, otherwise."""
-    return flag or os.environ.get(HEAVY_ENV) == "1"
+    return flag or config.HEAVY.get()

@@ -4,11 +4,11 @@ which the gate and the history compare before they compare any figure."""
 from __future__ import annotations
 
 import functools
-import os
 import platform
 from pathlib import Path
 from typing import Any
 
+from harness import config
 from harness.errors import TargetError
 from harness.scenario.model import Scenario
 from harness.targets.spec import git
@@ -47,7 +47,7 @@ def environment(scenario: Scenario, target: dict[str, Any]) -> dict[str, Any]:
     history calls an environment change). ``target``: ``ScenarioRuns.target`` (versions as installed in the target's
     environment, its identity and series, as the runs recorded them)."""
     env: dict[str, Any] = {"python": platform.python_version(), "machine": platform.machine(), "cpu_model": cpu_model()}
-    env["runner"] = os.environ.get("RUNNER_NAME") or platform.node() or "?"  # the machine that trained, by name
+    env["runner"] = config.RUNNER_NAME.get() or platform.node() or "?"  # the machine that trained, by name
     env |= {"harness": harness_commit(), "scenario_sha256": scenario.digest}
     env.update(target.get("environment") or {})
     packages_dir = env.pop("packages_dir", None)

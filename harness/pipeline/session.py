@@ -17,12 +17,12 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from harness import config
 from harness.artifacts.results import CheckDoc, ResultsDoc, RunDoc
 from harness.artifacts.rundir import ScenarioDir
 from harness.checks import CHECKS, CheckContext, CheckResult, run_check
 from harness.checks.crash import not_checked
 from harness.checks.known_gap import check_gap, gap_name
-from harness.pipeline.options import HEAVY_ENV
 from harness.pipeline.provenance import environment, settings_of
 from harness.scenario.model import Scenario
 from harness.targets.environment import TargetEnv, ensure_env
@@ -71,7 +71,7 @@ class Session:
             name = scenario.name
             return (
                 f"{name} is heavy (heavy: true, minutes of training): run it with `pytest scenarios/ -k {name} "
-                f"--harness-heavy` or `python -m harness run --heavy` (or {HEAVY_ENV}=1)"
+                f"--harness-heavy` or `python -m harness run --heavy` (or {config.HEAVY.name}=1)"
             )
         return cluster_missing(scenario)
 

@@ -177,7 +177,7 @@ def bisect(
     )
 
 
-def history(repo: str, old: str, new: str, old_name: str, new_name: str) -> list[Commit]:
+def first_parent(repo: str, old: str, new: str, old_name: str, new_name: str) -> list[Commit]:
     """``old``, then each commit of ``new``'s first-parent line after it, up to ``new`` (oldest first); one-line
     BisectError when the repository is no verl git repository or the refs are not in that order."""
     path = Path(repo).expanduser()

@@ -577,7 +577,7 @@ def check_api(env: TargetEnv, symbols: tuple[str, ...], stages: list[str], workl
         )
 
 
-def environment(env: TargetEnv) -> dict[str, Any]:
+def of_target(env: TargetEnv) -> dict[str, Any]:
     """The target's part of results.json's ``environment`` (versions as installed there, identity, series)."""
     t = env.target
     out: dict[str, Any] = {pkg: env.versions.get(pkg) for pkg in PACKAGES}

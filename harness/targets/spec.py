@@ -11,7 +11,6 @@ release) says which baselines it may be compared with.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import subprocess
 from importlib import metadata
@@ -22,6 +21,7 @@ from filelock import FileLock
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict
 
+from harness import config
 from harness.errors import InfraError, TargetError
 
 Kind = Literal["pinned", "release", "wheel", "checkout", "git"]
@@ -41,10 +41,7 @@ STACK_HELP = (
     "harness: the harness's own stack (its project venv; the default); verl: the verl's own uv.lock, its cpu extra, "
     "as verl's CPU jobs install it (the harness's stack where it has none); the Python: $HARNESS_STACK_PYTHON"
 )
-ENV_VARS = {"verl": "HARNESS_VERL", "msprobe": "HARNESS_MSPROBE", "series": "HARNESS_SERIES", "stack": "HARNESS_STACK"}
-
-
-URL_ENV = "HARNESS_VERL_URL"  # the public repository a CI job's verl checkout came from (the reproduce commands')
+ENV_VARS = {"verl": config.VERL, "msprobe": config.MSPROBE, "series": config.SERIES, "stack": config.STACK}
 
 
 def reproducible(commit: str | None, source: str | None, version: str | None = None) -> str:
@@ -52,7 +49,7 @@ def reproducible(commit: str | None, source: str | None, version: str | None = N
     repository the job checked it out of (``HARNESS_VERL_URL``), else in the repository or checkout it came from;
     a release by its version."""
     if commit:
-        return f"{os.environ.get(URL_ENV) or source or 'VERL'}@{commit[:12]}"
+        return f"{config.VERL_URL.get() or source or 'VERL'}@{commit[:12]}"
     return version or source or "VERL"
 
 
@@ -64,8 +61,7 @@ def reproduce_compare(scenario: str, base: str, head: str) -> str:
 def cache_dir() -> Path:
     """The harness's own cache (environments, repository mirrors): never inside a results dir. Made here, so that
     a HARNESS_CACHE_DIR naming a file (or a place that cannot be written) is one line before anything uses it."""
-    default = Path.home() / ".cache" / "verl-msprobe-harness"
-    root = Path(os.environ.get("HARNESS_CACHE_DIR") or default).expanduser().resolve()
+    root = config.CACHE_DIR.get().expanduser().resolve()
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -333,8 +329,8 @@ def _given(name: str, value: str | None, option: str | None = None) -> tuple[str
     start a forged one. An empty verl or msprobe SPEC (an unset shell variable, an empty workflow input) is refused,
     never read as "the pinned release"."""
     flag = option or f"--{name}"
-    if value is None and (env := os.environ.get(ENV_VARS[name])) is not None:
-        value, flag = env, ENV_VARS[name]
+    if value is None and (env := ENV_VARS[name].get()) is not None:
+        value, flag = env, ENV_VARS[name].name
     if value is not None and not value.strip() and name in _SPEC_HINT:
         raise TargetError(
             f"{flag} is empty ({value!r}: an unset variable?): name a {name} ({_SPEC_HINT[name]}), or leave {flag} "

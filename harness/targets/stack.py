@@ -14,7 +14,6 @@ markers are read for the lock's own environment (Python 3.12, Linux x86_64) unle
 from __future__ import annotations
 
 import hashlib
-import os
 import subprocess
 from pathlib import Path
 from typing import Literal
@@ -27,13 +26,13 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict
 
+from harness import config
 from harness.errors import EnvironmentProblem, InfraError, TargetError
 from harness.targets.spec import StackChoice
 
 LOCK = "uv.lock"
 EXTRA = "cpu"  # the extra verl's CPU jobs install
 PACKAGE_INDEX = "https://pypi.org/simple"
-PYTHON_ENV = "HARNESS_STACK_PYTHON"  # the interpreter a verl stack's environment is made with (uv's --python)
 # the environment verl's lock is made for ([tool.uv] environments): its markers are read there
 LOCK_ENVIRONMENT = {"python_version": "3.12", "python_full_version": "3.12.0", "sys_platform": "linux",
                     "platform_system": "Linux", "platform_machine": "x86_64", "os_name": "posix"}  # fmt: skip
@@ -232,9 +231,9 @@ def stack_python(lock: Lock, uv: str, where: str) -> tuple[str, str]:
     """(path, version) of the interpreter a stack's environment is made with: ``$HARNESS_STACK_PYTHON`` (a path or
     a version, as uv's ``--python`` takes it), else what uv finds for the lock's requires-python; one line when there
     is none, or it is not one the lock is made for (a workflow names it: actions/setup-python's python-path)."""
-    given = os.environ.get(PYTHON_ENV)
+    given = config.STACK_PYTHON.get()
     request = given or lock.requires_python or "3"
-    said = f"{PYTHON_ENV}={given}" if given else f"uv's Python for the lock's requires-python {request!r}"
+    said = f"HARNESS_STACK_PYTHON={given}" if given else f"uv's Python for the lock's requires-python {request!r}"
     try:
         found = subprocess.run(
             [uv, "python", "find", "--no-config", "--no-python-downloads", request],
@@ -253,11 +252,11 @@ def stack_python(lock: Lock, uv: str, where: str) -> tuple[str, str]:
     if not version:
         why = " ".join(ln.strip() for ln in found.stderr.splitlines() if ln.strip())[-300:] or "not found"
         raise EnvironmentProblem(
-            f"{where}'s uv.lock: no Python for it ({said}: {why}): set {PYTHON_ENV} to one it supports"
+            f"{where}'s uv.lock: no Python for it ({said}: {why}): set HARNESS_STACK_PYTHON to one it supports"
         )
     if problem := lock.python_problem(version):
         raise EnvironmentProblem(
-            f"{where}'s uv.lock: {said} is Python {version} ({path}), but {problem}: set {PYTHON_ENV} to one it "
-            "supports"
+            f"{where}'s uv.lock: {said} is Python {version} ({path}), but {problem}: set HARNESS_STACK_PYTHON to one "
+            "it supports"
         )
     return path, version

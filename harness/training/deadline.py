@@ -10,43 +10,27 @@ never a verdict on verl), and none is started when the job has no time left for 
 
 from __future__ import annotations
 
-import math
-import os
 import time
 
+from harness import config
 from harness.errors import InfraError
 
-MAX_TRAINING_ENV = "HARNESS_MAX_TRAINING_S"
-DEADLINE_ENV = "HARNESS_DEADLINE"
 REPORT_RESERVE_S = 120  # the numerics and the reports after the last training (measured 7-24 s: docs/cpu-gate.md)
 MIN_TRAINING_S = 30  # less left than this: no training is started
-
-
-def _seconds(name: str) -> float | None:
-    text = os.environ.get(name, "").strip()
-    if not text:
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value <= 0:
-        raise InfraError(f"{name}={text!r}: expected a positive number of seconds")
-    return value
 
 
 def training_limit(timeout_s: float, now: float | None = None) -> tuple[float, str]:
     """The seconds a training may run, and what set them (its line when it times out)."""
     limits = [(timeout_s, "executor.timeout_s")]
-    if (cap := _seconds(MAX_TRAINING_ENV)) is not None:
-        limits.append((cap, f"{MAX_TRAINING_ENV}, the job's cap on a training"))
-    if (deadline := _seconds(DEADLINE_ENV)) is not None:
+    if (cap := config.MAX_TRAINING_S.get()) is not None:
+        limits.append((cap, f"{config.MAX_TRAINING_S.name}, the job's cap on a training"))
+    if (deadline := config.DEADLINE.get()) is not None:
         left = deadline - (time.time() if now is None else now) - REPORT_RESERVE_S
         if left < MIN_TRAINING_S:
             raise InfraError(
-                f"the job's time is spent ({DEADLINE_ENV}: {max(left, 0):.0f} s left after the reports' "
+                f"the job's time is spent ({config.DEADLINE.name}: {max(left, 0):.0f} s left after the reports' "
                 f"{REPORT_RESERVE_S} s): no training started; not a verdict on verl (a slower runner, or more runs "
                 "than the job's minutes afford)"
             )
-        limits.append((left, f"{DEADLINE_ENV}, what is left of the job"))
+        limits.append((left, f"{config.DEADLINE.name}, what is left of the job"))
     return min(limits)

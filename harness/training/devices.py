@@ -11,8 +11,8 @@ import importlib.util
 import os
 from functools import cache
 
+from harness import config
 from harness.scenario.model import Scenario
-from harness.scenario.settings.ray import ADDRESS_ENV
 from harness.training.registry import EXECUTORS
 
 NAMES = {"npu": "an Ascend NPU", "cuda": "a CUDA GPU"}
@@ -101,9 +101,9 @@ def skip_reason(scenario: Scenario, path: str | None = None) -> str | None:
 def cluster_missing(scenario: Scenario) -> str | None:
     """A scenario that runs on a Ray cluster none named (``--ray-address``, ``HARNESS_RAY_ADDRESS``,
     ``executor.ray.address``): pytest skips it with this line, which says how to run it."""
-    if scenario.executor.kind != "ray" or os.environ.get(ADDRESS_ENV) or scenario.executor.options("ray").address:
+    if scenario.executor.kind != "ray" or config.RAY_ADDRESS.get() or scenario.executor.options("ray").address:
         return None
     return (
         f"{scenario.name} runs on a Ray cluster (executor ray) and none is named: `pytest scenarios/ -k "
-        f"{scenario.name} --ray-address http://HEAD:8265` (or {ADDRESS_ENV}; docs/several-nodes.md)"
+        f"{scenario.name} --ray-address http://HEAD:8265` (or {config.RAY_ADDRESS.name}; docs/several-nodes.md)"
     )

@@ -24,6 +24,7 @@ from typing import Literal
 import orjson
 from pydantic import ByteSize, TypeAdapter, ValidationError
 
+from harness import config
 from harness.artifacts.dumpfile import open_regular
 from harness.artifacts.figures import mb
 from harness.artifacts.rundir import RunDir
@@ -31,8 +32,6 @@ from harness.scenario.blocks import DiskBudget
 from harness.training.dumpfs import Bounded
 
 MARGIN = 2  # the cap over the budgets: the disk check judges the budgets, the cap only ends a runaway
-MAX_DUMP_ENV = "HARNESS_MAX_DUMP"  # the runner's own cap on one run's dumps, whatever the scenario says
-MIN_FREE_ENV = "HARNESS_MIN_FREE"  # free space the results filesystem must keep
 DEFAULT_MIN_FREE = "1GB"
 
 
@@ -144,8 +143,8 @@ class Watch:
     def configure(cls, max_dump: str | None = None, min_free: str | None = None, show: Show | None = None) -> Watch:
         """From the entry point's options, else ``HARNESS_MAX_DUMP`` / ``HARNESS_MIN_FREE``; ValueError naming the
         option or the variable when one is not a size (a cap of 0 too)."""
-        cap_text, cap_from = (max_dump, "--max-dump") if max_dump else (os.environ.get(MAX_DUMP_ENV), MAX_DUMP_ENV)
-        free, free_from = (min_free, "--min-free") if min_free else (os.environ.get(MIN_FREE_ENV), MIN_FREE_ENV)
+        cap_text, cap_from = (max_dump, "--max-dump") if max_dump else (config.MAX_DUMP.get(), config.MAX_DUMP.name)
+        free, free_from = (min_free, "--min-free") if min_free else (config.MIN_FREE.get(), config.MIN_FREE.name)
         cap = Cap(_size(cap_text, cap_from, cap=True), f"the runner's {cap_from}") if cap_text else None
         return cls(max_dump=cap, min_free=_size(free or DEFAULT_MIN_FREE, free_from), show=show)
 
@@ -268,7 +267,7 @@ class Monitor:
             self.verdict = Verdict(
                 "floor",
                 f"stopped: {mb(free)} free on the results filesystem ({self.run.root}) < the floor "
-                f"{mb(self.watch.min_free)} ({MIN_FREE_ENV} / --min-free) {where}; its dumps held {mb(p.bytes)}",
+                f"{mb(self.watch.min_free)} (HARNESS_MIN_FREE / --min-free) {where}; its dumps held {mb(p.bytes)}",
             )
         if self.verdict:
             self.stop.set()

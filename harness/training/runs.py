@@ -1,6 +1,6 @@
 """A scenario's two trainings (precision_debugger off, then on), run once per session.
 
-The runs are guarded by a file lock and recorded in ``runs.json`` with the session id, so every check
+The runs are guarded by a file lock and recorded in ``session.json`` with the session id, so every check
 item of a scenario (in any pytest-xdist worker) reuses them instead of training again. Each training runs
 under a ``Monitor``: a run it stops at the dump cap is recorded with its verdict line (the disk check's
 failure), one it stops at the free-space floor is an infrastructure error.
@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import shutil
 import sys
 import time
@@ -21,13 +20,14 @@ from typing import Any, Literal
 
 from filelock import FileLock, Timeout
 
+from harness import config
 from harness.artifacts.crash import VERDICT_PARTIES, Crash, classify, transient
 from harness.artifacts.record import ExecResult, RunRecord
 from harness.artifacts.rundir import MODES, Mode, ScenarioDir
 from harness.errors import EnvironmentProblem, FailedAlike, HarnessBug, HarnessError, InfraError, WorkloadError
 from harness.safeio import MB, InputError, Versioned, output_path
 from harness.scenario.model import Scenario
-from harness.targets.environment import TargetEnv, check_api, ensure_env, environment
+from harness.targets.environment import TargetEnv, check_api, ensure_env, of_target
 from harness.targets.spec import Target, parse_target
 from harness.training import dumpfs
 from harness.training.deadline import training_limit
@@ -42,10 +42,10 @@ __all__ = ["LABEL_PREFIX", "ScenarioRuns", "ensure_runs", "fingerprint", "result
 
 
 class RunsDoc(Versioned):
-    """runs.json: a session's off and on runs and what they depend on (``fingerprint``), so every check item of a
+    """session.json: a session's off and on runs and what they depend on (``fingerprint``), so every check item of a
     scenario, in any worker, reuses them. Schema 1 (no ``schema_version``) had the same fields."""
 
-    FILE = "runs.json"
+    FILE = "session.json"
     REDO = "the runs are made again"
     schema_version: Literal[2] = 2
     session: str
@@ -123,16 +123,16 @@ def fingerprint(scenario: Scenario, target: Target) -> str:
 
 def _load(sdir: ScenarioDir, session: str, scenario: Scenario, env: TargetEnv, reuse: bool) -> ScenarioRuns | None:
     """This session's runs (or, with ``reuse``, an earlier session's good ones); None when there are none to reuse,
-    including a runs.json that is not one (corrupt, a link, not a file): those runs are made again."""
+    including a session.json that is not one (corrupt, a link, not a file): those runs are made again."""
     try:
-        doc = RunsDoc.read_file(sdir.runs_record, 16 * MB, follow=False)
+        doc = RunsDoc.read_file(sdir.session_record_read, 16 * MB, follow=False)
     except InputError:
         return None
     if doc.fingerprint != fingerprint(scenario, env.target):
         return None  # another target (or other settings) in the same session: train again
     if doc.session != session and not (reuse and not _failed(doc)):
         return None
-    recorded = doc.target or {"block": env.target.block(), "environment": environment(env)}
+    recorded = doc.target or {"block": env.target.block(), "environment": of_target(env)}
     return ScenarioRuns(sdir, doc.session, dict(doc.records), trained_s=0.0, target=recorded)
 
 
@@ -153,9 +153,6 @@ def results_dir(path: str | Path, option: str = "--results") -> Path:
     return output_path(path, option, directory=True)
 
 
-LOCK_WAIT_S = 3600.0  # how long a run waits for another holding its results dir (HARNESS_LOCK_WAIT_S)
-
-
 class ScenarioLock(FileLock):
     """A results dir's lock that says what it waits for: taken at once when free (or already held here), else one
     line naming the lock and the bound, then a wait of at most HARNESS_LOCK_WAIT_S (default an hour: another run's
@@ -167,7 +164,7 @@ class ScenarioLock(FileLock):
         try:
             return super().acquire(timeout=0)
         except Timeout:
-            bound = _lock_wait()
+            bound = config.LOCK_WAIT_S.get()
             print(f"waiting for {self.lock_file}: another harness run holds this scenario's results dir (at most "
                   f"{bound:g} s, HARNESS_LOCK_WAIT_S)", file=sys.stderr, flush=True)  # fmt: skip
             try:
@@ -177,17 +174,6 @@ class ScenarioLock(FileLock):
                     f"{self.lock_file}: held by another harness run for {bound:g} s (HARNESS_LOCK_WAIT_S): let it "
                     "finish, or use another --results dir"
                 ) from None
-
-
-def _lock_wait() -> float:
-    text = os.environ.get("HARNESS_LOCK_WAIT_S", "")
-    try:
-        value = float(text) if text else LOCK_WAIT_S
-    except ValueError:
-        raise InfraError(f"HARNESS_LOCK_WAIT_S={text!r}: not a number of seconds") from None
-    if not 0 <= value < float("inf"):
-        raise InfraError(f"HARNESS_LOCK_WAIT_S={text!r}: not a number of seconds")
-    return value
 
 
 def scenario_lock(sdir: ScenarioDir) -> FileLock:
@@ -317,9 +303,9 @@ def _train(
         if error or stopped or (crash and mode == "on"):
             break  # the on run is pointless without a baseline; a stopped on run is the last anyway
         # an off run that verl or msprobe crashed: the on run says whether precision_debugger is what fails
-    recorded = {"block": block, "environment": environment(env)}
+    recorded = {"block": block, "environment": of_target(env)}
     runs = ScenarioRuns(sdir, session, records, trained_s=time.monotonic() - started, target=recorded)
     RunsDoc(session=session, fingerprint=fingerprint(scenario, env.target), target=recorded, records=records).write(
-        sdir.runs_record
+        sdir.session_record
     )
     return runs

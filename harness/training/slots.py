@@ -13,9 +13,10 @@ import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 from filelock import FileLock, Timeout
+
+from harness import config
 
 RUN_GIB = 5.0  # the 2-rank PSS above, rounded up
 CORES_PER_RUN = 2
@@ -24,8 +25,8 @@ MEMORY_SHARE = 0.6  # of the host's RAM: the rest is for the harness, the checks
 
 def capacity() -> int:
     """``$HARNESS_HEAVY_SLOTS``, else as many as memory and cores allow (at least one)."""
-    if value := os.environ.get("HARNESS_HEAVY_SLOTS"):
-        return max(1, int(value))
+    if (value := config.HEAVY_SLOTS.get()) is not None:
+        return max(1, value)
     total_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     return max(1, min(int(total_gib * MEMORY_SHARE // RUN_GIB), (os.cpu_count() or 1) // CORES_PER_RUN))
 
@@ -33,7 +34,7 @@ def capacity() -> int:
 @contextmanager
 def heavy_slot(poll_s: float = 2.0) -> Iterator[float]:
     """Hold one slot for the block; yields the seconds spent waiting for it."""
-    root = Path(os.environ.get("HARNESS_SLOT_DIR", "~/.cache/verl-msprobe-harness/slots")).expanduser()
+    root = config.SLOT_DIR.get().expanduser()
     root.mkdir(parents=True, exist_ok=True)
     locks = [FileLock(str(root / f"slot{i}.lock")) for i in range(capacity())]
     started = time.monotonic()

@@ -17,7 +17,6 @@ reported, not judged.
 
 from __future__ import annotations
 
-import os
 import re
 import resource
 import shutil
@@ -25,6 +24,7 @@ import sys
 import time
 from pathlib import Path
 
+from harness import config
 from harness.artifacts.reader import DumpTree, step_stage
 from harness.errors import InfraError
 from harness.gate.numerics import stats_compare
@@ -45,7 +45,7 @@ def _dumped(dumps: Path) -> dict[tuple[int, str], set[str]]:
 
 def engine_of(engine: str | None) -> str:
     """The numerics engine: ``engine``, else ``HARNESS_NUMERICS``, else the harness's own compare."""
-    chosen = engine or os.environ.get("HARNESS_NUMERICS") or "harness"
+    chosen = engine or config.NUMERICS.get() or "harness"
     if chosen not in ENGINES:
         raise InfraError(f"HARNESS_NUMERICS={chosen!r}: one of {', '.join(ENGINES)}")
     return chosen

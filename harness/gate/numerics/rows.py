@@ -215,7 +215,7 @@ def _split(name: str) -> tuple[str, str, str]:
     return "", "", ""
 
 
-class Side:
+class DumpEntries:
     """One dump.json's entries, with msprobe's backward renumbering (the target's read by :meth:`DumpFile.runs`,
     the bench's by :meth:`DumpFile.following`)."""
 
@@ -250,7 +250,7 @@ def entry_keys(dump: DumpFile) -> set[str]:
     holds no raw newline in a string: the names are read from those lines, without parsing the entries (a
     third of the compare's time when it parsed them); any other layout is parsed. A second pass over the file
     the bench's read holds open (``DumpFile.opened``), not a second open."""
-    side = Side(dump.path, dump.file)
+    side = DumpEntries(dump.path, dump.file)
     with dump.opened() as f:
         indent_1 = f.read(4) == b'{\n "'
     if indent_1:

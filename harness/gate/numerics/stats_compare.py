@@ -10,8 +10,8 @@ thresholds once), ``cells`` (the CSV's text as pandas writes it), and here the m
 against the bench's, streamed into the CSV.
 
 Matching (``compare_statistics``): by row name, a backward entry by its rank among the backward calls of the same
-API (``rows.Side``: so one dropped backward call shifts the later ones, as msprobe does). Rows are the target's (NPU,
-head) in its order; a bench-only row is dropped.
+API (``rows.DumpEntries``: so one dropped backward call shifts the later ones, as msprobe does). Rows are the
+target's (NPU, head) in its order; a bench-only row is dropped.
 
 Memory: the entries of the bench not yet reached by the target, plus the bench's entry names (the name index,
 about 100 bytes per entry, built only where the two dumps' orders part), plus one run of parsed entries and up to
@@ -53,7 +53,7 @@ from harness.gate.numerics.cells import (
     stack_cell,
     stats_cells,
 )
-from harness.gate.numerics.rows import UNREAD, Entry, Item, Leaf, Side, entry_keys, entry_leaves, is_md5
+from harness.gate.numerics.rows import UNREAD, DumpEntries, Entry, Item, Leaf, entry_keys, entry_leaves, is_md5
 from harness.gate.numerics.rules import (
     Row,
     judge_entry,
@@ -261,7 +261,7 @@ def compare_files(npu_path: Path, bench_path: Path, csv_path: Path | None, on_ro
     counterpart on the bench goes, judged, to ``on_row`` (a pass is only counted: most rows pass), and every row
     (with ``csv_path``) to msprobe's CSV layout; like msprobe, no CSV where either side has no entry. Returns the
     rows. The mode (statistics or md5) is the target's, as msprobe reads it."""
-    head = Side(npu_path)
+    head = DumpEntries(npu_path)
     with head.dump.opened():  # one open: the md5 test (where the contents check has not told it) and the rows
         md5 = is_md5(head.dump)
         stack = _load_stack(npu_path.parent / "stack.json")
@@ -290,7 +290,7 @@ class _Bench:
     bench lacks (none read for it) from one further on."""
 
     def __init__(self, path: Path) -> None:
-        self.side = Side(path)
+        self.side = DumpEntries(path)
         self.runs = self.side.dump.following()
         self.queue: list[Entry] = []  # the entries of the bench's last run not yet asked for, last first
         self.pending: dict[str, Entry] = {}  # read, not yet asked for
@@ -392,7 +392,7 @@ def _judged_lines(
 
 
 def _rows(
-    head: Side,
+    head: DumpEntries,
     bench: _Bench,
     md5: bool,
     stack: dict[str, Any] | None,

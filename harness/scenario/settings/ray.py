@@ -15,7 +15,6 @@ from pydantic import Field, field_validator
 
 from harness.scenario.blocks import ExecutorOptions
 
-ADDRESS_ENV = "HARNESS_RAY_ADDRESS"
 _ADDRESS = re.compile(r"^https?://[A-Za-z0-9.\-\[\]:]+(?::\d{1,5})?/?$")
 
 

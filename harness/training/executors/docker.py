@@ -24,6 +24,7 @@ import docker.utils
 import requests
 from docker.constants import IS_WINDOWS_PLATFORM
 
+from harness import config
 from harness.artifacts.record import ExecResult
 from harness.artifacts.rundir import RunDir
 from harness.errors import HarnessError, InfraError, WorkloadError
@@ -50,13 +51,13 @@ if TYPE_CHECKING:
 
 
 def _daemon_address() -> str:
-    return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock (DOCKER_HOST is not set)"
+    return config.DOCKER_HOST.get() or "unix:///var/run/docker.sock (DOCKER_HOST is not set)"
 
 
 def client_from_env() -> DockerClient:
     """A client for the daemon named by DOCKER_HOST (or the default socket). A DOCKER_HOST that names no daemon
     address is bad input, said as such (it was a harness error, and broke local runs at the container sweep)."""
-    if host := os.environ.get("DOCKER_HOST"):
+    if host := config.DOCKER_HOST.get():
         try:
             docker.utils.parse_host(host, IS_WINDOWS_PLATFORM)
         except (docker.errors.DockerException, ValueError) as exc:

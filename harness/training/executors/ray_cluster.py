@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import requests
 
+from harness import config
 from harness.errors import InfraError
-from harness.scenario.settings.ray import ADDRESS_ENV, RayRuntime, check_address
+from harness.scenario.settings.ray import RayRuntime, check_address
 from harness.training.launch import NodeRun
 
 if TYPE_CHECKING:
@@ -31,16 +32,16 @@ TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 
 def address(rt: RayRuntime) -> str:
     """``HARNESS_RAY_ADDRESS`` (set by ``--ray-address`` too), else the scenario's ``executor.ray.address``."""
-    given = os.environ.get(ADDRESS_ENV)
+    given = config.RAY_ADDRESS.get()
     if given:
         try:
             return check_address(given)
         except ValueError as exc:
-            raise InfraError(f"{ADDRESS_ENV} / --ray-address: {exc}") from None
+            raise InfraError(f"{config.RAY_ADDRESS.name} / --ray-address: {exc}") from None
     if rt.address is None:
         raise InfraError(
             "executor ray: no cluster named: set executor.ray.address in the scenario, or pass --ray-address "
-            f"(env {ADDRESS_ENV}) with the cluster's dashboard address, http://HEAD:8265"
+            f"(env {config.RAY_ADDRESS.name}) with the cluster's dashboard address, http://HEAD:8265"
         )
     return rt.address
 

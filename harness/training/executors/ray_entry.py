@@ -40,6 +40,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from harness import config
 from harness.artifacts.nodes import NodeDoc, NodesRecord
 from harness.outcomes import EXIT_ERROR
 from harness.training.executors import ray_gather, ray_lease
@@ -48,7 +49,6 @@ ERROR = "HARNESS RAY ERROR:"
 MARKER = ".ray-job"  # the run dir's proof that the job sees it: the executor writes the job's id there
 PREPARE_TIMEOUT_S = 300
 GET_TIMEOUT_S = 300  # one message of a node's stream; a node that sends nothing that long is lost
-GATE_ENV = "HARNESS_TEST_GATHER_GATE"  # TEST ONLY: wait for this path to exist before gathering (at most GATE_WAIT_S)
 GATE_WAIT_S = 600
 ABANDON_S = 180  # a stale lease: the training's unwinding and the clean-up, at most; then the entrypoint exits
 ACTORS_GONE_S = 60
@@ -217,9 +217,9 @@ def clean_nodes(root: str) -> None:
 def _gate() -> None:
     """TEST ONLY: hold the gathering until a test has looked at (or changed) the nodes' disks and made the file the
     variable names; the file is then removed, so the next run waits again."""
-    if not (gate := os.environ.get(GATE_ENV)):
+    if not (gate := config.GATHER_GATE.get()):
         return
-    say(f"waiting for {gate} before gathering ({GATE_ENV}, TEST ONLY)")
+    say(f"waiting for {gate} before gathering ({config.GATHER_GATE.name}, TEST ONLY)")
     deadline = time.monotonic() + GATE_WAIT_S
     while not os.path.exists(gate) and time.monotonic() < deadline:
         time.sleep(0.5)

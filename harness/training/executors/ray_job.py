@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+from harness import config
 from harness.artifacts.nodes import NodesRecord
 from harness.artifacts.record import ExecResult
 from harness.artifacts.rundir import RunDir
@@ -45,7 +46,6 @@ from harness.training.launch import Launch, NodeRun, argv_lines
 POLL_S = 1.0
 STOP_WAIT_S = 60  # a stopped job's end and its actors' exit
 CLEAN_WAIT_S = 120
-GATE_ENV = ray_entry.GATE_ENV
 
 
 def entry_argv(launch: Launch, run: RunDir, python: str) -> list[str]:
@@ -63,15 +63,9 @@ def runtime_env(launch: Launch, rt: RayRuntime) -> dict[str, Any]:
     its actors are found: ranks' nodes, leftovers). The workers' interpreter is the workload's to set (verl's
     ``ray_kwargs.ray_init.runtime_env.py_executable``: a job's own would conflict with it)."""
     env = {**rt.env, "PYTHONUNBUFFERED": "1", **launch.env, RUN_ENV: _node(launch).job}
-    if gate := _gate():
-        env[GATE_ENV] = gate
+    if gate := config.GATHER_GATE.text():
+        env[config.GATHER_GATE.name] = gate
     return {"env_vars": env}
-
-
-def _gate() -> str | None:
-    import os
-
-    return os.environ.get(GATE_ENV) or None
 
 
 def _node(launch: Launch) -> NodeRun:

@@ -20,30 +20,23 @@ They are part of the run fingerprint, so ``--reuse`` never mixes runs made with 
 
 from __future__ import annotations
 
-import os
 import shutil
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-DELAY_ENV = "HARNESS_TEST_DUMP_DELAY_S"
-PAD_ENV = "HARNESS_TEST_DUMP_PAD"
-SLOWDOWN_ENV = "HARNESS_TEST_STAGE_SLOWDOWN_PCT"
-WAIT_ENV = "HARNESS_TEST_STAGE_WAIT_PCT"
-KNOBS = (DELAY_ENV, PAD_ENV, SLOWDOWN_ENV, WAIT_ENV)
+from harness import config
 
 
 def passthrough(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The knobs set (non-empty) in the harness's environment, for a Launch's env."""
-    environ = os.environ if environ is None else environ
-    return {k: environ[k] for k in KNOBS if environ.get(k)}
+    return {v.name: text for v in config.FAULTS if (text := v.text(environ))}
 
 
 def install_delay(environ: Mapping[str, str] | None = None) -> float:
     """Wrap msprobe's per-call collector with a sleep when HARNESS_TEST_DUMP_DELAY_S is set; returns the delay."""
-    environ = os.environ if environ is None else environ
-    delay = float(environ.get(DELAY_ENV) or 0)
+    delay = config.DUMP_DELAY_S.get(environ)
     if delay <= 0:
         return 0.0
     from msprobe.core.dump.data_dump.data_collector import DataCollector
@@ -56,14 +49,14 @@ def install_delay(environ: Mapping[str, str] | None = None) -> float:
         return original(self, name, data_info, flush=flush)
 
     DataCollector.handle_data = handle_data
-    print(f"fault_injection: {DELAY_ENV}={delay}: msprobe sleeps in every dumped call (TEST ONLY)", flush=True)
+    say = f"fault_injection: HARNESS_TEST_DUMP_DELAY_S={delay}: msprobe sleeps in every dumped call (TEST ONLY)"
+    print(say, flush=True)
     return delay
 
 
 def pad_dumps(save_path: str | Path, step: int, rank: int, environ: Mapping[str, str] | None = None) -> int:
     """Copy this rank's dump files of ``step`` HARNESS_TEST_DUMP_PAD times; returns the bytes added."""
-    environ = os.environ if environ is None else environ
-    copies = int(environ.get(PAD_ENV) or 0)
+    copies = config.DUMP_PAD.get(environ)
     added = 0
     for leaf in sorted(Path(save_path).glob(f"step_{step}/*/step0/rank{rank}")):
         for f in sorted(p for p in leaf.rglob("*") if p.is_file() and ".pad" not in p.name):
@@ -76,12 +69,11 @@ def pad_dumps(save_path: str | Path, step: int, rank: int, environ: Mapping[str,
 def slow_down(stage_s: float, environ: Mapping[str, str] | None = None) -> float:
     """Burn HARNESS_TEST_STAGE_SLOWDOWN_PCT % of ``stage_s`` of this process's CPU time, then sleep
     HARNESS_TEST_STAGE_WAIT_PCT % of it; returns the seconds added."""
-    environ = os.environ if environ is None else environ
-    burn = max(stage_s * float(environ.get(SLOWDOWN_ENV) or 0) / 100, 0.0)
+    burn = max(stage_s * config.STAGE_SLOWDOWN_PCT.get(environ) / 100, 0.0)
     end = time.process_time() + burn
     while time.process_time() < end:
         pass
-    wait = max(stage_s * float(environ.get(WAIT_ENV) or 0) / 100, 0.0)
+    wait = max(stage_s * config.STAGE_WAIT_PCT.get(environ) / 100, 0.0)
     if wait:
         time.sleep(wait)
     return burn + wait

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import random
 import shutil
 import tempfile
@@ -20,6 +19,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from harness import config
 from harness.scenario.settings.verl_ppo import TinyAssets
 from harness.training.workloads.gsm8k_data import to_record
 
@@ -47,7 +47,7 @@ class AssetPaths:
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("HARNESS_ASSET_CACHE", "~/.cache/verl-msprobe-harness/assets")).expanduser()
+    return config.ASSET_CACHE.get().expanduser()
 
 
 def paths(spec: TinyAssets) -> AssetPaths:
