@@ -44,6 +44,7 @@ from harness.checks.results import record_check
 from harness.gate.judge import compare_runs
 from harness.gate.observe import Observation, observe_results
 from harness.pipeline.evaluate import evaluate
+from harness.report import verdicts
 from harness.scenario.loader import load_scenario
 from harness.scenario.stages import TIMER_TO_STAGE
 from harness.targets.environment import ensure_env
@@ -220,7 +221,7 @@ def _record(
     )
     for f in cmp.figures:
         if family(f.metric) == "overhead" or f.verdict != "ok":
-            print(f"      {f.metric}: {f.verdict}: {f.ratio_text()}")
+            print(f"      {f.metric}: {f.verdict}: {verdicts.ratio_text(f)}")
     return rec
 
 

@@ -16,6 +16,11 @@ from typing import Literal, Protocol
 EXIT_PASS, EXIT_FAIL, EXIT_ERROR, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 _RANK = [EXIT_PASS, EXIT_INCONCLUSIVE, EXIT_FAIL, EXIT_ERROR]  # what says more: an error over a failure over ...
 NOTHING_COMPARED = "NOTHING COMPARED"
+# The verdict words a line opens with, spelt here and nowhere else (tests/test_verdict_words.py holds every other
+# module of the harness to these names).
+PASS, FAIL, INCONCLUSIVE, ERROR, XPASS, XFAIL = "PASS", "FAIL", "INCONCLUSIVE", "ERROR", "XPASS", "XFAIL"
+REGRESSED, IMPROVED, MISSING, ACCEPTED, SKIPPED = "REGRESSED", "IMPROVED", "MISSING", "ACCEPTED", "SKIPPED"
+VERDICT_WORDS = (PASS, FAIL, INCONCLUSIVE, ERROR, XPASS, XFAIL, REGRESSED, IMPROVED, MISSING, ACCEPTED, SKIPPED)
 
 CheckOutcome = Literal["pass", "fail", "inconclusive", "not checked", "not gated", "xfail", "xpass"]
 

@@ -16,7 +16,7 @@ from verl_repo import PROFILE, VerlRepo, git
 
 from harness.artifacts.figures import OVERHEAD_PROFILED, OVERHEAD_UNPROFILED, overhead_stage
 from harness.cli import main
-from harness.gate.judge import FigureVerdict, Judgement, Policy, ScenarioVerdict
+from harness.gate.judge import ComparePolicy, FigureVerdict, Judgement, ScenarioVerdict
 from harness.pipeline.overhead_probe import probe_of
 from harness.targets.commits import BisectError, Commit, EndpointUndecided, Probe, bisect, history
 
@@ -133,7 +133,7 @@ def test_endpoints_must_hold_their_verdicts(tmp_path: Path) -> None:
 def judged(*figures: tuple[str, str], scenario: str = "tiny_fsdp_l1", **more: list[str]) -> ScenarioVerdict:
     """A scenario of an overhead probe's comparison: its figures' (metric, verdict)."""
     made = [FigureVerdict(scenario, m, v, base=[2.0, 2.1], head=[2.4, 2.5], tolerance=0.05) for m, v in figures]
-    return ScenarioVerdict(scenario, Policy("compare", families={"overhead"}), made, **more)  # type: ignore[arg-type]
+    return ScenarioVerdict(scenario, ComparePolicy(families={"overhead"}), made, **more)  # type: ignore[arg-type]
 
 
 def probe(*scenarios: ScenarioVerdict) -> Probe:

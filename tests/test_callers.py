@@ -20,6 +20,7 @@ from harness.artifacts.figures import FAMILIES
 from harness.cli import main
 from harness.errors import InfraError
 from harness.pipeline.base_head import DEFAULT_BUDGET_S, families, structure_order
+from harness.report import verdicts
 from harness.scenario.loader import load_scenario
 from harness.targets.pair import merge_base
 from harness.targets.spec import URL_ENV, parse_target, reproducible
@@ -375,7 +376,6 @@ def test_every_finding_ends_with_the_command_that_reproduces_it_everywhere(tmp_p
 
     from harness.gate.against_baseline import gate_dirs
     from harness.gate.baseline import Baseline, build
-    from harness.gate.files import GateDoc
     from harness.gate.observe import observe_dir
     from harness.report.github import annotation_lines, summary
     from harness.report.summary import details
@@ -390,8 +390,8 @@ def test_every_finding_ends_with_the_command_that_reproduces_it_everywhere(tmp_p
     judgement = gate_dirs(baseline, [tmp_path / "now"])
     command = ("python -m harness compare scenarios/tiny_case.yaml --base https://github.com/verl-project/verl@"
                f"{good[:12]} --head https://github.com/verl-project/verl@{bad[:12]}")  # fmt: skip
-    assert f"  reproduce tiny_case: {command}" in judgement.lines()  # the terminal
-    doc = GateDoc.of_judgement(judgement, baseline, observe_dir(tmp_path / "now"), [tmp_path / "now"])
+    assert f"  reproduce tiny_case: {command}" in verdicts.lines(judgement)  # the terminal
+    doc = verdicts.gate_doc(judgement, baseline, observe_dir(tmp_path / "now"), [tmp_path / "now"])
     findings = [ln for ln in annotation_lines(doc) if "title=REGRESSED tiny_case" in ln]
     assert findings and all(ln.endswith(f"; reproduce: {command}") for ln in findings)
     report = "\n".join(details(observe_dir(tmp_path / "now"), doc))  # the nightly's summary.md

@@ -11,6 +11,7 @@ from rich.markup import escape
 from harness.cli.console import console, live_line, sweep
 from harness.errors import HarnessError, ScenarioError
 from harness.pipeline.base_head import run_comparison, write_reports
+from harness.report import verdicts
 from harness.scenario.loader import load_scenarios
 from harness.targets.pair import merge_base
 from harness.targets.spec import parse_target
@@ -62,7 +63,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         accepted=args.accept,
         notes=notes,
     )
-    for line in comparison.lines():
+    for line in verdicts.lines(comparison):
         print(line)
     reports = write_reports(comparison, observed, results / "report")
     print(f"compare.json, compare.txt in {results}; report: {', '.join(str(p) for p in reports)}")

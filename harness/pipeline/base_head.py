@@ -21,11 +21,12 @@ from harness import outcomes
 from harness.artifacts.figures import FAMILIES
 from harness.artifacts.rundir import ScenarioDir
 from harness.errors import FailedAlike, HarnessError
-from harness.gate.files import CompareDoc
-from harness.gate.judge import Judgement, Policy, ScenarioVerdict, compare_runs, interleaved
+from harness.gate.judge import ComparePolicy, Judgement, ScenarioVerdict, compare_runs, interleaved
 from harness.gate.numerics.compare import compare_numerics
 from harness.gate.observe import Observation, observe_results
 from harness.pipeline.evaluate import evaluate
+from harness.report import verdicts
+from harness.report.verdicts import compare_doc
 from harness.safeio import write_atomic
 from harness.scenario.model import Scenario
 from harness.targets.census import census_of
@@ -110,7 +111,7 @@ def run_comparison(
         say(f"{side}: {env.label()}")
     census, census_notes = census_diff(census_of(base, envs["base"]), census_of(head, envs["head"]))
     for line in census:
-        say(f"REGRESSED census: {line}")
+        say(f"{outcomes.REGRESSED} census: {line}")
     cap = max(repeats, max_repeats or DEFAULT_MAX_REPEATS)
     budget = DEFAULT_BUDGET_S if max_repeats is None else None
     session = uuid.uuid4().hex
@@ -131,8 +132,9 @@ def run_comparison(
                 spent, pair = time.monotonic() - started, (time.monotonic() - started) / i
                 if budget is not None and spent + pair > budget:
                     say(
-                        f"{scenario.name}: INCONCLUSIVE after {i} runs a side; another pair (~{pair:.0f} s) would "
-                        f"end past the default {budget // 60} min (--max-repeats goes on regardless)"
+                        f"{scenario.name}: {outcomes.INCONCLUSIVE} after {i} runs a side; another pair "
+                        f"(~{pair:.0f} s) would end past the default {budget // 60} min (--max-repeats goes on "
+                        "regardless)"
                     )
                     break
             say(f"{scenario.name}: {side} run {i + 1} of {repeats if i < repeats else f'at most {cap}'}")
@@ -156,7 +158,7 @@ def run_comparison(
     for scenario in scenarios:
         sides = observed[scenario.name]
         if scenario.name in untrainable:
-            sc = ScenarioVerdict(scenario.name, Policy("compare", families=decides[scenario.name]))
+            sc = ScenarioVerdict(scenario.name, ComparePolicy(families=decides[scenario.name]))
             sc.findings.append(untrainable[scenario.name])
         else:
             sc = compare_runs(scenario.name, sides["base"], sides["head"], decides[scenario.name])
@@ -193,9 +195,9 @@ def cannot_train(name: str, crash: dict[str, Any]) -> str:
     never retried as the runner's (base trained on this runner, in this job)."""
     where = f" at {crash['where']}" if crash.get("where") else ""
     return (
-        f"REGRESSED {name}: {outcomes.CANNOT_TRAIN}: {crash.get('alike')} raised {crash.get('exception')}{where} with "
-        "precision_debugger off and on alike, where base trained on this runner: the pull request breaks the "
-        "training itself"
+        f"{outcomes.REGRESSED} {name}: {outcomes.CANNOT_TRAIN}: {crash.get('alike')} raised "
+        f"{crash.get('exception')}{where} with precision_debugger off and on alike, where base trained on this "
+        "runner: the pull request breaks the training itself"
     )
 
 
@@ -223,8 +225,8 @@ def add_numerics(
 def write_comparison(c: Judgement, results: Path) -> None:
     """``compare.json`` (every figure of both sides and every verdict) and ``compare.txt`` (the lines)."""
     results.mkdir(parents=True, exist_ok=True)
-    CompareDoc.of_judgement(c).write(results / "compare.json")
-    write_atomic(results / "compare.txt", "\n".join(c.lines()) + "\n")
+    compare_doc(c).write(results / "compare.json")
+    write_atomic(results / "compare.txt", "\n".join(verdicts.lines(c)) + "\n")
 
 
 def write_reports(c: Judgement, observed: dict[str, dict[str, list[Observation]]], out: Path) -> list[Path]:

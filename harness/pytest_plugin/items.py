@@ -34,6 +34,7 @@ from harness.pytest_plugin.state import (
     fail,
     target_env,
 )
+from harness.report import verdicts
 from harness.scenario.blocks import KnownGap
 from harness.scenario.loader import ExecutorRefused
 from harness.scenario.model import Scenario
@@ -179,7 +180,7 @@ class RegressionItem(ScenarioItem):
         for name, check in CHECKS.items():  # the figures it compares, fresh even when their items did not run
             record_check(self.scenario, self.runs, run_check(name, check, ctx))
         observed = observe_results(self.runs.dir.results)
-        return gate_scenario(self.scenario.name, self.config.stash[BASELINE], observed).as_check_result()
+        return verdicts.check_result(gate_scenario(self.scenario.name, self.config.stash[BASELINE], observed))
 
 
 def target_properties(target: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -220,16 +221,16 @@ class CompareItem(pytest.Item):
         except HarnessError as exc:
             fail(exc)
         (compared,) = comparison.scenarios
-        self.user_properties += [(f"compare.{f.metric}", f.ratio_text()) for f in compared.figures]
+        self.user_properties += [(f"compare.{f.metric}", verdicts.ratio_text(f)) for f in compared.figures]
         self.user_properties += compared.numerics.properties() if compared.numerics else []
-        self.add_report_section("call", "harness", "\n".join(comparison.lines()))
+        self.add_report_section("call", "harness", "\n".join(verdicts.lines(comparison)))
         if compared.status == "error":
             fail(InfraError("; ".join(compared.errors)))
         if compared.status == "regressed":
-            lines = [f.compare_line() for f in compared.figures if f.verdict in ("regressed", "missing")]
+            lines = [verdicts.compare_line(f) for f in compared.figures if f.verdict in ("regressed", "missing")]
             raise CheckFailed(self.scenario.name, CheckResult("compare", problems=lines + compared.findings))
         if compared.status == "inconclusive":
-            lines = [f.compare_line() for f in compared.figures if f.verdict == "inconclusive"]
+            lines = [verdicts.compare_line(f) for f in compared.figures if f.verdict == "inconclusive"]
             raise CheckInconclusive(self.scenario.name, CheckResult("compare", inconclusive=compared.undecided + lines))
 
     def reportinfo(self) -> tuple[Path, int, str]:
