@@ -34,14 +34,18 @@ class Judged(Protocol):
     not_gated: str
 
 
-WORDS: dict[CheckOutcome, str] = {
+# A check outcome's word (bisect's probe lines), and as a run says it (``WORDS``: with what to do about an XPASS).
+SHORT_WORDS: dict[CheckOutcome, str] = {
     "pass": "pass",
-    "fail": "FAIL",
-    "inconclusive": "INCONCLUSIVE",
+    "fail": FAIL,
+    "inconclusive": INCONCLUSIVE,
     "not checked": "not checked",
     "not gated": "not gated",
     "xfail": "xfail (known, declared in the scenario)",
-    "xpass": "XPASS: the declared gap or bug is gone, remove its declaration",
+    "xpass": XPASS,
+}
+WORDS: dict[CheckOutcome, str] = SHORT_WORDS | {
+    "xpass": f"{XPASS}: the declared gap or bug is gone, remove its declaration"
 }
 
 
@@ -69,7 +73,7 @@ CANNOT_TRAIN = "head cannot train (precision_debugger off too)"
 
 def exit_word(code: int) -> str:
     """The last word of a gate or comparison: PASS, FAIL (a regression or an error) or INCONCLUSIVE."""
-    return {EXIT_PASS: "PASS", EXIT_INCONCLUSIVE: "INCONCLUSIVE"}.get(code, "FAIL")
+    return {EXIT_PASS: PASS, EXIT_INCONCLUSIVE: INCONCLUSIVE}.get(code, FAIL)
 
 
 # The pull-request label that says a change of head is intended (docs/verl-caller-example.yml's changes job reads it

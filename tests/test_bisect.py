@@ -16,6 +16,7 @@ from verl_repo import PROFILE, VerlRepo, git
 
 from harness.artifacts.figures import OVERHEAD_PROFILED, OVERHEAD_UNPROFILED, overhead_stage
 from harness.cli import main
+from harness.cli.bisect import probe_of_checks
 from harness.gate.judge import ComparePolicy, FigureVerdict, Judgement, ScenarioVerdict
 from harness.pipeline.overhead_probe import probe_of
 from harness.targets.commits import BisectError, Commit, EndpointUndecided, Probe, bisect, history
@@ -267,3 +268,15 @@ def test_real_trainings_find_the_commit_that_stops_dumping_actor_update(
     assert "probes: 4 (2 between the endpoints, plus the 2 endpoint checks)" in out, out
     assert "  flips: layout: pass -> FAIL" in out, out
     assert git(linear, "diff", "--name-only", f"{bad}~1", bad) == str(PROFILE)
+
+
+def test_a_training_probe_is_decided_by_its_checks_outcomes_not_their_words() -> None:
+    """``probe_of_checks`` decides on the outcomes' exit codes: an XPASS (a declared gap gone) fails the commit like a
+    FAIL, an xfail and a skip-free pass pass it, an undecided check skips it; the words are only what it shows."""
+    xpass = probe_of_checks({"crash": ("pass", "no crash"), "known_gap:x": ("xpass", "the stage dumps now")})
+    assert xpass.verdict == "fail" and xpass.checks["known_gap:x"] == ("XPASS", "the stage dumps now")
+    assert xpass.line() == "FAIL (known_gap:x: XPASS the stage dumps now)"
+    assert probe_of_checks({"layout": ("fail", "a stage missing")}).verdict == "fail"
+    assert probe_of_checks({"crash": ("pass", ""), "layout": ("xfail", "declared")}).verdict == "pass"
+    undecided = probe_of_checks({"crash": ("pass", ""), "disk": ("inconclusive", "noise")})
+    assert (undecided.verdict, undecided.why) == ("skip", "disk is INCONCLUSIVE: no exact verdict")
