@@ -8,6 +8,7 @@ import time
 
 from rich.markup import escape
 
+from harness import outcomes
 from harness.cli.console import console, live_line, sweep
 from harness.errors import HarnessError, ScenarioError
 from harness.pipeline.base_head import run_comparison, write_reports
@@ -41,7 +42,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     runnable, skipped = [], []
     for s in scenarios:
         if reason := skip_reason(s):
-            console.print(f"[yellow]SKIPPED[/] {escape(reason)}", soft_wrap=True)
+            console.print(f"[yellow]{outcomes.SKIPPED}[/] {escape(reason)}", soft_wrap=True)
             skipped.append(reason)
         else:
             runnable.append(s)

@@ -80,7 +80,7 @@ def cmd_duet(args: argparse.Namespace) -> int:
     runnable = []
     for s in scenarios:
         if reason := skip_reason(s):
-            _say(f"SKIPPED {reason}")
+            _say(f"{outcomes.SKIPPED} {reason}")
         else:
             runnable.append(s)
     head, repo = _tonight(args)

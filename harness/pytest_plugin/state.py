@@ -9,6 +9,7 @@ from typing import NoReturn
 import pytest
 from filelock import FileLock
 
+from harness import outcomes
 from harness.checks import CheckResult
 from harness.errors import HarnessError, one_line
 from harness.gate.baseline import Baseline
@@ -53,7 +54,7 @@ class CheckFailed(pytest.fail.Exception):  # type: ignore[name-defined]  # publi
 class CheckInconclusive(CheckFailed):
     """A check the noise leaves undecided: a failure of its own kind, never a pass or a skip."""
 
-    verdict = "INCONCLUSIVE (rerun, or more repeats decide it)"
+    verdict = f"{outcomes.INCONCLUSIVE} (rerun, or more repeats decide it)"
 
 
 def fail(exc: HarnessError) -> NoReturn:

@@ -18,7 +18,7 @@ from harness.gate.observe import Observation
 from harness.report.plots import stage_bytes, step_times
 from harness.report.verdicts import compare_line, head_lines, ratio_text, word
 
-ICON = {"ok": "✅ ok", "regressed": "❌ regressed", "inconclusive": "⚠️ INCONCLUSIVE", "error": "❌ error"}
+ICON = {"ok": "✅ ok", "regressed": "❌ regressed", "inconclusive": f"⚠️ {outcomes.INCONCLUSIVE}", "error": "❌ error"}
 COLORS = {"base": "tab:blue", "head": "tab:red"}
 
 
