@@ -10,6 +10,7 @@ import statistics
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
+from typing import TypeVar
 
 from harness import outcomes
 from harness.artifacts.figures import family, fmt, ratio
@@ -44,6 +45,7 @@ GATE_COUNTS: tuple[Status, ...] = (
     "settings changed", "error",
 )  # fmt: skip
 COMPARE_COUNTS: tuple[Status, ...] = ("regressed", "inconclusive", "error", "ok")
+T = TypeVar("T")
 
 
 def word(f: FigureVerdict) -> str:
@@ -124,9 +126,14 @@ def compare_line(f: FigureVerdict) -> str:
 FIGURE_LINE: dict[type[Policy], Callable[[FigureVerdict], str]] = {GatePolicy: gate_line, ComparePolicy: compare_line}
 
 
+def worded(policy: Policy, table: dict[type[Policy], T]) -> T:
+    """The wording ``table`` holds for ``policy``'s class or the nearest it derives from."""
+    return next(table[cls] for cls in type(policy).__mro__ if cls in table)
+
+
 def figure_line(s: ScenarioVerdict, f: FigureVerdict) -> str:
     """A figure's line in the words of the policy that judged it."""
-    return FIGURE_LINE[type(s.policy)](f)
+    return worded(s.policy, FIGURE_LINE)(f)
 
 
 # -- a scenario
@@ -174,7 +181,7 @@ SCENARIO_LINES: dict[type[Policy], Callable[[ScenarioVerdict], list[str]]] = {
 
 
 def scenario_lines(s: ScenarioVerdict) -> list[str]:
-    return SCENARIO_LINES[type(s.policy)](s)
+    return worded(s.policy, SCENARIO_LINES)(s)
 
 
 def figure_table(s: ScenarioVerdict) -> list[str]:
