@@ -19,7 +19,8 @@ from conftest import SMALL_TARGET
 from harness.artifacts.figures import FAMILIES
 from harness.cli import main
 from harness.errors import InfraError
-from harness.pipeline.base_head import DEFAULT_BUDGET_S, families, structure_order
+from harness.gate.judge import ComparePolicy
+from harness.pipeline.base_head import families, structure_order
 from harness.report import verdicts
 from harness.scenario.loader import load_scenario
 from harness.targets.pair import merge_base
@@ -179,7 +180,7 @@ def _compare_s(paths: list[Path], repeats: int, cap: float) -> float:
     for path in paths:
         t = 2 * _limit(path, cap)  # off and on
         if "overhead" in families(load_scenario(path), FAMILIES):
-            total += max(2 * repeats * t, DEFAULT_BUDGET_S + 2 * t)
+            total += max(2 * repeats * t, ComparePolicy.budget_s + 2 * t)
         else:
             total += len(structure_order(repeats)) * t
     return total

@@ -158,9 +158,9 @@ def test_inconclusive_scenarios_get_more_abba_pairs_up_to_the_cap(tmp_path, monk
     kind["which"] = "wide"
     said: list[str] = []
     c, _ = bh.run_comparison([scenario], target, target, tmp_path, repeats=2, say=said.append)
-    assert len(ran) == 2 * bh.DEFAULT_MAX_REPEATS and c.exit_code == 3  # no options: pairs up to the default cap
+    assert len(ran) == 2 * ComparePolicy.max_repeats and c.exit_code == 3  # no options: pairs up to the default cap
     ran.clear()
-    monkeypatch.setattr(bh, "DEFAULT_BUDGET_S", 0)  # every pair costs more than the default time allows
+    monkeypatch.setattr(ComparePolicy, "budget_s", 0)  # every pair costs more than the default time allows
     c, _ = bh.run_comparison([scenario], target, target, tmp_path, repeats=2, say=said.append)
     assert len(ran) == 4 and c.exit_code == 3
     assert any(

@@ -15,8 +15,9 @@ from harness import outcomes
 from harness.checks import CHECKS
 from harness.checks.known_gap import gap_name
 from harness.errors import HarnessError, InfraError, ScenarioError, one_line
+from harness.gate.judge import ComparePolicy
 from harness.pipeline.evaluate import evaluate
-from harness.pipeline.overhead_probe import REPEATS, overhead_probe
+from harness.pipeline.overhead_probe import overhead_probe
 from harness.scenario.loader import load_scenarios
 from harness.scenario.model import Scenario
 from harness.targets.commits import (
@@ -60,11 +61,11 @@ def _checks(scenarios: list[Scenario], wanted: list[str], max_repeats: int | Non
                 f"--check overhead: {', '.join(blind)}: the tier does not decide overhead base against head "
                 "(budgets.overhead.compare: false): nothing to bisect; use a scenario whose tier decides it"
             )
-        if max_repeats is not None and max_repeats < REPEATS:
+        if max_repeats is not None and max_repeats < ComparePolicy.repeats:
             raise BisectError(
                 f"--max-repeats {max_repeats}: too small for one interleaved pair of the comparison each probe is "
-                f"(at least {REPEATS} runs a side: one run a side has no interval, so every probe would be "
-                "undecided)"
+                f"(at least {ComparePolicy.repeats} runs a side: one run a side has no interval, so every probe would "
+                "be undecided)"
             )
         return sorted(NOISY_CHECKS)
     known = [*CHECKS, *(gap_name(g) for s in scenarios for g in s.expect.known_gaps)]

@@ -381,11 +381,24 @@ class GatePolicy(Policy):
 class ComparePolicy(Policy):
     """Head against base, both run here, each side its repeats: errors of either side stop it, a crash leaves the
     checks alone compared; the families' floors; check verdicts compared; an overhead change needs
-    ``stats.MIN_RUNS_CHANGE`` runs a side; entry names of every stage and rank either side holds. Bisect's overhead
-    probe is this policy over overhead alone (``harness.pipeline.overhead_probe``)."""
+    ``stats.MIN_RUNS_CHANGE`` runs a side; entry names of every stage and rank either side holds. How many runs it
+    makes (``harness.pipeline.base_head``): ``repeats`` a side, then while INCONCLUSIVE one more pair at a time up
+    to ``max_repeats`` within ``budget_s``. Bisect's overhead probe is this policy over overhead alone
+    (``harness.pipeline.overhead_probe``)."""
 
     checks: ClassVar[bool] = True
     min_runs: ClassVar[int] = stats.MIN_RUNS_CHANGE
+    repeats: ClassVar[int] = 2  # runs a side a comparison starts with: fewer have no interval
+    # Without --max-repeats a comparison still decides: while a scenario is INCONCLUSIVE, one more base/head pair at a
+    # time, up to 6 runs a side and as long as the next pair (at the mean cost of the pairs so far) ends within 20
+    # minutes of the scenario's first run: what a pull-request job can afford, on every tier, untuned. Two runs a side
+    # decided almost nothing (t at 99.9 % with two degrees of freedom is 31.6 wide: A/A of tiny_fsdp_l0 exited 3 after
+    # 113.5 s). Measured with these defaults on the shared 2-core machine: A/A tiny_fsdp_l0 PASS at 5 runs a side in
+    # 1105 s; at load ~14 a tiny_fsdp_l1 pair cost 452-521 s, so the time cap stopped it at 2 a side (INCONCLUSIVE),
+    # where --max-repeats 6 decided base against a waiting commit REGRESSED at 4 a side in 2384 s. An explicit
+    # --max-repeats is the caller's choice: the runs cap only, no time cap.
+    max_repeats: ClassVar[int] = 6
+    budget_s: ClassVar[int] = 20 * 60
 
     def admit(self, out: ScenarioVerdict, base: Side, head: Side) -> tuple[Figures, Figures] | None:
         out.errors = [f"{side}: {e}" for side, s in (("base", base), ("head", head)) for o in s.runs for e in o.errors]

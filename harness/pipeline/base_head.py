@@ -39,16 +39,6 @@ SIDES = ("base", "head")
 # Runs per side, at most: each is a full off + on pair of trainings (30-300 s), so a hundred is a day's compare;
 # a billion once built the whole run order in memory before anything ran (a MemoryError traceback).
 MAX_REPEATS = 100
-# Without --max-repeats a comparison still decides: while a scenario is INCONCLUSIVE, one more base/head pair at a
-# time, up to 6 runs a side and as long as the next pair (at the mean cost of the pairs so far) ends within 20
-# minutes of the scenario's first run: what a pull-request job can afford, on every tier, untuned. Two runs a side
-# decided almost nothing (t at 99.9 % with two degrees of freedom is 31.6 wide: A/A of tiny_fsdp_l0 exited 3 after
-# 113.5 s). Measured with these defaults on the shared 2-core machine: A/A tiny_fsdp_l0 PASS at 5 runs a side in
-# 1105 s; at load ~14 a tiny_fsdp_l1 pair cost 452-521 s, so the time cap stopped it at 2 a side (INCONCLUSIVE),
-# where --max-repeats 6 decided base against a waiting commit REGRESSED at 4 a side in 2384 s. An explicit
-# --max-repeats is the caller's choice: the runs cap only, no time cap.
-DEFAULT_MAX_REPEATS = 6
-DEFAULT_BUDGET_S = 20 * 60
 
 
 def repeats_option(text: str) -> int:
@@ -87,7 +77,7 @@ def run_comparison(
     base: Target,
     head: Target,
     results: Path,
-    repeats: int = 2,
+    repeats: int = ComparePolicy.repeats,
     executor: str | None = None,
     say: Callable[[str], None] = print,
     judge: Collection[str] = FAMILIES,
@@ -100,8 +90,8 @@ def run_comparison(
     """Run and compare; returns the comparison and, per scenario and side, the observations of the repeats.
     ``judge``: the figure families decided (the others are reported); structure names and checks always are.
     ``max_repeats``: while a scenario is INCONCLUSIVE after ``repeats``, one more base/head pair (the ABBA order
-    goes on) at a time, up to this many per side (sequential sampling); default: ``DEFAULT_MAX_REPEATS`` within
-    ``DEFAULT_BUDGET_S`` per scenario.
+    goes on) at a time, up to this many per side (sequential sampling); default: the compare policy's
+    (``ComparePolicy.max_repeats`` within ``ComparePolicy.budget_s`` per scenario).
     ``skipped``: the scenarios not run here, with why (they count in the total a comparison compares).
     ``accepted``: why head's regressions are intended (``outcomes.final``). Head's annotated stages are compared
     with base's first, from their sources (``harness.targets.census``): a finding whether or not a training
@@ -112,8 +102,8 @@ def run_comparison(
     census, census_notes = census_diff(census_of(base, envs["base"]), census_of(head, envs["head"]))
     for line in census:
         say(f"{outcomes.REGRESSED} census: {line}")
-    cap = max(repeats, max_repeats or DEFAULT_MAX_REPEATS)
-    budget = DEFAULT_BUDGET_S if max_repeats is None else None
+    cap = max(repeats, max_repeats or ComparePolicy.max_repeats)
+    budget = ComparePolicy.budget_s if max_repeats is None else None
     session = uuid.uuid4().hex
     observed: dict[str, dict[str, list[Observation]]] = {}
     scenario_errors: dict[str, list[str]] = {}

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.errors import HarnessError, InfraError, one_line
-from harness.gate.judge import Judgement
+from harness.gate.judge import ComparePolicy, Judgement
 from harness.pipeline.base_head import run_comparison
 from harness.report.verdicts import compare_line
 from harness.scenario.model import Scenario
@@ -62,9 +62,6 @@ def probe_of(judgement: Judgement) -> Probe:
     return Probe("pass", checks)
 
 
-REPEATS = 2  # runs a side each probe's comparison starts with (compare's): fewer have no interval
-
-
 def overhead_probe(
     repo: str,
     scenarios: list[Scenario],
@@ -91,7 +88,7 @@ def overhead_probe(
             return Probe("skip", why=f"cannot be installed or API drift: {one_line(exc)}")
         try:
             judgement, _ = run_comparison(
-                scenarios, base, head, results / commit.sha[:12], REPEATS, executor=executor, say=say,
+                scenarios, base, head, results / commit.sha[:12], ComparePolicy.repeats, executor=executor, say=say,
                 judge={"overhead"}, watch=Watch.configure(), max_repeats=max_repeats,
             )  # fmt: skip
         except InfraError as exc:
