@@ -12,7 +12,8 @@ from harness.gate.against_baseline import gate
 from harness.gate.baseline import Baseline, build
 from harness.gate.files import GateDoc
 from harness.gate.observe import observe_dir
-from harness.report import build_report, verdicts
+from harness.report import verdicts
+from harness.report.build import build_report
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
