@@ -43,7 +43,7 @@ from pathlib import Path
 from harness.history.detect import CONFIDENCE, CONFIRM_NIGHTS, MAX_PVALUE, Settings
 from harness.history.night import night_of
 from harness.history.store import History, Night, ScenarioRun, add
-from harness.history.verdict import judge
+from harness.history.verdict import check_history
 from harness.training.workloads.fault_injection import KNOBS, SLOWDOWN_ENV, WAIT_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -129,7 +129,7 @@ def replay(nights: list[Night], settings: Settings) -> list[tuple[int, list[str]
     out = []
     for night in nights:
         history, _ = add(history, night)
-        v = judge(history, settings)
+        v = check_history(history, settings)
         out.append((v.exit_code, [f.line for f in v.findings if f.status != "ok"]))
     return out
 
@@ -176,7 +176,7 @@ def series(
         made = [synthetic(n, i, f"cpu{j}", *(("Other CPU model", 1.2) if i > half else (None, 1.0)))
                 for i, n in enumerate(drawn, 1)]  # fmt: skip
         result = replay(made, settings)
-        last = judge(_history(made), settings)
+        last = check_history(_history(made), settings)
         blamed = [f.line for f in last.findings if f.status != "ok"]
         print(f"cpu change series {j} (another CPU model from night {half + 1}, its ratios x1.2): exit codes by night "
               f"{''.join(str(c) for c, _ in result)}; at the end: {last.total} series, {last.word}; not ok: "

@@ -43,6 +43,7 @@ from harness.checks.base import CheckContext
 from harness.gate.judge import compare_runs
 from harness.gate.observe import Observation, observe_results
 from harness.pipeline.session import Session, check_doc
+from harness.report import verdicts
 from harness.scenario.loader import load_scenario
 from harness.scenario.stages import TIMER_TO_STAGE
 from harness.targets.environment import ensure_env
@@ -106,12 +107,12 @@ def old_figures(run_root: Path, profiled: list[int], unprofiled: list[int]) -> d
 
 def old_verdict(reference: list[dict[str, float]], head: list[dict[str, float]]) -> str:
     """The provisional rule: head median against base median, +25 % / -20 % (1/1.25), per figure; worst wins."""
-    verdicts = []
+    found = []
     for metric in head[0]:
         b = statistics.median(r[metric] for r in reference)
         h = statistics.median(r[metric] for r in head)
-        verdicts.append("regressed" if h > b * (1 + OLD_FLOOR) else "improved" if h < b / (1 + OLD_FLOOR) else "ok")
-    return "regressed" if "regressed" in verdicts else "improved" if "improved" in verdicts else "ok"
+        found.append("regressed" if h > b * (1 + OLD_FLOOR) else "improved" if h < b / (1 + OLD_FLOOR) else "ok")
+    return "regressed" if "regressed" in found else "improved" if "improved" in found else "ok"
 
 
 def old_budget(scenario: Any, figures: dict[str, float]) -> bool:
@@ -219,7 +220,7 @@ def _record(
     )
     for f in cmp.figures:
         if family(f.metric) == "overhead" or f.verdict != "ok":
-            print(f"      {f.metric}: {f.verdict}: {f.ratio_text()}")
+            print(f"      {f.metric}: {f.verdict}: {verdicts.ratio_text(f)}")
     return rec
 
 

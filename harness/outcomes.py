@@ -16,6 +16,11 @@ from typing import Literal, Protocol
 EXIT_PASS, EXIT_FAIL, EXIT_ERROR, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 _RANK = [EXIT_PASS, EXIT_INCONCLUSIVE, EXIT_FAIL, EXIT_ERROR]  # what says more: an error over a failure over ...
 NOTHING_COMPARED = "NOTHING COMPARED"
+# The verdict words a line opens with, spelt here and nowhere else (tests/test_verdict_words.py holds every other
+# module of the harness to these names).
+PASS, FAIL, INCONCLUSIVE, ERROR, XPASS, XFAIL = "PASS", "FAIL", "INCONCLUSIVE", "ERROR", "XPASS", "XFAIL"
+REGRESSED, IMPROVED, MISSING, ACCEPTED, SKIPPED = "REGRESSED", "IMPROVED", "MISSING", "ACCEPTED", "SKIPPED"
+VERDICT_WORDS = (PASS, FAIL, INCONCLUSIVE, ERROR, XPASS, XFAIL, REGRESSED, IMPROVED, MISSING, ACCEPTED, SKIPPED)
 
 CheckOutcome = Literal["pass", "fail", "inconclusive", "not checked", "not gated", "xfail", "xpass"]
 
@@ -29,14 +34,18 @@ class Judged(Protocol):
     not_gated: str
 
 
-WORDS: dict[CheckOutcome, str] = {
+# A check outcome's word (bisect's probe lines), and as a run says it (``WORDS``: with what to do about an XPASS).
+SHORT_WORDS: dict[CheckOutcome, str] = {
     "pass": "pass",
-    "fail": "FAIL",
-    "inconclusive": "INCONCLUSIVE",
+    "fail": FAIL,
+    "inconclusive": INCONCLUSIVE,
     "not checked": "not checked",
     "not gated": "not gated",
     "xfail": "xfail (known, declared in the scenario)",
-    "xpass": "XPASS: the declared gap or bug is gone, remove its declaration",
+    "xpass": XPASS,
+}
+WORDS: dict[CheckOutcome, str] = SHORT_WORDS | {
+    "xpass": f"{XPASS}: the declared gap or bug is gone, remove its declaration"
 }
 
 
@@ -64,7 +73,7 @@ CANNOT_TRAIN = "head cannot train (precision_debugger off too)"
 
 def exit_word(code: int) -> str:
     """The last word of a gate or comparison: PASS, FAIL (a regression or an error) or INCONCLUSIVE."""
-    return {EXIT_PASS: "PASS", EXIT_INCONCLUSIVE: "INCONCLUSIVE"}.get(code, "FAIL")
+    return {EXIT_PASS: PASS, EXIT_INCONCLUSIVE: INCONCLUSIVE}.get(code, FAIL)
 
 
 # The pull-request label that says a change of head is intended (docs/verl-caller-example.yml's changes job reads it

@@ -16,7 +16,8 @@ from verl_repo import PROFILE, VerlRepo, git
 
 from harness.artifacts.figures import OVERHEAD_PROFILED, OVERHEAD_UNPROFILED, overhead_stage
 from harness.cli import main
-from harness.gate.judge import FigureVerdict, Judgement, Policy, ScenarioVerdict
+from harness.cli.bisect import probe_of_checks
+from harness.gate.judge import ComparePolicy, FigureVerdict, Judgement, ScenarioVerdict
 from harness.pipeline.overhead_probe import probe_of
 from harness.targets.commits import BisectError, Commit, EndpointUndecided, Probe, bisect, first_parent
 
@@ -136,7 +137,7 @@ def test_endpoints_must_hold_their_verdicts(tmp_path: Path) -> None:
 def judged(*figures: tuple[str, str], scenario: str = "tiny_fsdp_l1", **more: list[str]) -> ScenarioVerdict:
     """A scenario of an overhead probe's comparison: its figures' (metric, verdict)."""
     made = [FigureVerdict(scenario, m, v, base=[2.0, 2.1], head=[2.4, 2.5], tolerance=0.05) for m, v in figures]
-    return ScenarioVerdict(scenario, Policy("compare", families={"overhead"}), made, **more)  # type: ignore[arg-type]
+    return ScenarioVerdict(scenario, ComparePolicy(families={"overhead"}), made, **more)  # type: ignore[arg-type]
 
 
 def probe(*scenarios: ScenarioVerdict) -> Probe:
@@ -270,3 +271,15 @@ def test_real_trainings_find_the_commit_that_stops_dumping_actor_update(
     assert "probes: 4 (2 between the endpoints, plus the 2 endpoint checks)" in out, out
     assert "  flips: layout: pass -> FAIL" in out, out
     assert git(linear, "diff", "--name-only", f"{bad}~1", bad) == str(PROFILE)
+
+
+def test_a_training_probe_is_decided_by_its_checks_outcomes_not_their_words() -> None:
+    """``probe_of_checks`` decides on the outcomes' exit codes: an XPASS (a declared gap gone) fails the commit like a
+    FAIL, an xfail and a skip-free pass pass it, an undecided check skips it; the words are only what it shows."""
+    xpass = probe_of_checks({"crash": ("pass", "no crash"), "known_gap:x": ("xpass", "the stage dumps now")})
+    assert xpass.verdict == "fail" and xpass.checks["known_gap:x"] == ("XPASS", "the stage dumps now")
+    assert xpass.line() == "FAIL (known_gap:x: XPASS the stage dumps now)"
+    assert probe_of_checks({"layout": ("fail", "a stage missing")}).verdict == "fail"
+    assert probe_of_checks({"crash": ("pass", ""), "layout": ("xfail", "declared")}).verdict == "pass"
+    undecided = probe_of_checks({"crash": ("pass", ""), "disk": ("inconclusive", "noise")})
+    assert (undecided.verdict, undecided.why) == ("skip", "disk is INCONCLUSIVE: no exact verdict")

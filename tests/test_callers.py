@@ -20,7 +20,9 @@ from harness import config
 from harness.artifacts.figures import FAMILIES
 from harness.cli import main
 from harness.errors import InfraError
-from harness.pipeline.base_head import DEFAULT_BUDGET_S, families, structure_order
+from harness.gate.judge import ComparePolicy
+from harness.pipeline.base_head import families, structure_order
+from harness.report import verdicts
 from harness.scenario.loader import load_scenario
 from harness.targets.pair import merge_base
 from harness.targets.spec import parse_target, reproducible
@@ -179,7 +181,7 @@ def _compare_s(paths: list[Path], repeats: int, cap: float) -> float:
     for path in paths:
         t = 2 * _limit(path, cap)  # off and on
         if "overhead" in families(load_scenario(path), FAMILIES):
-            total += max(2 * repeats * t, DEFAULT_BUDGET_S + 2 * t)
+            total += max(2 * repeats * t, ComparePolicy.budget_s + 2 * t)
         else:
             total += len(structure_order(repeats)) * t
     return total
@@ -376,7 +378,6 @@ def test_every_finding_ends_with_the_command_that_reproduces_it_everywhere(tmp_p
 
     from harness.gate.against_baseline import gate_dirs
     from harness.gate.baseline import Baseline, build
-    from harness.gate.files import GateDoc
     from harness.gate.observe import observe_dir
     from harness.report.github import annotation_lines, summary
     from harness.report.summary import details
@@ -391,8 +392,8 @@ def test_every_finding_ends_with_the_command_that_reproduces_it_everywhere(tmp_p
     judgement = gate_dirs(baseline, [tmp_path / "now"])
     command = ("python -m harness compare scenarios/tiny_case.yaml --base https://github.com/verl-project/verl@"
                f"{good[:12]} --head https://github.com/verl-project/verl@{bad[:12]}")  # fmt: skip
-    assert f"  reproduce tiny_case: {command}" in judgement.lines()  # the terminal
-    doc = GateDoc.of_judgement(judgement, baseline, observe_dir(tmp_path / "now"), [tmp_path / "now"])
+    assert f"  reproduce tiny_case: {command}" in verdicts.lines(judgement)  # the terminal
+    doc = verdicts.gate_doc(judgement, baseline, observe_dir(tmp_path / "now"), [tmp_path / "now"])
     findings = [ln for ln in annotation_lines(doc) if "title=REGRESSED tiny_case" in ln]
     assert findings and all(ln.endswith(f"; reproduce: {command}") for ln in findings)
     report = "\n".join(details(observe_dir(tmp_path / "now"), doc))  # the nightly's summary.md

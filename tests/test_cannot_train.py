@@ -14,6 +14,7 @@ import harness.pipeline.base_head as bh
 from harness import outcomes
 from harness.errors import FailedAlike, InfraError
 from harness.gate.observe import Observation
+from harness.report import verdicts
 from harness.targets.census import Census
 from harness.targets.spec import Package
 from harness.training.workloads.verl_cpu.lag import lagging
@@ -64,7 +65,7 @@ def comparison(
 def test_a_head_that_fails_off_and_on_alike_where_base_trained_is_a_verdict_on_it(tmp_path, monkeypatch):
     c, ran = comparison(tmp_path, monkeypatch, {"head": [1]})
     assert ran == ["base 1", "head 1"]  # no more runs: another says nothing new
-    assert c.exit_code == 1 and c.verdict[1] == "FAIL", c.lines()
+    assert c.exit_code == 1 and c.verdict[1] == "FAIL", verdicts.lines(c)
     (sc,) = c.scenarios
     assert sc.status == "regressed" and sc.compared
     (finding,) = sc.findings
@@ -73,23 +74,24 @@ def test_a_head_that_fails_off_and_on_alike_where_base_trained_is_a_verdict_on_i
         "with precision_debugger off and on alike, where base trained on this runner: the pull request breaks the "
         "training itself"
     )
-    assert not any(outcomes.ACCEPT_LABEL in line for line in c.lines())  # the label accepts no head that cannot train
+    said = verdicts.lines(c)
+    assert not any(outcomes.ACCEPT_LABEL in line for line in said)  # the label accepts no head that cannot train
     assert outcomes.job_outcome(c.exit_code).action == "fail"
     assert not outcomes.retries(c.exit_code, 1, 60.0, 3600.0)  # never retried as the runner's
     # the accept label says head's dumps change on purpose: it never turns a head that cannot train green
     c, _ = comparison(tmp_path / "accepted", monkeypatch, {"head": [1]}, accepted="label precision-debugger-intended")
-    assert c.exit_code == 1 and c.accepted is None, c.lines()
-    assert "note: not accepted (label precision-debugger-intended): head cannot train (tiny_case)" in c.lines()
+    assert c.exit_code == 1 and c.accepted is None, verdicts.lines(c)
+    assert "note: not accepted (label precision-debugger-intended): head cannot train (tiny_case)" in verdicts.lines(c)
 
 
 def test_failing_alike_stays_an_error_where_base_did_not_train_or_head_once_did(tmp_path, monkeypatch):
     c, ran = comparison(tmp_path / "both", monkeypatch, {"base": [1], "head": [1]})
-    assert c.exit_code == 2 and not c.scenarios[0].findings, c.lines()  # the runner, the inputs: nothing tells
+    assert c.exit_code == 2 and not c.scenarios[0].findings, verdicts.lines(c)  # the runner, the inputs: nothing tells
     assert any(e.startswith("head run 1: INFRASTRUCTURE ERROR") for e in c.scenarios[0].errors)
     # head trained once, then failed: not the pull request's for certain (the machine's flake, a race)
     c, ran = comparison(tmp_path / "once", monkeypatch, {"head": [2]}, overhead=True)
     assert ran == ["base 1", "head 1", "head 2", "base 2"]
-    assert c.exit_code == 2 and not c.scenarios[0].findings, c.lines()
+    assert c.exit_code == 2 and not c.scenarios[0].findings, verdicts.lines(c)
     assert issubclass(FailedAlike, InfraError) and FailedAlike("x", crash={}).label == "INFRASTRUCTURE ERROR"
 
 

@@ -18,6 +18,7 @@ from verl_repo import ENGINE_WORKERS, PROFILE, VerlRepo, git
 from harness import outcomes
 from harness.gate.files import CompareDoc
 from harness.gate.judge import Judgement, ScenarioVerdict, compare_runs
+from harness.report import verdicts
 from harness.report.compare import compare_markdown
 from harness.report.github import annotation_lines
 from harness.targets.census import (
@@ -142,16 +143,16 @@ def test_a_census_finding_is_read_first_fails_the_comparison_and_an_intended_one
     ok.checks_judged = 1
     found = ["annotated role renamed: actor_update -> actor_updates at verl/workers/engine_workers.py:711"]
     c = Judgement("compare", "verl@base", "verl@head", [ok], census=found)
-    assert c.verdict == (1, "FAIL") and c.lines()[0] == f"REGRESSED census: {found[0]}"
-    assert c.lines()[1] == f"note: {outcomes.ACCEPT_HINT}" and outcomes.ACCEPT_LABEL in c.lines()[1]
+    assert c.verdict == (1, "FAIL") and verdicts.lines(c)[0] == f"REGRESSED census: {found[0]}"
+    assert verdicts.lines(c)[1] == f"note: {outcomes.ACCEPT_HINT}" and outcomes.ACCEPT_LABEL in verdicts.lines(c)[1]
     md = compare_markdown(c)
     assert md.splitlines()[2] == f"- **REGRESSED census: {found[0]}**"  # under the heading, before base and head
-    doc = CompareDoc.of(json.loads(CompareDoc.of_judgement(c).model_dump_json()))
+    doc = CompareDoc.of(json.loads(verdicts.compare_doc(c).model_dump_json()))
     assert annotation_lines(doc)[1].startswith("::error title=REGRESSED census (head's annotated stages)::annotated")
     c.accepted = f"label {outcomes.ACCEPT_LABEL}"
     assert c.verdict == (0, f"ACCEPTED as intended (label {outcomes.ACCEPT_LABEL})")
-    assert c.lines()[1].startswith("ACCEPTED as intended (label precision-debugger-intended): every finding")
-    assert annotation_lines(CompareDoc.of_judgement(c))[0].startswith("::warning title=REGRESSED census")
+    assert verdicts.lines(c)[1].startswith("ACCEPTED as intended (label precision-debugger-intended): every finding")
+    assert annotation_lines(verdicts.compare_doc(c))[0].startswith("::warning title=REGRESSED census")
     undecided = ScenarioVerdict("noisy", ok.policy, undecided=["INCONCLUSIVE noisy: overhead"], checks_judged=1)
     assert Judgement("compare", "b", "h", [ok, undecided], census=found, accepted="x").exit_code == 3
     broken = ScenarioVerdict("broken", ok.policy, errors=["head run 1: INFRASTRUCTURE ERROR: lost"])
@@ -160,7 +161,7 @@ def test_a_census_finding_is_read_first_fails_the_comparison_and_an_intended_one
 
 def test_a_schema_2_compare_json_still_reads():
     c = Judgement("compare", "b", "h", [])
-    doc = json.loads(CompareDoc.of_judgement(c).model_dump_json())
+    doc = json.loads(verdicts.compare_doc(c).model_dump_json())
     for key in ("census", "notes", "accepted", "head_lines"):
         doc.pop(key)
     doc["schema_version"] = 2

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from harness.gate import judge
 from harness.gate.baseline import floor
-from harness.gate.judge import Judgement, Policy, Side, interleaved
+from harness.gate.judge import ComparePolicy, Judgement, Side, interleaved
 from harness.gate.judge import compare_runs as compare_scenario
 from harness.gate.observe import Observation
+from harness.report import verdicts
 from harness.targets.census import Census
 from harness.targets.spec import Package
 
@@ -37,7 +38,7 @@ def decide(metric: str, base: list[float], head: list[float], samples: tuple = (
     b, h = (
         Side({metric: v}, {metric: list(s)}, None, {}) for v, s in zip((base, head), samples or ((), ()), strict=True)
     )
-    return judge.decide(metric, b, h, floor(metric), Policy("compare"))
+    return judge.decide(metric, b, h, floor(metric), ComparePolicy())
 
 
 def test_decide_overhead_by_interval_disk_and_structure_exactly():
@@ -70,37 +71,37 @@ def test_same_numbers_compare_clean_with_interval_samples_and_noise():
     s = compare_scenario("tiny", [obs(4.0), obs(4.01)], [obs(4.01), obs(4.0)])
     assert s.status == "ok" and not s.findings
     (overhead,) = [f for f in s.figures if f.metric == "overhead.wall.profiled"]
-    assert overhead.ratio_text() == "head/base 1.00x [0.95x-1.06x], 8 samples, noise ±6%"  # 99.9 %
-    assert any("overhead.wall.profiled" in row and "[0.95x-1.06x]" in row for row in s.figure_table())
+    assert verdicts.ratio_text(overhead) == "head/base 1.00x [0.95x-1.06x], 8 samples, noise ±6%"  # 99.9 %
+    assert any("overhead.wall.profiled" in row and "[0.95x-1.06x]" in row for row in verdicts.figure_table(s))
 
 
 def test_noisy_repeats_are_inconclusive_with_their_own_exit_code():
     s = compare_scenario("tiny", [obs(4.0), obs(4.6)], [obs(4.4), obs(4.0)])
     assert s.status == "inconclusive"
-    (line,) = [ln for ln in s.lines() if ln.startswith("INCONCLUSIVE")]
+    (line,) = [ln for ln in verdicts.scenario_lines(s) if ln.startswith("INCONCLUSIVE")]
     # 0.98x with 2 runs a side: the 90 % interval must shrink under x1.156 (the change to catch) to say ok
     assert "overhead.wall.profiled" in line and line.endswith("noise ±>999%, needs 3 more repeats")
     c = Judgement("compare", "verl 0.9.1", "verl @pr", [s], ["base", "head"])
-    assert c.exit_code == 3 and c.lines()[-1] == "compare: 1 inconclusive -> INCONCLUSIVE"
+    assert c.exit_code == 3 and verdicts.lines(c)[-1] == "compare: 1 inconclusive -> INCONCLUSIVE"
 
 
 def test_a_stage_that_stops_dumping_is_named():
     head = obs(names={}, checks={"layout": False, "contents": True})
     s = compare_scenario("tiny", [obs()], [head])
     assert s.status == "regressed"
-    lines = "\n".join(s.lines())
+    lines = "\n".join(verdicts.scenario_lines(s))
     assert "MISSING tiny: structure.actor_update.rank0.entries base 8, not measured on head" in lines
     assert "REGRESSED tiny: structure.actor_update.rank0.names -Functional.linear.backward x4" in lines
     assert "REGRESSED tiny: layout check passes on base, fails on head: missing dump dir step_2/actor_update" in lines
     c = Judgement("compare", "verl 0.9.1", "verl @bad", [s], ["base", "head"])
-    assert c.exit_code == 1 and c.lines()[-1] == "compare: 1 regressed -> FAIL"
+    assert c.exit_code == 1 and verdicts.lines(c)[-1] == "compare: 1 regressed -> FAIL"
 
 
 def test_a_failed_run_is_an_error_not_a_verdict():
     broken = obs()
     broken.errors = ["on run exited with 1"]
     s = compare_scenario("tiny", [obs()], [broken])
-    assert s.status == "error" and s.lines() == ["ERROR tiny: head: on run exited with 1"]
+    assert s.status == "error" and verdicts.scenario_lines(s) == ["ERROR tiny: head: on run exited with 1"]
     assert Judgement("compare", "a", "b", [s]).exit_code == 2
 
 
@@ -157,9 +158,9 @@ def test_inconclusive_scenarios_get_more_abba_pairs_up_to_the_cap(tmp_path, monk
     kind["which"] = "wide"
     said: list[str] = []
     c, _ = bh.run_comparison([scenario], target, target, tmp_path, repeats=2, say=said.append)
-    assert len(ran) == 2 * bh.DEFAULT_MAX_REPEATS and c.exit_code == 3  # no options: pairs up to the default cap
+    assert len(ran) == 2 * ComparePolicy.max_repeats and c.exit_code == 3  # no options: pairs up to the default cap
     ran.clear()
-    monkeypatch.setattr(bh, "DEFAULT_BUDGET_S", 0)  # every pair costs more than the default time allows
+    monkeypatch.setattr(ComparePolicy, "budget_s", 0)  # every pair costs more than the default time allows
     c, _ = bh.run_comparison([scenario], target, target, tmp_path, repeats=2, say=said.append)
     assert len(ran) == 4 and c.exit_code == 3
     assert any(
@@ -209,19 +210,20 @@ def test_a_tier_that_cannot_decide_overhead_runs_base_head_base_and_decides_the_
         "T", (), {"describe": lambda self: "verl", "verl": Package(name="verl", kind="release", version="0.9.1")}
     )()
     c, _ = bh.run_comparison([scenario], target, target, tmp_path, repeats=2, say=lambda m: None)
-    assert ran == ["base 1", "head 1", "base 2"] and c.order == ran and c.exit_code == 0, c.lines()
+    assert ran == ["base 1", "head 1", "base 2"] and c.order == ran and c.exit_code == 0, verdicts.lines(c)
     (sc,) = c.scenarios
     assert bh.OVERHEAD_NOT_COMPARED in sc.notes
     overhead = [f for f in sc.figures if f.metric.startswith("overhead.")]
     assert overhead and not any(f.judged for f in overhead)
     # reported, never counted as within tolerance nor shown as "ok" (the step summary said ok of figures not decided)
-    assert sc.lines()[0].endswith(f"figures within tolerance ({len(overhead)} reported, not judged)"), sc.lines()
+    said = verdicts.scenario_lines(sc)
+    assert said[0].endswith(f"figures within tolerance ({len(overhead)} reported, not judged)"), said
     rows = [r for r in compare_markdown(c).splitlines() if r.startswith("| `overhead.")]
     assert len(rows) == len(overhead) and all(r.endswith("| not judged |") for r in rows), rows
     ran.clear()
     broken["head"] = True
     c, _ = bh.run_comparison([scenario], target, target, tmp_path, repeats=2, say=lambda m: None)
-    assert ran == ["base 1", "head 1", "base 2"] and c.exit_code == 1, c.lines()
+    assert ran == ["base 1", "head 1", "base 2"] and c.exit_code == 1, verdicts.lines(c)
     assert bh.structure_order(3) == [("base", 0), ("head", 0), ("base", 1), ("base", 2)]
     assert bh.structure_order(1) == [("base", 0), ("head", 0)]
 
@@ -249,13 +251,13 @@ def test_a_run_stopped_at_the_dump_cap_is_the_disk_checks_regression_not_an_erro
     head = observe_results(path)
     assert head.errors == [] and head.checks["disk"] is False
     s = compare_scenario("tiny_case", [base, base], [head])
-    assert s.status == "regressed" and Judgement("compare", "a", "b", [s]).exit_code == 1, s.lines()
+    assert s.status == "regressed" and Judgement("compare", "a", "b", [s]).exit_code == 1, verdicts.scenario_lines(s)
     assert any("disk check passes on base, fails on head: " + line in f for f in s.findings), s.findings
     s = compare_scenario("tiny_case", [base, base], [head], families=("disk", "structure"))  # verl's real trainer
-    assert s.status == "regressed" and not any(x.startswith("MISSING") for x in s.lines()), s.lines()  # not judged
-    from harness.gate.files import CompareDoc
+    said = verdicts.scenario_lines(s)
+    assert s.status == "regressed" and not any(x.startswith("MISSING") for x in said), said  # not judged
 
-    CompareDoc.of_judgement(Judgement("compare", "a", "b", [s])).write(tmp_path / "compare.json")  # every figure's line
+    verdicts.compare_doc(Judgement("compare", "a", "b", [s])).write(tmp_path / "compare.json")  # every figure's line
     doc["runs"]["on"]["stopped"] = False  # killed by anyone else: the runner's, an error
     path.write_text(json.dumps(doc))
     assert observe_results(path).errors == ["on run exited with -6"]
@@ -298,5 +300,5 @@ def test_a_run_over_its_own_overhead_maximum_is_no_regression_of_head():
         setattr(head[0], verdict, {"overhead": [over]})
         base = [obs(4.01, checks=checked), obs(4.0, checks=checked)]
         s = compare_scenario("tiny", base, head)
-        assert (s.status, s.findings, s.undecided) == ("ok", [], []), s.lines()
+        assert (s.status, s.findings, s.undecided) == ("ok", [], []), verdicts.scenario_lines(s)
         assert Judgement("compare", "verl A", "verl A", [s], ["base", "head"]).exit_code == 0

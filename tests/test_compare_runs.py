@@ -17,6 +17,7 @@ from verl_repo import VerlRepo
 from harness.gate.judge import compare_runs
 from harness.gate.numerics.report import entry_of
 from harness.gate.observe import observe_results
+from harness.report import verdicts
 
 pytestmark = pytest.mark.trains
 
@@ -97,7 +98,7 @@ def test_a_neutral_commit_and_a_a_compare_clean(repo: VerlRepo, cache: Path, sma
     )
     base = [observe_results(res / "base" / f"r{i}" / "tiny_fsdp_l1" / "results.json") for i in (0, 1)]
     a_a = compare_runs("tiny_fsdp_l1", base[:1], base[1:], families=("disk", "structure"))
-    assert a_a.status == "ok" and not a_a.findings, a_a.lines()
+    assert a_a.status == "ok" and not a_a.findings, verdicts.scenario_lines(a_a)
     # numerics: msprobe's compare of the "on" dumps, head against base, and base's two runs against each other
     assert "note tiny_fsdp_l1: numerics: determinism self-check clean (" in proc.stdout
     assert "note tiny_fsdp_l1: numerics: 3 of 3 step/stage dumps match base (" in proc.stdout

@@ -11,9 +11,9 @@ from harness.artifacts.figures import family
 from harness.cli import main
 from harness.errors import BaselineError
 from harness.gate.baseline import (
-    DEFAULT_POLICY,
+    DEFAULT_RULES,
     Baseline,
-    Policy,
+    ToleranceRule,
     build,
     max_rel_deviation,
     tolerance_for,
@@ -29,10 +29,10 @@ def test_max_rel_deviation_is_the_largest_distance_from_the_mean():
 
 
 def test_tolerance_is_k_times_deviation_or_the_floor():
-    policy = Policy(k=3, floor=0.25)
+    policy = ToleranceRule(k=3, floor=0.25)
     assert tolerance_for([10.0, 12.0, 14.0], policy) == pytest.approx(0.5)  # 3 x 1/6
     assert tolerance_for([10.0, 10.1, 9.9], policy) == 0.25  # 3 x 1% < floor
-    assert tolerance_for([7.0, 7.0], Policy(k=1, floor=0.0)) == 0.0
+    assert tolerance_for([7.0, 7.0], ToleranceRule(k=1, floor=0.0)) == 0.0
 
 
 def test_a_stage_ratio_has_twice_the_steps_floor():
@@ -43,7 +43,7 @@ def test_a_stage_ratio_has_twice_the_steps_floor():
     assert floor("overhead.wall.profiled") == 0.075
     assert floor("overhead.wall.stage.ref_compute_log_prob") == floor("overhead.wall.stage.actor_update") == 0.15
     assert floor("overhead.wall.unprofiled") == 0.25
-    assert floor("overhead.wall.stage.actor_update", {"overhead": Policy(k=0, floor=0.2)}) == 0.2
+    assert floor("overhead.wall.stage.actor_update", {"overhead": ToleranceRule(k=0, floor=0.2)}) == 0.2
 
 
 def test_families_gate_ratios_bytes_and_structure_but_not_raw_times():
@@ -66,12 +66,12 @@ def test_calibrate_stores_means_samples_and_tolerances(tmp_path):
     assert sb.figures["overhead.wall.profiled"] == pytest.approx(12.0)
     assert sb.samples["overhead.wall.profiled"] == [10.0, 12.0, 14.0]
     # overhead: k=0, the floor; the noise goes into the gate's interval, from every run's samples
-    assert sb.tolerances["overhead.wall.profiled"] == DEFAULT_POLICY["overhead"].floor
+    assert sb.tolerances["overhead.wall.profiled"] == DEFAULT_RULES["overhead"].floor
     assert [run["step2.rank0"] for run in sb.ratio_samples["overhead.wall.profiled"]] == pytest.approx(
         [9.8, 11.76, 13.72]
     )
     assert not any(m.startswith("overhead.sample.") for m in sb.figures)  # kept per run, not averaged
-    assert sb.tolerances["disk.total_bytes"] == DEFAULT_POLICY["disk"].floor
+    assert sb.tolerances["disk.total_bytes"] == DEFAULT_RULES["disk"].floor
     assert sb.tolerances["structure.actor_update.rank0.entries"] == 0.0
     assert sb.structure is not None and sb.structure["actor_update/rank0"].names == {
         "Functional.linear.backward": 8,
@@ -118,7 +118,7 @@ def test_merge_takes_tolerances_from_a_previous_baseline_or_the_floors(tmp_path)
     assert carried.scenarios["tiny_case"].tolerances == calibrated.scenarios["tiny_case"].tolerances
     assert carried.scenarios["tiny_case"].figures["overhead.wall.profiled"] == 11.0
     plain = build([tmp_path / "nightly"])
-    assert plain.scenarios["tiny_case"].tolerances["overhead.wall.profiled"] == DEFAULT_POLICY["overhead"].floor
+    assert plain.scenarios["tiny_case"].tolerances["overhead.wall.profiled"] == DEFAULT_RULES["overhead"].floor
 
 
 def test_merge_cli_writes_a_baseline_with_environment_and_commit(tmp_path, capsys):

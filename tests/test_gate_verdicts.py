@@ -12,6 +12,7 @@ from gate_builders import ENV, SETTINGS, write_results
 from harness.cli import main
 from harness.gate.against_baseline import gate_dirs
 from harness.gate.baseline import Baseline, build
+from harness.report import verdicts as wording
 
 QUIET = (9.95, 10.0, 10.05, 9.98, 10.02)
 
@@ -45,7 +46,7 @@ def test_overhead_regression_fails_with_one_readable_line(tmp_path, baseline):
     assert report.exit_code == 1
     assert verdicts(report) == {("tiny_case", "overhead.wall.profiled"): "regressed"}
     (m,) = report.scenarios[0].of("regressed")
-    line = m.gate_line()
+    line = wording.gate_line(m)
     assert line.startswith("REGRESSED tiny_case: overhead.wall.profiled baseline 10.00x now 40.00x (+300%)")
     assert "tolerance +7.5% (limit 10.75x); now/baseline 4.00x [3.86x-4.15x], 24 samples, noise ±4% against 1.075x" in (
         line
@@ -63,12 +64,12 @@ def test_noise_wider_than_the_tolerance_is_inconclusive(tmp_path):
     assert report.exit_code == 3 and report.scenarios[0].status == "inconclusive"
     (m,) = report.scenarios[0].of("inconclusive")
     assert m.metric == "overhead.wall.profiled"
-    assert m.gate_line().endswith(
+    assert wording.gate_line(m).endswith(
         "1.08x [0.03x-42.22x], 16 samples, noise ±>999% against 1.075x: "
         "INCONCLUSIVE: noise ±>999%, needs 99+ more repeats"
     )
-    assert report.lines()[-1] == "gate: 1 inconclusive -> INCONCLUSIVE"
-    assert report.scenarios[0].as_check_result().inconclusive == [m.gate_line()]
+    assert wording.lines(report)[-1] == "gate: 1 inconclusive -> INCONCLUSIVE"
+    assert wording.check_result(report.scenarios[0]).inconclusive == [wording.gate_line(m)]
 
 
 def test_a_baseline_of_one_run_leaves_overhead_inconclusive(tmp_path):
@@ -76,7 +77,7 @@ def test_a_baseline_of_one_run_leaves_overhead_inconclusive(tmp_path):
     write_results(tmp_path / "now", profiled=10.0)
     (s,) = gate_dirs(build([tmp_path / "one"]), [tmp_path / "now"]).scenarios
     assert s.status == "inconclusive"
-    assert all("noise unknown (one run a side)" in m.gate_line() for m in s.of("inconclusive"))
+    assert all("noise unknown (one run a side)" in wording.gate_line(m) for m in s.of("inconclusive"))
 
 
 def test_disk_regression_is_caught_on_every_disk_figure(tmp_path, baseline):
@@ -85,7 +86,7 @@ def test_disk_regression_is_caught_on_every_disk_figure(tmp_path, baseline):
     assert report.exit_code == 1
     failed = {metric for (_, metric), v in verdicts(report).items() if v == "regressed"}
     assert {"disk.total_bytes", "disk.step2_bytes", "disk.stage.actor_update_bytes", "disk.rank0_bytes"} <= failed
-    line = next(m.gate_line() for m in report.scenarios[0].figures if m.metric == "disk.total_bytes")
+    line = next(wording.gate_line(m) for m in report.scenarios[0].figures if m.metric == "disk.total_bytes")
     assert "baseline 1.00 MB now 2.00 MB (+100%), tolerance +5%" in line
 
 
@@ -95,7 +96,7 @@ def test_improvement_beyond_tolerance_passes_and_asks_for_a_refresh(tmp_path, ba
     assert report.exit_code == 0
     assert report.scenarios[0].status == "improved"
     assert verdicts(report)[("tiny_case", "overhead.wall.profiled")] == "improved"
-    assert any("refresh" in line for line in report.lines())
+    assert any("refresh" in line for line in wording.lines(report))
 
 
 def test_new_and_missing_scenarios_are_reported_not_failed(tmp_path, baseline):
@@ -106,7 +107,7 @@ def test_new_and_missing_scenarios_are_reported_not_failed(tmp_path, baseline):
         "tiny_case": "missing scenario",
     }
     assert report.exit_code == 2  # nothing compared: never a pass
-    assert report.lines()[-1] == (
+    assert wording.lines(report)[-1] == (
         "gate: 1 new scenario, 1 missing scenario -> NOTHING COMPARED (0 of 2 scenarios had a figure or check "
         "judged on both sides)"
     )
@@ -114,7 +115,7 @@ def test_new_and_missing_scenarios_are_reported_not_failed(tmp_path, baseline):
     partial = gate_dirs(baseline, [tmp_path / "now"])
     assert (
         partial.exit_code == 0
-        and partial.lines()[-1] == "gate: 1 ok, 1 new scenario -> PASS (1 of 2 scenarios compared)"
+        and wording.lines(partial)[-1] == "gate: 1 ok, 1 new scenario -> PASS (1 of 2 scenarios compared)"
     )
 
 
@@ -126,7 +127,8 @@ def test_an_empty_results_dir_or_an_empty_baseline_compares_nothing(tmp_path, ba
     nothing = build([tmp_path / "now"])
     nothing.scenarios.clear()
     report = gate_dirs(nothing, [tmp_path / "empty"])
-    assert report.exit_code == 2 and report.lines()[-1].startswith("gate: no scenarios -> NOTHING COMPARED (0 of 0")
+    assert report.exit_code == 2
+    assert wording.lines(report)[-1].startswith("gate: no scenarios -> NOTHING COMPARED (0 of 0")
 
 
 def test_another_msprobe_or_device_is_reported_not_compared(tmp_path, baseline):
@@ -135,7 +137,7 @@ def test_another_msprobe_or_device_is_reported_not_compared(tmp_path, baseline):
     (s,) = report.scenarios
     assert s.status == "environment differs" and s.figures == []
     assert "mindstudio-probe baseline '26.2.0', now '27.0.0'" in s.notes[0]
-    assert report.exit_code == 2 and "NOTHING COMPARED" in report.lines()[-1]  # every scenario not compared
+    assert report.exit_code == 2 and "NOTHING COMPARED" in wording.lines(report)[-1]  # every scenario not compared
     assert gate_dirs(baseline, [tmp_path / "msprobe"], across_env=True).exit_code == 1  # when asked to
 
     write_results(tmp_path / "npu", env={**ENV, "device": "npu", "machine": "aarch64"})
@@ -224,7 +226,7 @@ def test_structure_change_fails_but_renumbered_counters_do_not(tmp_path, baselin
     dump.write_text(json.dumps(doc))
     report = gate_dirs(baseline, [tmp_path / "now"])
     assert report.exit_code == 1
-    lines = [m.gate_line() for m in report.scenarios[0].of("regressed")]
+    lines = [wording.gate_line(m) for m in report.scenarios[0].of("regressed")]
     assert any("structure.actor_update.rank0.entries baseline 16 now 13" in ln for ln in lines), lines
     names = next(ln for ln in lines if ".names" in ln)
     assert "Functional.linear.backward x8->x4" in names and "+Tensor.add_.forward x1" in names

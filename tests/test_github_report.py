@@ -9,12 +9,12 @@ from gate_builders import write_results
 
 from harness.cli import main
 from harness.gate.baseline import build
-from harness.gate.judge import FigureVerdict, Judgement, Policy, ScenarioVerdict
+from harness.gate.judge import ComparePolicy, FigureVerdict, Judgement, ScenarioVerdict
 from harness.pipeline.base_head import write_comparison
 from harness.report.github import MAX_PER_LEVEL, annotation_lines, load, summary
 
 ORDER = ["base", "head", "head", "base"]
-COMPARE = Policy("compare")
+COMPARE = ComparePolicy()
 LAYOUT = (
     "REGRESSED real_fsdp_l0: layout check passes on base, fails on head: missing dump dir "
     "step_2/actor_update/step0/rank0"

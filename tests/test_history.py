@@ -19,7 +19,7 @@ from harness.history.detect import Settings, changes
 from harness.history.night import night_of
 from harness.history.series import read
 from harness.history.store import History, HistoryError, Identity, Night, ScenarioRun, add, first_apart
-from harness.history.verdict import accept, judge
+from harness.history.verdict import accept, check_history
 
 PROFILED = "overhead.wall.profiled"
 FIRST = "overhead.wall.first_profiled"
@@ -95,18 +95,18 @@ def test_otava_analysis_pinned_on_known_series():
 
 
 def test_quiet_nights_pass():
-    v = judge(history_of([night(i) for i in range(1, 15)]))
+    v = check_history(history_of([night(i) for i in range(1, 15)]))
     assert (v.exit_code, v.findings, v.judged, v.total) == (0, [], 2, 2)
     assert v.lines()[-1] == "history check: PASS"
 
 
 def test_step_is_suspected_then_confirmed_with_its_commit_range():
     nights = stepped(13, at=10)
-    codes = [judge(history_of(nights[:n])).exit_code for n in range(2, 14)]
+    codes = [check_history(history_of(nights[:n])).exit_code for n in range(2, 14)]
     assert codes[:8] == [0] * 8  # nights 2..9: quiet
     assert codes[8] == 3  # night 10, the step's first: suspected, waits for more nights
     assert codes[10] == 1  # night 12: confirmed after 2 further nights
-    v = judge(history_of(nights[:12]))
+    v = check_history(history_of(nights[:12]))
     regressed = [f for f in v.findings if f.status == "regressed"]
     assert {f.change.series.key.metric for f in regressed} == {PROFILED, STAGE}
     line = next(f.line for f in regressed if f.change.series.key.metric == PROFILED)
@@ -131,31 +131,31 @@ def test_step_is_suspected_then_confirmed_with_its_commit_range():
 
 def test_a_regression_one_commit_after_the_last_good_night_names_that_commit():
     nights = [night(i, 4.0 * (1.3 if i >= 10 else 1.0), verl_position=100 + i) for i in range(1, 13)]
-    line = next(f.line for f in judge(history_of(nights)).findings if f.status == "regressed")
+    line = next(f.line for f in check_history(history_of(nights)).findings if f.status == "regressed")
     assert f"the commit: {nights[9].identity.verl_commit[:12]};" in line and "harness bisect" not in line
 
 
 def test_a_slowdown_within_tolerance_passes():
     """x1.05: significant, under the profiled figure's 7.5 % (and the stage's 15 %): reported, not failed."""
-    v = judge(history_of(stepped(14, at=8, factor=1.05)))
+    v = check_history(history_of(stepped(14, at=8, factor=1.05)))
     assert v.exit_code == 0
     assert v.findings and all(f.line.startswith("within tolerance") for f in v.findings)
 
 
 def test_an_improvement_passes():
-    v = judge(history_of(stepped(14, at=8, factor=0.7)))
+    v = check_history(history_of(stepped(14, at=8, factor=0.7)))
     assert v.exit_code == 0 and v.findings and all(f.line.startswith("improved") for f in v.findings)
 
 
 def test_msprobe_change_is_named_as_the_likely_cause():
-    v = judge(history_of(stepped(13, at=9, msprobe="26.3.0")))
+    v = check_history(history_of(stepped(13, at=9, msprobe="26.3.0")))
     assert v.exit_code == 1
     assert all("likely cause: msprobe 26.2.0 -> 26.3.0" in f.line for f in v.findings)
 
 
 @pytest.mark.parametrize(("field", "value"), [("torch", "2.14.0+cpu"), ("image", "harness-cpu:2")])
 def test_torch_or_image_change_is_not_blamed_on_verl(field, value):
-    v = judge(history_of(stepped(13, at=9, **{field: value})))
+    v = check_history(history_of(stepped(13, at=9, **{field: value})))
     assert v.exit_code == 2
     assert all(f.status == "environment" and "(the environment, not verl;" in f.line for f in v.findings)
     assert "CHANGED WITH THE ENVIRONMENT (not a verdict on verl)" in v.findings[0].line
@@ -166,22 +166,23 @@ def test_a_runner_of_another_cpu_model_switches_series_instead_of_alarming():
     each model is a quiet series of its own."""
     nights = [night(i, 4.0 * (1.3 if i % 3 == 0 else 1.0), processor="EPYC 7763" if i % 3 == 0 else "Xeon 8370C")
               for i in range(1, 15)]  # fmt: skip
-    v = judge(history_of(nights))
+    v = check_history(history_of(nights))
     assert (v.exit_code, v.findings, v.total) == (0, [], 4)
     assert {k.processor for k in v.reading.series} == {"EPYC 7763", "Xeon 8370C"}
 
 
 def test_accepted_change_stops_failing_and_is_shown():
     h = history_of(stepped(12, at=9))
-    v = judge(h)
+    v = check_history(h)
     assert v.exit_code == 1
     for name in sorted({f.change.name for f in v.findings}):
         h = accept(h, name, "msprobe's statistics of backward tensors, on purpose")
     h, _ = add(h, night(13, 5.2))
-    v = judge(h)
+    v = check_history(h)
     assert v.exit_code == 0
     assert all(f.line.startswith("accepted: ") and "on purpose" in f.line for f in v.findings)
-    held = judge(h.model_copy(update={"nights": h.nights[:7]})).lines()  # the change gone: the acceptance still said
+    gone = h.model_copy(update={"nights": h.nights[:7]})
+    held = check_history(gone).lines()  # the change gone: the acceptance still said
     assert any(
         n.startswith("accepted tiny:overhead.wall.") and n.endswith("no change point is there now") for n in held
     )
@@ -194,7 +195,7 @@ def test_accepted_change_stops_failing_and_is_shown():
 def test_a_crashed_night_is_kept_marked_and_no_point():
     nights = [night(i) for i in range(1, 8)] + [night(8, status="crashed")] + [night(i) for i in range(9, 13)]
     h = history_of(nights)
-    v = judge(h)
+    v = check_history(h)
     assert len(h.nights) == 12 and v.exit_code == 0
     assert all(len(s.points) == 11 for s in v.reading.series.values())
     assert any(f"night {nights[7].id} (2026-11-08) crashed (kept, not a point): verl crashed" in n for n in v.lines())
@@ -209,9 +210,9 @@ def test_a_figure_that_appears_or_disappears_is_said():
 
 
 def test_empty_and_one_night_histories_compare_nothing():
-    v = judge(History())
+    v = check_history(History())
     assert v.exit_code == 2 and "no nights in the history" in "\n".join(v.lines())
-    v = judge(history_of([night(1)]))
+    v = check_history(history_of([night(1)]))
     assert v.exit_code == 2
     assert v.lines()[-1] == "history check: NOTHING COMPARED (0 of 2 overhead series had two nights or more)"
 
@@ -428,11 +429,11 @@ def test_a_harness_or_scenario_file_change_is_the_environment_never_verl(field, 
     change, exit 2 until accepted, never verl's commit range blamed nor bisected."""
     before, after = ("0" * 40, "1" * 40) if field == "harness" else ({"tiny": "a" * 64}, {"tiny": "b" * 64})
     nights = [night(i, 4.0 * (1.3 if i >= 9 else 1.0), **{field: after if i >= 9 else before}) for i in range(1, 13)]
-    v = judge(history_of(nights))
+    v = check_history(history_of(nights))
     assert v.exit_code == 2 and v.findings
     assert all(f.status == "environment" and said in f.line and "harness bisect" not in f.line for f in v.findings)
     unknown = [night(i, 4.0 * (1.3 if i >= 9 else 1.0), **({field: after} if i >= 9 else {})) for i in range(1, 13)]
-    assert judge(history_of(unknown)).exit_code == 1  # a schema-2 night's harness and files unknown: verl's range
+    assert check_history(history_of(unknown)).exit_code == 1  # a schema-2 night's harness, files unknown: verl's range
 
 
 def test_one_scenario_a_results_dir_is_one_night_with_each_scenario_file():

@@ -12,7 +12,8 @@ from harness.gate.against_baseline import gate
 from harness.gate.baseline import Baseline, build
 from harness.gate.files import GateDoc
 from harness.gate.observe import observe_dir
-from harness.report import build_report
+from harness.report import verdicts
+from harness.report.build import build_report
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -20,7 +21,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 def gated(baseline: Baseline, results: Path) -> GateDoc:
     """What ``gate --json`` writes for one results dir."""
     observations = observe_dir(results)
-    return GateDoc.of_judgement(gate(baseline, observations), baseline, observations, [results])
+    return verdicts.gate_doc(gate(baseline, observations), baseline, observations, [results])
 
 
 def test_summary_has_one_table_per_run_with_verdicts_and_changes(tmp_path):

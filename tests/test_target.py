@@ -23,8 +23,8 @@ from verl_repo import PROFILE, VerlRepo, git
 from harness.errors import InfraError
 from harness.gate.against_baseline import gate_dirs
 from harness.gate.baseline import build
-from harness.gate.files import GateDoc
 from harness.gate.observe import observe_dir
+from harness.report import verdicts
 from harness.report.summary import summary_markdown
 from harness.targets.environment import _MADE, ensure_env
 from harness.targets.spec import TargetError, parse_target
@@ -184,16 +184,16 @@ def test_gate_refuses_to_compare_across_series_unless_asked(tmp_path: Path) -> N
     baseline = build([tmp_path / "release", tmp_path / "release2"])
     write_results(tmp_path / "main", profiled=100.0, env={**ENV, "series": "main", "target": "verl@1a2b3c4d5e6f"})
     report = gate_dirs(baseline, [tmp_path / "main"])
-    assert report.exit_code == 2 and "NOTHING COMPARED" in report.lines()[-1]  # its one scenario not compared
-    lines = [ln for ln in report.lines() if "series" in ln and "ENVIRONMENT DIFFERS" in ln]
+    assert report.exit_code == 2 and "NOTHING COMPARED" in verdicts.lines(report)[-1]  # its one scenario not compared
+    lines = [ln for ln in verdicts.lines(report) if "series" in ln and "ENVIRONMENT DIFFERS" in ln]
     assert lines == [
         "ENVIRONMENT DIFFERS tiny_case: not compared: series baseline '0.9.1', now 'main' "
         "(--compare-across-env compares anyway)"
     ]
-    assert "target verl==0.9.1, series 0.9.1" in report.lines()[0]
+    assert "target verl==0.9.1, series 0.9.1" in verdicts.lines(report)[0]
     assert gate_dirs(baseline, [tmp_path / "main"], across_env=True).exit_code == 1
     observed = observe_dir(tmp_path / "main")
-    md = summary_markdown([("main", observed)], [GateDoc.of_judgement(report, baseline, observed, [tmp_path / "main"])])
+    md = summary_markdown([("main", observed)], [verdicts.gate_doc(report, baseline, observed, [tmp_path / "main"])])
     assert "Target: verl 0.9.1 `verl@1a2b3c4d5e6f` from `?`, series `main`, msprobe 26.2.0." in md
     write_results(tmp_path / "nightly", env={**ENV, "series": "0.9.1", "target": "verl@1a2b3c4d5e6f"})
     (s,) = gate_dirs(baseline, [tmp_path / "nightly"]).scenarios  # same series, another commit: compared, noted

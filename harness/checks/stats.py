@@ -30,6 +30,8 @@ from typing import Literal
 import numpy as np
 import scipy.stats as sps
 
+from harness import outcomes
+
 Outcome = Literal["ok", "regressed", "improved", "inconclusive"]
 # 99 %: an absolute budget decides about five overhead ratios of one run at once (profiled, unprofiled, a ratio per
 # stage), and 1 - 0.05 / 5 keeps the chance that any of them is a false alarm near 5 % (Bonferroni).
@@ -125,7 +127,7 @@ class Decision:
             return ""
         noise = _pct(self.estimate.noise) if math.isfinite(self.estimate.noise) else "unknown"
         more = f"{self.more}+" if self.more >= MAX_MORE else str(self.more)
-        return f": INCONCLUSIVE: noise {noise}, needs {more} more repeats"
+        return f": {outcomes.INCONCLUSIVE}: noise {noise}, needs {more} more repeats"
 
 
 def _interval(logs: Sequence[float]) -> tuple[float, float, float]:

@@ -10,14 +10,14 @@ from pydantic import ValidationError
 
 from harness.artifacts.figures import FAMILIES, family, fmt
 from harness.errors import BaselineError
-from harness.gate.baseline import DEFAULT_POLICY, Baseline, Policy, build, max_rel_deviation
+from harness.gate.baseline import DEFAULT_RULES, Baseline, ToleranceRule, build, max_rel_deviation
 from harness.safeio import output_path
 
 
-def _policy(args: argparse.Namespace) -> dict[str, Policy]:
+def _policy(args: argparse.Namespace) -> dict[str, ToleranceRule]:
     """``--k overhead=3 --floor disk=0.05`` on top of the defaults, validated as a baseline's policy is (a finite
     number not below 0: a NaN or a negative floor was once taken as it came)."""
-    policy = {f: p.model_dump() for f, p in DEFAULT_POLICY.items()}
+    policy = {f: p.model_dump() for f, p in DEFAULT_RULES.items()}
     for attr in ("k", "floor"):
         for item in getattr(args, attr) or []:
             fam, _, value = item.partition("=")
@@ -26,10 +26,10 @@ def _policy(args: argparse.Namespace) -> dict[str, Policy]:
                     f"--{attr} {item!r}: expected FAMILY=NUMBER with FAMILY one of {', '.join(FAMILIES)}"
                 )
             try:
-                policy[fam][attr] = Policy.model_validate({**policy[fam], attr: value}).model_dump()[attr]
+                policy[fam][attr] = ToleranceRule.model_validate({**policy[fam], attr: value}).model_dump()[attr]
             except ValidationError as exc:
                 raise BaselineError(f"--{attr} {item!r}: {exc.errors()[0]['msg']}") from None
-    return {f: Policy.model_validate(p) for f, p in policy.items()}
+    return {f: ToleranceRule.model_validate(p) for f, p in policy.items()}
 
 
 def _print_tolerances(b: Baseline) -> None:

@@ -14,7 +14,8 @@ from harness import outcomes
 from harness.checks import CHECKS
 from harness.checks.known_gap import gap_name
 from harness.errors import HarnessError, InfraError, ScenarioError, one_line
-from harness.pipeline.overhead_probe import REPEATS, overhead_probe
+from harness.gate.judge import ComparePolicy
+from harness.pipeline.overhead_probe import overhead_probe
 from harness.pipeline.session import Session
 from harness.scenario.loader import load_scenarios
 from harness.scenario.model import Scenario
@@ -59,11 +60,11 @@ def _checks(scenarios: list[Scenario], wanted: list[str], max_repeats: int | Non
                 f"--check overhead: {', '.join(blind)}: the tier does not decide overhead base against head "
                 "(budgets.overhead.compare: false): nothing to bisect; use a scenario whose tier decides it"
             )
-        if max_repeats is not None and max_repeats < REPEATS:
+        if max_repeats is not None and max_repeats < ComparePolicy.repeats:
             raise BisectError(
                 f"--max-repeats {max_repeats}: too small for one interleaved pair of the comparison each probe is "
-                f"(at least {REPEATS} runs a side: one run a side has no interval, so every probe would be "
-                "undecided)"
+                f"(at least {ComparePolicy.repeats} runs a side: one run a side has no interval, so every probe would "
+                "be undecided)"
             )
         return sorted(NOISY_CHECKS)
     known = [*CHECKS, *(gap_name(g) for s in scenarios for g in s.expect.known_gaps)]
@@ -86,7 +87,7 @@ def training_probe(
                 check_target(s, env)  # the API the workload drives
         except HarnessError as exc:
             return Probe("skip", why=f"cannot be installed or API drift: {one_line(exc)}")
-        judged: dict[str, tuple[str, str]] = {}
+        judged: dict[str, tuple[outcomes.CheckOutcome, str]] = {}
         for s in scenarios:
             try:
                 session = Session(results / commit.sha[:12], executor, Watch.configure())
@@ -100,13 +101,23 @@ def training_probe(
                     continue
                 outcome = outcomes.check_outcome(r, expected_failure=bool(r.xfail_reason))
                 name = r.check if len(scenarios) == 1 else f"{s.name}:{r.check}"
-                judged[name] = (outcomes.WORDS[outcome].split(":")[0], r.problems[0] if r.problems else r.summary)
-                if outcome == "inconclusive":
-                    return Probe("skip", judged, f"{name} is INCONCLUSIVE: no exact verdict")
-        failed = any(w in ("FAIL", "XPASS") for w, _ in judged.values())
-        return Probe("fail" if failed else "pass", judged)
+                judged[name] = (outcome, r.problems[0] if r.problems else r.summary)
+                if outcomes.check_exit(outcome) == outcomes.EXIT_INCONCLUSIVE:
+                    return probe_of_checks(judged)  # the other scenarios cannot make it exact
+        return probe_of_checks(judged)
 
     return probe
+
+
+def probe_of_checks(judged: dict[str, tuple[outcomes.CheckOutcome, str]]) -> Probe:
+    """A commit's verdict from its checks' outcomes (each with its one-line summary), decided by their exit codes
+    (``outcomes.check_exit``), never by their words: a failure (a FAIL, or an XPASS: a declared gap or bug gone)
+    fails it; an undecided check leaves it without an exact verdict (skipped)."""
+    said = {name: (outcomes.SHORT_WORDS[o], summary) for name, (o, summary) in judged.items()}
+    codes = {name: outcomes.check_exit(o) for name, (o, _) in judged.items()}
+    if undecided := [name for name, code in codes.items() if code == outcomes.EXIT_INCONCLUSIVE]:
+        return Probe("skip", said, f"{undecided[0]} is {outcomes.INCONCLUSIVE}: no exact verdict")
+    return Probe("fail" if outcomes.EXIT_FAIL in codes.values() else "pass", said)
 
 
 def _how(checks: list[str] | None) -> str:
@@ -139,7 +150,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     try:
         outcome = bisect(commits, probe, args.find, say=lambda line: print(line, flush=True))
     except EndpointUndecided as exc:  # the noise, not the input: INCONCLUSIVE
-        print(f"INCONCLUSIVE: {exc}")
+        print(f"{outcomes.INCONCLUSIVE}: {exc}")
         return outcomes.EXIT_INCONCLUSIVE
     for line in outcome.lines():
         print(line)

@@ -8,9 +8,11 @@ import time
 
 from rich.markup import escape
 
+from harness import outcomes
 from harness.cli.console import console, live_line, sweep
 from harness.errors import HarnessError, ScenarioError
 from harness.pipeline.base_head import run_comparison, write_reports
+from harness.report import verdicts
 from harness.scenario.loader import load_scenarios
 from harness.targets.pair import merge_base
 from harness.targets.spec import parse_target
@@ -40,7 +42,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     runnable, skipped = [], []
     for s in scenarios:
         if reason := skip_reason(s):
-            console.print(f"[yellow]SKIPPED[/] {escape(reason)}", soft_wrap=True)
+            console.print(f"[yellow]{outcomes.SKIPPED}[/] {escape(reason)}", soft_wrap=True)
             skipped.append(reason)
         else:
             runnable.append(s)
@@ -62,7 +64,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         accepted=args.accept,
         notes=notes,
     )
-    for line in comparison.lines():
+    for line in verdicts.lines(comparison):
         print(line)
     reports = write_reports(comparison, observed, results / "report")
     print(f"compare.json, compare.txt in {results}; report: {', '.join(str(p) for p in reports)}")

@@ -19,6 +19,7 @@ from harness.errors import HarnessError, ScenarioError, TargetError, one_line
 from harness.history.duet import ALONE, DuetDoc, Plan, plan
 from harness.history.store import History
 from harness.pipeline.base_head import SIDES, run_comparison, write_reports
+from harness.report import verdicts
 from harness.safeio import write_atomic
 from harness.scenario.loader import load_scenarios
 from harness.targets.environment import ensure_env
@@ -79,7 +80,7 @@ def cmd_duet(args: argparse.Namespace) -> int:
     runnable = []
     for s in scenarios:
         if reason := skip_reason(s):
-            _say(f"SKIPPED {reason}")
+            _say(f"{outcomes.SKIPPED} {reason}")
         else:
             runnable.append(s)
     head, repo = _tonight(args)
@@ -107,7 +108,8 @@ def cmd_duet(args: argparse.Namespace) -> int:
                          f"{'; '.join(errors)}): {ALONE}")  # fmt: skip
             p = Plan("history", lines[-1], p.base_commit, p.base_night)
         else:
-            lines += [line for line in comparison.lines(figures=False) if not line.startswith("order per scenario")]
+            said = verdicts.lines(comparison, figures=False)
+            lines += [line for line in said if not line.startswith("order per scenario")]
             code, word = outcomes.duet_outcome(p.mode, *comparison.verdict)
             regressed = {
                 s.scenario: figures

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from harness.gate.against_baseline import gate
 from harness.gate.baseline import Baseline
-from harness.gate.files import GateDoc
 from harness.gate.observe import Observation, observe_dir
+from harness.report import verdicts
 from harness.safeio import output_path
 
 
@@ -21,8 +21,8 @@ def cmd_gate(args: argparse.Namespace) -> int:
     for d in results:
         observations.update(observe_dir(d))
     judgement = gate(baseline, observations, across_env=args.compare_across_env, families=args.judge)
-    for line in judgement.lines():
+    for line in verdicts.lines(judgement):
         print(line)
     if output:
-        GateDoc.of_judgement(judgement, baseline, observations, results).write(output)
+        verdicts.gate_doc(judgement, baseline, observations, results).write(output)
     return judgement.exit_code

@@ -16,7 +16,7 @@ from harness.history import checkdoc
 from harness.history.detect import Settings
 from harness.history.night import night_of, web_url
 from harness.history.store import History, HistoryError, add
-from harness.history.verdict import accept, judge
+from harness.history.verdict import accept, check_history
 from harness.safeio import output_path
 
 
@@ -51,7 +51,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     path = _existing(args.history)
     with _lock(path):
         history = History.read(path)
-    verdict = judge(history, Settings(confirm_nights=args.confirm_nights))
+    verdict = check_history(history, Settings(confirm_nights=args.confirm_nights))
     doc = checkdoc.doc_of(verdict, history)
     if args.json:
         doc.write(output_path(args.json, "--json", [path]))

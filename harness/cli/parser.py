@@ -32,7 +32,7 @@ from harness.cli import (
     validate,
     wheelhouse,
 )
-from harness.gate.baseline import DEFAULT_POLICY
+from harness.gate.baseline import DEFAULT_RULES
 from harness.gate.numerics.compare import ENGINES
 from harness.history.detect import CONFIRM_NIGHTS
 from harness.history.store import KEEP_NIGHTS
@@ -375,7 +375,7 @@ def _positive(text: str) -> int:
 
 
 def _policy_args(p: argparse.ArgumentParser) -> None:
-    defaults = ", ".join(f"{f} k={v.k:g} floor={v.floor:g}" for f, v in DEFAULT_POLICY.items())
+    defaults = ", ".join(f"{f} k={v.k:g} floor={v.floor:g}" for f, v in DEFAULT_RULES.items())
     p.add_argument("--k", action="append", metavar="FAMILY=K", help=f"noise multiplier per family ({defaults})")
     p.add_argument("--floor", action="append", metavar="FAMILY=F", help="smallest relative tolerance per family")
 

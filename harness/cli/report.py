@@ -11,7 +11,7 @@ from harness.safeio import output_path
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from harness.report import build_report  # matplotlib only for this command
+    from harness.report.build import build_report  # matplotlib only for this command
 
     inputs = [*args.results, *(args.gate or [])]
     out = output_path(args.out, "--out", inputs, directory=True)

@@ -43,7 +43,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     table = Table("scenario", "check", "verdict", "key figures", title=f"results in {results}")
     for s in scenarios:
         if reason := session.skip(s):
-            console.print(f"[yellow]SKIPPED[/] {escape(reason)}", soft_wrap=True)  # one line, as pytest shows it
+            said = f"[yellow]{outcomes.SKIPPED}[/] {escape(reason)}"
+            console.print(said, soft_wrap=True)  # one line, as pytest shows it
             table.add_row(s.name, "-", "[yellow]skipped[/]", "")
             continue
         console.print(
@@ -54,7 +55,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             trained += runs.trained_s
         except HarnessError as exc:
             console.print(f"[red]{escape(one_line(exc))}[/]", soft_wrap=True)
-            table.add_row(s.name, "-", "[red]ERROR[/]", "")
+            table.add_row(s.name, "-", f"[red]{outcomes.ERROR}[/]", "")
             status = outcomes.worse(status, outcomes.EXIT_ERROR)
             continue
         for r in checks:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from harness.artifacts.figures import FAMILIES
 from harness.gate.baseline import Baseline
-from harness.gate.judge import Judgement, Policy, ScenarioVerdict, Side, judge
+from harness.gate.judge import GatePolicy, Judgement, ScenarioVerdict, Side, judge
 from harness.gate.observe import Observation, observe_dir
 from harness.targets.spec import reproduce_compare, reproducible
 
@@ -22,7 +22,7 @@ def gate_scenario(
 ) -> ScenarioVerdict:
     """Now against the baseline: a scenario only one of them holds is reported, not judged. ``families``: the figure
     families decided (the nightly's duet decides overhead side by side: its gate decides disk and structure)."""
-    policy = Policy.gate(baseline, across_env, families)
+    policy = GatePolicy.of(baseline, across_env, families)
     if name not in baseline.scenarios:
         why = "not in the baseline; gated once a baseline holds it"
         return ScenarioVerdict(name, policy, notes=[why], standing="new scenario")

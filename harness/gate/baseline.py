@@ -62,8 +62,9 @@ INFO_ENV = (
 Amount = Annotated[FiniteFloat, Field(ge=0)]
 
 
-class Policy(BaseModel):
-    """How calibration turns observed noise into a tolerance for one metric family."""
+class ToleranceRule(BaseModel):
+    """How calibration turns observed noise into a tolerance for one metric family (a baseline's ``policy``, by
+    family: the judge's policies are ``harness.gate.judge.Policy``)."""
 
     model_config = ConfigDict(extra="forbid")
     k: Amount
@@ -77,10 +78,10 @@ class Policy(BaseModel):
 # structure: a handful of calibration runs underestimates the spread (for n=3 the largest deviation from the mean is
 # about 0.9 sigma, a new run deviates from that mean by ~1.15 sigma), so k ~ 3; dump bytes barely move (floor 5 %); the
 # structure of a deterministic training does not move at all, so any change in it is a finding.
-DEFAULT_POLICY: dict[str, Policy] = {
-    "overhead": Policy(k=0.0, floor=0.075),
-    "disk": Policy(k=3.0, floor=0.05),
-    "structure": Policy(k=1.0, floor=0.0),
+DEFAULT_RULES: dict[str, ToleranceRule] = {
+    "overhead": ToleranceRule(k=0.0, floor=0.075),
+    "disk": ToleranceRule(k=3.0, floor=0.05),
+    "structure": ToleranceRule(k=1.0, floor=0.0),
 }
 
 # A stage's ratio (overhead.wall.stage.<stage>) is one stage of a step, the log-prob stages a fraction of a second:
@@ -100,11 +101,11 @@ STAGE_FLOOR = 0.15
 METRIC_FLOOR: dict[str, float] = {overhead("unprofiled"): 0.25, FIRST_PROFILED: STAGE_FLOOR}
 
 
-def floor(metric: str, policy: dict[str, Policy] | None = None) -> float:
+def floor(metric: str, policy: dict[str, ToleranceRule] | None = None) -> float:
     """The smallest tolerance of ``metric``: its family's floor (``policy`` over the defaults) or its own."""
     fam = family(metric) or "structure"
     own = METRIC_FLOOR.get(metric, STAGE_FLOOR if metric.startswith(overhead_stage("")) else 0.0)
-    return max(((policy or {}).get(fam) or DEFAULT_POLICY[fam]).floor, own)
+    return max(((policy or {}).get(fam) or DEFAULT_RULES[fam]).floor, own)
 
 
 class StructureEntry(BaseModel):
@@ -139,7 +140,7 @@ class Baseline(Versioned):
     created: str
     commit: str | None = None
     environment: dict[str, Any]
-    policy: dict[str, Policy]
+    policy: dict[str, ToleranceRule]
     scenarios: dict[str, ScenarioBaseline]
 
     @classmethod
@@ -192,7 +193,7 @@ def max_rel_deviation(values: list[float]) -> float:
     return spread / abs(mean) if mean else 1.0
 
 
-def tolerance_for(values: list[float], policy: Policy) -> float:
+def tolerance_for(values: list[float], policy: ToleranceRule) -> float:
     return round(max(policy.k * max_rel_deviation(values), policy.floor), 4)
 
 
@@ -235,7 +236,7 @@ def _check_distinct(name: str, obs: list[Observation]) -> None:
 
 def build(
     dirs: list[Path],
-    policy: dict[str, Policy] | None = None,
+    policy: dict[str, ToleranceRule] | None = None,
     calibrate: bool = False,
     previous: Baseline | None = None,
 ) -> Baseline:
@@ -244,7 +245,7 @@ def build(
     Figures are the mean over the runs that hold them. With ``calibrate`` every gated metric gets
     ``max(k x max relative deviation, floor)``; without, tolerances come from ``previous`` (a calibrated
     baseline whose tolerances the nightly job carries forward) or else the family's floor."""
-    policy = {**DEFAULT_POLICY, **(policy or {})}
+    policy = {**DEFAULT_RULES, **(policy or {})}
     per_scenario: dict[str, list[Observation]] = {}
     for d in dirs:
         for name, o in observe_dir(d).items():

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 from harness.artifacts import figures as fig
 from harness.errors import BaselineError
 from harness.gate.baseline import Baseline
-from harness.gate.judge import Judgement, ScenarioVerdict, Status, rel_change
+from harness.gate.judge import ScenarioVerdict, Status, rel_change
 from harness.gate.observe import Observation
 from harness.safeio import MB, InputError, Versioned
 
@@ -118,38 +117,6 @@ class GateDoc(Versioned):
         return doc | {"scenarios": [scenario(s) for s in scenarios] if isinstance(scenarios, list) else scenarios}
 
     @classmethod
-    def of_judgement(
-        cls, j: Judgement, baseline: Baseline, observations: dict[str, Observation], results: list[Path]
-    ) -> GateDoc:
-        def figure(s: ScenarioVerdict, f: Any) -> GateFigure:
-            base, now = (f.base[0] if f.base else None), (f.head[0] if f.head else None)
-            return GateFigure(
-                metric=f.metric, verdict=f.verdict, base=base, now=now, tolerance=f.tolerance, line=s.line(f)
-            )
-
-        return cls(
-            exit_code=j.exit_code,
-            verdict=j.verdict[1],
-            results=[str(Path(r).resolve()) for r in results],
-            baseline=GateBaselineDoc(
-                created=baseline.created, commit=baseline.commit, environment=baseline.environment
-            ),
-            scenarios=[
-                GateScenario(
-                    scenario=s.scenario,
-                    status=s.status,
-                    notes=s.notes,
-                    errors=s.errors,
-                    crashes=s.crashes,
-                    figures=[figure(s, f) for f in s.figures if f.verdict != "ok"],
-                    change=change_against(observations.get(s.scenario), s, baseline),
-                    reproduce=s.reproduce,
-                )
-                for s in j.scenarios
-            ],
-        )
-
-    @classmethod
     def read(cls, path: Path) -> GateDoc:
         try:
             return cls.read_file(path, 64 * MB)
@@ -199,40 +166,5 @@ class CompareDoc(Versioned):
     census: list[str] = []  # head's annotated roles against base's: findings, read first
     notes: list[str] = []
     accepted: str | None = None
-    head_lines: list[str] = []  # what the reader reads first (Judgement.head_lines), as the console said it
+    head_lines: list[str] = []  # what the reader reads first (report.verdicts.head_lines), as the console said
     scenarios: list[CompareScenario]
-
-    @classmethod
-    def of_judgement(cls, c: Judgement) -> CompareDoc:
-        def figures(s: ScenarioVerdict) -> list[CompareFigure]:
-            return [
-                CompareFigure.model_validate(asdict(f) | {"line": f.compare_line(), "ratio": f.ratio_text()})
-                for f in s.figures
-            ]
-
-        return cls(
-            base=c.base,
-            head=c.head,
-            order=c.order,
-            exit_code=c.exit_code,
-            verdict=c.verdict[1],
-            skipped=c.skipped,
-            census=c.census,
-            notes=c.notes,
-            accepted=c.accepted,
-            head_lines=c.head_lines(),
-            scenarios=[
-                CompareScenario(
-                    scenario=s.scenario,
-                    status=s.status,
-                    findings=s.findings,
-                    undecided=s.undecided,
-                    notes=s.notes,
-                    errors=s.errors,
-                    figures=figures(s),
-                    numerics=s.numerics.as_dict() if s.numerics else None,
-                    reproduce=s.reproduce,
-                )
-                for s in c.scenarios
-            ],
-        )

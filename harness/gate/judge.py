@@ -2,7 +2,8 @@
 
 A side is what was measured: the runs of one target (one per repeat, base or head of ``compare``), or a baseline
 (the merged runs of a night, whose stored tolerances and per-run samples it carries). The gate (now against a
-baseline) and base against head (``compare``) differ only in their ``Policy``; both end in ``harness.outcomes``.
+baseline: ``GatePolicy``) and base against head (``compare``, and bisect's overhead probe: ``ComparePolicy``) differ
+only in their policy, whose methods answer each question the judge asks; both end in ``harness.outcomes``.
 
 - every gated figure (overhead ratios, disk bytes, structure entry counts) as head/base (now/baseline), decided by
   ``decide`` on ``harness.checks.stats``: overhead by an interval from the per-step, per-rank samples of each run of
@@ -10,32 +11,32 @@ baseline) and base against head (``compare``) differ only in their ``Policy``; b
 - dump structure names per stage and rank: any change in the (normalised) entry names is a regression;
 - with ``Policy.checks`` (both sides are runs), every check's verdict: one that passes on base and fails on head
   is a regression, a known gap that closes on head is news;
-- with ``Policy.environment`` (a baseline from another night), measurements of another device kind, msprobe
+- under the gate's ``admit`` (a baseline from another night), measurements of another device kind, msprobe
   version or series and changed scenario settings are reported and not compared.
 
 Overhead and disk regress upwards and improve downwards; under the gate's policy an improvement is a status of
-its own (the baseline is stale: refresh it).
+its own (the baseline is stale: refresh it). The verdicts here are data; what they read as is
+``harness.report.verdicts``.
 """
 
 from __future__ import annotations
 
 import math
-import statistics
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from harness import outcomes
-from harness.artifacts.figures import FAMILIES, family, fmt, ratio, samples_of, structure_names
+from harness.artifacts.figures import FAMILIES, family, samples_of, structure_names
 from harness.checks import stats
-from harness.checks.base import CheckResult
 from harness.checks.known_gap import is_gap
 from harness.gate.baseline import BLOCKING_ENV, INFO_ENV, OVERHEAD_ENV, Baseline, floor
 from harness.gate.numerics.report import NumericsReport
 from harness.gate.observe import Observation
 from harness.gate.structure import name_diff
 
-Verdict = Literal["ok", "regressed", "improved", "inconclusive", "new", "missing"]
+FigureOutcome = Literal["ok", "regressed", "improved", "inconclusive", "new", "missing"]
 Status = Literal[
     "ok",
     "regressed",
@@ -60,38 +61,6 @@ def rel_change(base: float, now: float) -> float:
 def shown_names(diff: list[str]) -> str:
     """A name diff as one line: the first ``MAX_NAMES``, then how many more."""
     return ", ".join(diff[:MAX_NAMES]) + (f" (+{len(diff) - MAX_NAMES} more)" if len(diff) > MAX_NAMES else "")
-
-
-@dataclass(frozen=True)
-class Policy:
-    """How two sides are judged. ``gate``: now against a baseline (its stored tolerances, environment and settings
-    checked first, an improvement says "refresh the baseline"); ``compare``: head against base, both run here
-    (the families' floors, check verdicts compared too). Overhead is decided by an interval at the confidences of
-    ``harness.checks.stats``; the ``exact`` families on the medians (``two_sided``: a change either way regresses)."""
-
-    kind: Literal["gate", "compare"]
-    families: Collection[str] = FAMILIES  # decided; the others reported, not judged
-    tolerances: Callable[[str, str], float] | None = None  # (scenario, metric) -> tolerance; None: the floors
-    across_env: bool = False  # gate: compare even across BLOCKING_ENV
-    exact: Collection[str] = ("disk", "structure")
-    two_sided: Collection[str] = ("structure",)
-
-    @classmethod
-    def gate(cls, baseline: Baseline, across_env: bool = False, families: Collection[str] = FAMILIES) -> Policy:
-        return cls("gate", families=families, tolerances=baseline.tolerance, across_env=across_env)
-
-    @property
-    def environment(self) -> bool:
-        """Environment and settings decide whether the sides are comparable at all (a baseline from another night)."""
-        return self.kind == "gate"
-
-    @property
-    def checks(self) -> bool:
-        """Check verdicts are compared (both sides are runs, each with its checks)."""
-        return self.kind == "compare"
-
-    def tolerance(self, scenario: str, metric: str) -> float:
-        return self.tolerances(scenario, metric) if self.tolerances else floor(metric)
 
 
 @dataclass
@@ -157,8 +126,7 @@ def decide(metric: str, base: Side, head: Side, tolerance: float, policy: Policy
     base_s, head_s = base.samples.get(metric, []), head.samples.get(metric, [])
     if not (base_s and head_s and all(base_s) and all(head_s)):
         base_s, head_s = [{"run": v} for v in b], [{"run": v} for v in h]
-    min_runs = stats.MIN_RUNS_CHANGE if policy.kind == "compare" else 1  # the gate: samples of one night each
-    return stats.against_tolerance(stats.paired(base_s, head_s), tolerance, min_runs)
+    return stats.against_tolerance(stats.paired(base_s, head_s), tolerance, policy.min_runs)
 
 
 @dataclass
@@ -167,7 +135,7 @@ class FigureVerdict:
 
     scenario: str
     metric: str
-    verdict: Verdict
+    verdict: FigureOutcome
     base: list[float] = field(default_factory=list)
     head: list[float] = field(default_factory=list)
     tolerance: float | None = None
@@ -175,84 +143,11 @@ class FigureVerdict:
     decision: stats.Decision | None = None  # the interval behind an overhead verdict
     detail: str = ""  # a structure name change, said in words
 
-    @property
-    def word(self) -> str:
-        """The verdict column's word: a figure of a family not decided here says so, never "ok"."""
-        return self.verdict if self.judged else "not judged"
-
-    # -- the gate's words: now against a baseline
-    @property
-    def change(self) -> float | None:
-        return rel_change(self.base[0], self.head[0]) if self.base and self.head else None
-
-    def limit(self) -> float | None:
-        """The value beyond which this verdict was given (tolerances are multiplicative: x(1+t) up, /(1+t) down)."""
-        if not self.base or self.tolerance is None or not self.head:
-            return None
-        b = self.base[0]
-        return b * (1 + self.tolerance) if self.head[0] >= b else b / (1 + self.tolerance)
-
-    def tolerance_text(self) -> str:
-        t = self.tolerance
-        if not t:
-            return "tolerance exact"
-        if not self.head or not self.base:
-            return f"tolerance +{100 * t:.3g}%"
-        up = self.head[0] >= self.base[0]
-        pct = 100 * t if up else 100 * (1 - 1 / (1 + t))
-        return f"tolerance {'+' if up else '-'}{pct:.3g}% (limit {fmt(self.metric, self.limit())})"
-
-    def gate_line(self) -> str:
-        """One readable line: scenario, metric, baseline, now, tolerance."""
-        head = f"{self.verdict.upper()} {self.scenario}: {self.metric}"
-        base, now = (self.base[0] if self.base else None), (self.head[0] if self.head else None)
-        if self.detail:
-            return f"{head} {self.detail} ({self.tolerance_text()})"
-        if self.verdict == "missing":
-            return f"{head} baseline {fmt(self.metric, base)}, now not measured"
-        if self.verdict == "new":
-            return f"{head} now {fmt(self.metric, now)} (not in the baseline)"
-        pct = f"{100 * self.change:+.0f}%" if self.change is not None and math.isfinite(self.change) else "from 0"
-        line = f"{head} baseline {fmt(self.metric, base)} now {fmt(self.metric, now)} ({pct}), {self.tolerance_text()}"
-        if self.decision is not None and self.decision.estimate is not None:
-            line += f"; now/baseline {self.decision.text()}"
-        if self.verdict == "improved":
-            line += ": better than the baseline, refresh it if this is intended"
-        return line
-
-    # -- compare's words: head against base, one value per repeat
-    @property
-    def ratios(self) -> list[float]:
-        """head/base per repeat pair (the repeats are interleaved, so pair i ran close together)."""
-        return [h / b for b, h in zip(self.base, self.head, strict=False) if b]
-
-    def ratio_text(self) -> str:
-        if self.decision and self.decision.estimate:
-            return f"head/base {self.decision.estimate.text()}"
-        if not self.base or not self.head or not statistics.median(self.base):
-            return "head/base -"
-        r = statistics.median(self.head) / statistics.median(self.base)
-        spread = self.ratios
-        text = f"head/base {ratio(r)}"
-        return text + (f" (spread {ratio(min(spread))}-{ratio(max(spread))})" if len(spread) > 1 else "")
-
-    def compare_line(self) -> str:
-        head = f"{self.word.upper()} {self.scenario}: {self.metric}"
-        if self.verdict == "missing" or not self.head:  # not judged: a side may lack it
-            return f"{head} base {fmt(self.metric, statistics.median(self.base))}, not measured on head"
-        if self.verdict == "new" or not self.base:
-            return f"{head} head {fmt(self.metric, statistics.median(self.head))}, not measured on base"
-        tol = "tolerance exact" if not self.tolerance else f"tolerance {100 * self.tolerance:.3g}%"
-        rests = self.decision.undecided() if self.decision else ""
-        return (
-            f"{head} base {fmt(self.metric, statistics.median(self.base))} head "
-            f"{fmt(self.metric, statistics.median(self.head))}: {self.ratio_text()}, {tol}{rests}"
-        )
-
 
 @dataclass
 class ScenarioVerdict:
-    """One scenario judged: its figures, findings (structure names and checks, as lines), notes, errors."""
+    """One scenario judged: its figures, findings (structure names and checks, as lines), notes, errors. Data only:
+    what it reads as is ``harness.report.verdicts``'."""
 
     scenario: str
     policy: Policy
@@ -267,10 +162,6 @@ class ScenarioVerdict:
     checks_judged: int = 0  # checks decided on both sides (passing on both counts; fails-on-both does not)
     reproduce: str = ""  # the command that reproduces its findings on a developer's machine (base against head)
 
-    def reproduce_line(self) -> list[str]:
-        """Where anything but ok was found, the command that reproduces it: each finding ends with it."""
-        return [f"  reproduce {self.scenario}: {self.reproduce}"] if self.reproduce and self.status != "ok" else []
-
     @property
     def status(self) -> Status:
         if self.standing is not None:
@@ -281,17 +172,14 @@ class ScenarioVerdict:
             return "regressed"
         if self.undecided or self.of("inconclusive"):
             return "inconclusive"
-        return "improved" if self.policy.kind == "gate" and self.of("improved") else "ok"
+        return "improved" if self.policy.improvement_stands and self.of("improved") else "ok"
 
     @property
     def compared(self) -> bool:
-        """A verdict was reached on something measured on both sides: a judged figure or check, a finding, a crash."""
-        if self.policy.kind == "gate":
-            return self.status in JUDGED and bool(self.figures or self.crashes)
-        judged = any(f.judged and f.verdict not in ("missing", "new") for f in self.figures)
-        return not self.errors and (judged or bool(self.findings) or self.checks_judged > 0)
+        """A verdict was reached on something measured on both sides (what counts is the policy's)."""
+        return self.policy.compared(self)
 
-    def of(self, *verdicts: Verdict) -> list[FigureVerdict]:
+    def of(self, *verdicts: FigureOutcome) -> list[FigureVerdict]:
         return [f for f in self.figures if f.verdict in verdicts]
 
     def counts(self) -> tuple[int, int, int]:
@@ -299,97 +187,6 @@ class ScenarioVerdict:
         not as within tolerance (a tier's overhead reported only is no pass)."""
         judged = [f for f in self.figures if f.judged]
         return sum(f.verdict == "ok" for f in judged), len(judged), len(self.figures) - len(judged)
-
-    def within(self, noun: str = "figures") -> str:
-        ok, judged, apart = self.counts()
-        text = f"{ok} of {judged} {noun} within tolerance"
-        return text + (f" ({apart} reported, not judged)" if apart else "")
-
-    def line(self, f: FigureVerdict) -> str:
-        return f.gate_line() if self.policy.kind == "gate" else f.compare_line()
-
-    def lines(self) -> list[str]:
-        if self.policy.kind == "gate":
-            return self._gate_lines()
-        if self.errors:
-            return [f"ERROR {self.scenario}: {e}" for e in self.errors] + self.reproduce_line()
-        out = [f"{self.status} {self.scenario}: {self.within()}"]
-        out += self.findings + self.undecided  # checks and entry names first: they say which stage
-        out += [f.compare_line() for f in self.figures if f.verdict != "ok"]
-        out += self.reproduce_line()
-        out += [f"  note {self.scenario}: {n}" for n in self.notes]
-        return out
-
-    def _gate_lines(self) -> list[str]:
-        if self.crashes:
-            out = [f"REGRESSED {self.scenario}: {c}" for c in self.crashes]
-        elif self.status in JUDGED:
-            out = [f"{self.status} {self.scenario}: {self.within('metrics')}"]
-        else:
-            out = [f"{self.status.upper()} {self.scenario}: " + "; ".join(self.errors or self.notes)]
-        out += self.findings
-        out += [f.gate_line() for f in self.of("regressed", "missing", "inconclusive", "improved", "new")]
-        out += self.reproduce_line() if self.status in ("regressed", "inconclusive") else []
-        if self.status in JUDGED:
-            out += [f"  note {self.scenario}: {n}" for n in self.notes]
-        return out
-
-    def figure_table(self) -> list[str]:
-        """Every overhead and disk figure as head/base with its spread (structure counts when they moved)."""
-        rows = [f for f in self.figures if family(f.metric) != "structure" or f.verdict != "ok"]
-        return [
-            f"  {f.metric:<40} base {fmt(f.metric, statistics.median(f.base)) if f.base else '-':>10}  "
-            f"head {fmt(f.metric, statistics.median(f.head)) if f.head else '-':>10}  {f.ratio_text()}  "
-            f"{f.word}"
-            for f in rows
-        ]
-
-    def as_check_result(self) -> CheckResult:
-        """For the pytest ``regression`` item: regressions and errors fail, the rest are notes."""
-        res = CheckResult("regression")
-        res.problems = [f"REGRESSED {self.scenario}: {c}" for c in self.crashes] + self.findings
-        res.problems += [self.line(f) for f in self.of("regressed", "missing")]
-        res.inconclusive = self.undecided + [self.line(f) for f in self.of("inconclusive")]
-        if self.status == "error":
-            res.problems += self.errors
-        else:
-            res.notes = [self.line(f) for f in self.of("improved", "new")] + self.notes
-        res.summary = f"{self.status}: {self.within('metrics')}"
-        res.figures = {
-            "regression.status": self.status,
-            "regression.compared": len(self.figures),
-            "regression.regressed": len(self.of("regressed", "missing")) + len(self.findings),
-            "regression.improved": len(self.of("improved")),
-            "regression.inconclusive": len(self.of("inconclusive")),
-        }
-        return res
-
-
-def _environment(name: str, base: Side, head: Side, policy: Policy) -> ScenarioVerdict | list[str]:
-    """The gate's first question: are the sides comparable at all? A verdict saying why not, or notes."""
-    notes: list[str] = []
-    be, he = base.environment, head.environment
-    blocking = [
-        f"{k} baseline {be.get(k)!r}, now {he.get(k)!r}"
-        for k in BLOCKING_ENV
-        if k in be and be.get(k) != he.get(k)  # absent: an older baseline
-    ]
-    info = [f"{k} {be.get(k)} -> {he.get(k)}" for k in INFO_ENV if k in be and be.get(k) != he.get(k)]
-    if blocking and not policy.across_env:
-        why = f"not compared: {'; '.join(blocking)} (--compare-across-env compares anyway)"
-        return ScenarioVerdict(name, policy, notes=[why], standing="environment differs")
-    if blocking:
-        notes.append(f"compared across environments (--compare-across-env): {'; '.join(blocking)}")
-    if info:
-        notes.append(f"environment changed, compared anyway: {', '.join(info)}")
-    if "packages_dir" in be and be.get("packages_dir") != he.get("packages_dir"):
-        notes.append("disk figures move with the install path: msprobe's stack.json records each frame's source path")
-    # keys present in both that differ (a key only one side records is a format change, not a setting)
-    bs, hs = base.settings, head.settings
-    if diff := [f"{k}: baseline {bs[k]!r}, now {hs[k]!r}" for k in sorted(set(bs) & set(hs)) if bs[k] != hs[k]]:
-        why = f"not compared, refresh the baseline: {'; '.join(diff)}"
-        return ScenarioVerdict(name, policy, notes=[why], standing="settings changed")
-    return notes
 
 
 # Checks whose verdict is a run's own maxima (the overhead check: each ratio of one off/on pair against the scenario's
@@ -418,96 +215,244 @@ def _checks(out: ScenarioVerdict, base: list[Observation], head: list[Observatio
         if base_ok and failed_on:
             problems = failed_on[0].problems.get(check, [])
             shown = "; ".join(problems[:3]) + (f" (+{len(problems) - 3} more)" if len(problems) > 3 else "")
-            out.findings.append(f"REGRESSED {name}: {check} check passes on base, fails on head: {shown}")
+            out.findings.append(f"{outcomes.REGRESSED} {name}: {check} check passes on base, fails on head: {shown}")
         elif base_ok and undecided_on:
             shown = "; ".join(undecided_on[0].inconclusive[check][:3])
-            out.undecided.append(f"INCONCLUSIVE {name}: {check} check passes on base, undecided on head: {shown}")
+            out.undecided.append(
+                f"{outcomes.INCONCLUSIVE} {name}: {check} check passes on base, undecided on head: {shown}"
+            )
         elif not base_ok and not failed_on:
             out.notes.append(f"{check} check fails on base, passes on head")
         elif not base_ok:
             out.notes.append(f"{check} check fails on base and on head: not judged")
 
 
-def judge(name: str, base: Side, head: Side, policy: Policy) -> ScenarioVerdict:
-    """One scenario, head against base, under ``policy``."""
-    out = ScenarioVerdict(name, policy)
-    if policy.environment:  # now against a baseline: only now's runs can fail or crash
+Figures = dict[str, list[float]]
+
+
+@dataclass(frozen=True)
+class Policy(ABC):
+    """How two sides are judged by ``judge``: what is comparable (``admit``: runs that failed, another environment,
+    changed settings), how a figure is decided (``families`` decided, the others reported; the ``exact`` families on
+    the medians, ``two_sided``: a change either way regresses; overhead by an interval at the confidences of
+    ``harness.checks.stats`` from ``min_runs`` runs a side), whether check verdicts are compared (``checks``), how
+    entry names are compared (``names``) and what counts as compared at all (``compared``). The gate
+    (``GatePolicy``) and base against head (``ComparePolicy``, which bisect's overhead probe uses too) are the two."""
+
+    families: Collection[str] = FAMILIES  # decided; the others reported, not judged
+    exact: Collection[str] = ("disk", "structure")
+    two_sided: Collection[str] = ("structure",)
+
+    checks: ClassVar[bool] = False  # check verdicts are compared (both sides are runs, each with its checks)
+    min_runs: ClassVar[int] = 1  # runs a side an overhead change needs before it is called
+    improvement_stands: ClassVar[bool] = False  # an improvement is a status of its own (not ok)
+
+    def tolerance(self, scenario: str, metric: str) -> float:
+        return floor(metric)
+
+    @abstractmethod
+    def admit(self, out: ScenarioVerdict, base: Side, head: Side) -> tuple[Figures, Figures] | None:
+        """The figures of each side to decide, or None where ``out`` is already the verdict (errors, crashes, sides
+        not comparable): what stands in the way goes into ``out``."""
+
+    @abstractmethod
+    def unmatched_tolerance(self, scenario: str, metric: str, base: list[float]) -> float | None:
+        """The tolerance said of a figure only one side measured."""
+
+    @abstractmethod
+    def told_tolerance(self, tolerance: float, decision: stats.Decision) -> float:
+        """The tolerance a decided figure says it was decided against."""
+
+    @abstractmethod
+    def names(self, out: ScenarioVerdict, base: Side, head: Side) -> None:
+        """Entry names per stage and rank, head against base, into ``out``."""
+
+    @abstractmethod
+    def compared(self, v: ScenarioVerdict) -> bool:
+        """Whether ``v`` reached a verdict on something both sides measured (none compared is never a pass)."""
+
+
+def _name_diffs(keys: Collection[str], base: Side, head: Side) -> list[tuple[str, str, list[str]]]:
+    """(stage and rank, its metric, the changed names) per key, counts of names either side saw vary ignored."""
+    bn, hn = base.names or {}, head.names or {}
+    return [
+        (k, structure_names(k), name_diff(bn.get(k, {}), hn.get(k, {}), ignore={*base.ignored(k), *head.ignored(k)}))
+        for k in keys
+    ]
+
+
+@dataclass(frozen=True)
+class GatePolicy(Policy):
+    """Now against a baseline (the last good night): only now's runs can fail; environment and settings decide
+    whether the sides are comparable at all; the baseline's stored ``tolerances`` (scenario, metric) -> tolerance
+    (None: the floors); an improvement says "refresh the baseline"; the samples are one night's each."""
+
+    tolerances: Callable[[str, str], float] | None = None
+    across_env: bool = False  # compare even across BLOCKING_ENV (and OVERHEAD_ENV)
+
+    improvement_stands: ClassVar[bool] = True
+
+    @classmethod
+    def of(cls, baseline: Baseline, across_env: bool = False, families: Collection[str] = FAMILIES) -> GatePolicy:
+        return cls(families=families, tolerances=baseline.tolerance, across_env=across_env)
+
+    def tolerance(self, scenario: str, metric: str) -> float:
+        return self.tolerances(scenario, metric) if self.tolerances else floor(metric)
+
+    def admit(self, out: ScenarioVerdict, base: Side, head: Side) -> tuple[Figures, Figures] | None:
         out.errors = [e for o in head.runs for e in o.errors]
         out.crashes = [] if out.errors else [c for o in head.runs for c in o.crashes]
-        if out.errors or out.crashes:
-            return out
-        comparable = _environment(name, base, head, policy)
-        if isinstance(comparable, ScenarioVerdict):
-            return comparable
-        out.notes = comparable
-    else:
+        if out.errors or out.crashes or not self._environment(out, base, head):
+            return None
+        base_fig, head_fig = base.figures, head.figures
+        be, he = base.environment, head.environment
+        elsewhere = [
+            f"{k} baseline {be.get(k)!r}, now {he.get(k)!r}" for k in OVERHEAD_ENV if k in be and be.get(k) != he.get(k)
+        ]
+        if elsewhere and not self.across_env:
+            out.notes.append(
+                f"overhead not compared: {'; '.join(elsewhere)} (step times move with it); dump structure and disk "
+                "compared"
+            )
+            base_fig = {m: v for m, v in base_fig.items() if family(m) != "overhead"}
+            head_fig = {m: v for m, v in head_fig.items() if family(m) != "overhead"}
+        if base.names is None or head.names is None:
+            out.notes.append(
+                "dump structure not compared: "
+                + ("no dumps in these results" if head.names is None else "the baseline has none")
+            )
+            base_fig = {m: v for m, v in base_fig.items() if family(m) != "structure"}
+            head_fig = {m: v for m, v in head_fig.items() if family(m) != "structure"}
+        return base_fig, head_fig
+
+    def _environment(self, out: ScenarioVerdict, base: Side, head: Side) -> bool:
+        """The gate's first question: are the sides comparable at all? If not, ``out`` says why."""
+        be, he = base.environment, head.environment
+        blocking = [
+            f"{k} baseline {be.get(k)!r}, now {he.get(k)!r}"
+            for k in BLOCKING_ENV
+            if k in be and be.get(k) != he.get(k)  # absent: an older baseline
+        ]
+        info = [f"{k} {be.get(k)} -> {he.get(k)}" for k in INFO_ENV if k in be and be.get(k) != he.get(k)]
+        if blocking and not self.across_env:
+            out.notes = [f"not compared: {'; '.join(blocking)} (--compare-across-env compares anyway)"]
+            out.standing = "environment differs"
+            return False
+        if blocking:
+            out.notes.append(f"compared across environments (--compare-across-env): {'; '.join(blocking)}")
+        if info:
+            out.notes.append(f"environment changed, compared anyway: {', '.join(info)}")
+        if "packages_dir" in be and be.get("packages_dir") != he.get("packages_dir"):
+            out.notes.append(
+                "disk figures move with the install path: msprobe's stack.json records each frame's source path"
+            )
+        # keys present in both that differ (a key only one side records is a format change, not a setting)
+        bs, hs = base.settings, head.settings
+        if diff := [f"{k}: baseline {bs[k]!r}, now {hs[k]!r}" for k in sorted(set(bs) & set(hs)) if bs[k] != hs[k]]:
+            out.notes = [f"not compared, refresh the baseline: {'; '.join(diff)}"]
+            out.standing = "settings changed"
+            return False
+        return True
+
+    def unmatched_tolerance(self, scenario: str, metric: str, base: list[float]) -> float | None:
+        return self.tolerance(scenario, metric) if base else None
+
+    def told_tolerance(self, tolerance: float, decision: stats.Decision) -> float:
+        return tolerance
+
+    def names(self, out: ScenarioVerdict, base: Side, head: Side) -> None:
+        """The stages and ranks both sides hold (a missing one is its entries figure's MISSING), unchanged ones
+        listed as ok."""
+        if base.names is None or head.names is None:
+            return
+        bn, hn = base.names, head.names
+        for k, metric, diff in _name_diffs(sorted(set(bn) & set(hn)), base, head):
+            if not diff:
+                out.figures.append(FigureVerdict(out.scenario, metric, "ok", tolerance=0.0))
+            else:
+                detail = f"baseline {len(bn[k])} names, now {len(hn[k])} names: {shown_names(diff)}"
+                out.figures.append(FigureVerdict(out.scenario, metric, "regressed", tolerance=0.0, detail=detail))
+
+    def compared(self, v: ScenarioVerdict) -> bool:
+        return v.status in JUDGED and bool(v.figures or v.crashes)
+
+
+@dataclass(frozen=True)
+class ComparePolicy(Policy):
+    """Head against base, both run here, each side its repeats: errors of either side stop it, a crash leaves the
+    checks alone compared; the families' floors; check verdicts compared; an overhead change needs
+    ``stats.MIN_RUNS_CHANGE`` runs a side; entry names of every stage and rank either side holds. How many runs it
+    makes (``harness.pipeline.base_head``): ``repeats`` a side, then while INCONCLUSIVE one more pair at a time up
+    to ``max_repeats`` within ``budget_s``. Bisect's overhead probe is this policy over overhead alone
+    (``harness.pipeline.overhead_probe``)."""
+
+    checks: ClassVar[bool] = True
+    min_runs: ClassVar[int] = stats.MIN_RUNS_CHANGE
+    repeats: ClassVar[int] = 2  # runs a side a comparison starts with: fewer have no interval
+    # Without --max-repeats a comparison still decides: while a scenario is INCONCLUSIVE, one more base/head pair at a
+    # time, up to 6 runs a side and as long as the next pair (at the mean cost of the pairs so far) ends within 20
+    # minutes of the scenario's first run: what a pull-request job can afford, on every tier, untuned. Two runs a side
+    # decided almost nothing (t at 99.9 % with two degrees of freedom is 31.6 wide: A/A of tiny_fsdp_l0 exited 3 after
+    # 113.5 s). Measured with these defaults on the shared 2-core machine: A/A tiny_fsdp_l0 PASS at 5 runs a side in
+    # 1105 s; at load ~14 a tiny_fsdp_l1 pair cost 452-521 s, so the time cap stopped it at 2 a side (INCONCLUSIVE),
+    # where --max-repeats 6 decided base against a waiting commit REGRESSED at 4 a side in 2384 s. An explicit
+    # --max-repeats is the caller's choice: the runs cap only, no time cap.
+    max_repeats: ClassVar[int] = 6
+    budget_s: ClassVar[int] = 20 * 60
+
+    def admit(self, out: ScenarioVerdict, base: Side, head: Side) -> tuple[Figures, Figures] | None:
         out.errors = [f"{side}: {e}" for side, s in (("base", base), ("head", head)) for o in s.runs for e in o.errors]
         if not base.runs or not head.runs:
             out.errors.append(f"not run on {'base' if not base.runs else 'head'}")
         if out.errors:
-            return out
+            return None
         if crashed := [side for side, s in (("base", base), ("head", head)) if any(o.crashes for o in s.runs)]:
             out.notes.append(f"figures not compared: {' and '.join(crashed)} crashed (the crash check says where)")
             _checks(out, base.runs, head.runs)
-            return out
-    base_fig, head_fig = base.figures, head.figures
-    be, he = base.environment, head.environment
-    elsewhere = [
-        f"{k} baseline {be.get(k)!r}, now {he.get(k)!r}" for k in OVERHEAD_ENV if k in be and be.get(k) != he.get(k)
-    ]
-    if policy.kind == "gate" and elsewhere and not policy.across_env:
-        out.notes.append(
-            f"overhead not compared: {'; '.join(elsewhere)} (step times move with it); dump structure and disk compared"
-        )
-        base_fig = {m: v for m, v in base_fig.items() if family(m) != "overhead"}
-        head_fig = {m: v for m, v in head_fig.items() if family(m) != "overhead"}
-    if policy.kind == "gate" and (base.names is None or head.names is None):
-        out.notes.append(
-            "dump structure not compared: "
-            + ("no dumps in these results" if head.names is None else "the baseline has none")
-        )
-        base_fig = {m: v for m, v in base_fig.items() if family(m) != "structure"}
-        head_fig = {m: v for m, v in head_fig.items() if family(m) != "structure"}
+            return None
+        return base.figures, head.figures
+
+    def unmatched_tolerance(self, scenario: str, metric: str, base: list[float]) -> float | None:
+        return 0.0
+
+    def told_tolerance(self, tolerance: float, decision: stats.Decision) -> float:
+        """The tolerance as decided (an improvement: against its mirror)."""
+        t = decision.threshold
+        return round(t - 1 if decision.outcome != "improved" else 1 / t - 1, 6)
+
+    def names(self, out: ScenarioVerdict, base: Side, head: Side) -> None:
+        """Every stage and rank either side holds: a changed name is a finding."""
+        for _, metric, diff in _name_diffs(sorted(set(base.names or {}) | set(head.names or {})), base, head):
+            if diff:
+                out.findings.append(f"{outcomes.REGRESSED} {out.scenario}: {metric} {shown_names(diff)}")
+
+    def compared(self, v: ScenarioVerdict) -> bool:
+        judged = any(f.judged and f.verdict not in ("missing", "new") for f in v.figures)
+        return not v.errors and (judged or bool(v.findings) or v.checks_judged > 0)
+
+
+def judge(name: str, base: Side, head: Side, policy: Policy) -> ScenarioVerdict:
+    """One scenario, head against base, under ``policy``."""
+    out = ScenarioVerdict(name, policy)
+    admitted = policy.admit(out, base, head)
+    if admitted is None:
+        return out
+    base_fig, head_fig = admitted
     for m in sorted(set(base_fig) | set(head_fig)):
         b, h = base_fig.get(m, []), head_fig.get(m, [])
-        tol: float | None
         if family(m) not in policy.families:  # reported as measured, a side without it included
             out.figures.append(FigureVerdict(name, m, "ok", b, h, 0.0, judged=False))
         elif not h or not b:
-            tol = (policy.tolerance(name, m) if b else None) if policy.kind == "gate" else 0.0
-            out.figures.append(FigureVerdict(name, m, "missing" if b else "new", b, h, tol))
+            out.figures.append(
+                FigureVerdict(name, m, "missing" if b else "new", b, h, policy.unmatched_tolerance(name, m, b))
+            )
         else:
             d = decide(m, base, head, tol := policy.tolerance(name, m), policy)
-            if policy.kind == "compare":  # the tolerance as decided (an improvement: against its mirror)
-                tol = round(d.threshold - 1 if d.outcome != "improved" else 1 / d.threshold - 1, 6)
-            out.figures.append(FigureVerdict(name, m, d.outcome, b, h, tol, decision=d))
-    _names(out, base, head)
+            out.figures.append(FigureVerdict(name, m, d.outcome, b, h, policy.told_tolerance(tol, d), decision=d))
+    policy.names(out, base, head)
     if policy.checks:
         _checks(out, base.runs, head.runs)
     return out
-
-
-def _names(out: ScenarioVerdict, base: Side, head: Side) -> None:
-    """Entry names per stage and rank, counts of names either side saw vary ignored. The gate compares the stages
-    and ranks both sides hold (a missing one is its entries figure's MISSING) and lists unchanged ones as ok;
-    compare every one either holds."""
-    name, gate = out.scenario, out.policy.kind == "gate"
-    if gate and (base.names is None or head.names is None):
-        return
-    bn, hn = base.names or {}, head.names or {}
-    keys = sorted(set(bn) & set(hn)) if gate else sorted(set(bn) | set(hn))
-    for k in keys:
-        ignore = {*base.ignored(k), *head.ignored(k)}
-        diff = name_diff(bn.get(k, {}), hn.get(k, {}), ignore=ignore)
-        metric = structure_names(k)
-        if not gate:
-            if diff:
-                out.findings.append(f"REGRESSED {name}: {metric} {shown_names(diff)}")
-        elif not diff:
-            out.figures.append(FigureVerdict(name, metric, "ok", tolerance=0.0))
-        else:
-            detail = f"baseline {len(bn[k])} names, now {len(hn[k])} names: {shown_names(diff)}"
-            out.figures.append(FigureVerdict(name, metric, "regressed", tolerance=0.0, detail=detail))
 
 
 def compare_runs(
@@ -515,15 +460,7 @@ def compare_runs(
 ) -> ScenarioVerdict:
     """Base against head: the observations of each side's repeats (results directories). Figures of a family not
     in ``families`` are reported, not judged (dump structure names and checks always are)."""
-    return judge(name, Side.of_runs(base), Side.of_runs(head), Policy("compare", families=families))
-
-
-# The order of the counts on a judgement's last line.
-GATE_COUNTS: tuple[Status, ...] = (
-    "regressed", "inconclusive", "improved", "ok", "new scenario", "missing scenario", "environment differs",
-    "settings changed", "error",
-)  # fmt: skip
-COMPARE_COUNTS: tuple[Status, ...] = ("regressed", "inconclusive", "error", "ok")
+    return judge(name, Side.of_runs(base), Side.of_runs(head), ComparePolicy(families=families))
 
 
 @dataclass
@@ -532,7 +469,8 @@ class Judgement:
     (``order``: the run order of one scenario; ``skipped``: scenarios not run here, with why). ``census``: head's
     annotated roles against base's (``harness.targets.census.diff``), findings whether or not a training reached
     them, read first; ``notes``: what the reader must know of both targets (a census that could not be read, the
-    stack each side was installed on); ``accepted``: why head's regressions are an intended change (a label)."""
+    stack each side was installed on); ``accepted``: why head's regressions are an intended change (a label).
+    ``kind`` names which policy judged, for its wording (``harness.report.verdicts``)."""
 
     kind: Literal["gate", "compare"]
     base: str
@@ -557,39 +495,12 @@ class Judgement:
         """Head has a regression (accepted or not): the report says how to accept an intended one."""
         return bool(self.census) or any(s.status == "regressed" for s in self.scenarios)
 
-    def head_lines(self) -> list[str]:
-        """What a reviewer reads first: the census findings, the targets' notes, and how an intended change is
-        accepted (or that it was)."""
-        out = [f"REGRESSED census: {c}" for c in self.census] + [f"note: {n}" for n in self.notes]
-        if self.accepted:
-            out.append(f"ACCEPTED as intended ({self.accepted}): every finding below is reported, none fails the gate")
-        elif self.regressed and not any(outcomes.CANNOT_TRAIN in f for s in self.scenarios for f in s.findings):
-            out.append(f"note: {outcomes.ACCEPT_HINT}")  # the label accepts no head that cannot train
-        return out
-
     @property
     def exit_code(self) -> int:
         return self.verdict[0]
 
     def count(self, status: Status) -> int:
         return sum(s.status == status for s in self.scenarios)
-
-    def lines(self, figures: bool = True) -> list[str]:
-        if self.kind == "gate":
-            out = [f"baseline: {self.base}"]
-            for s in self.scenarios:
-                out += s.lines()
-            counts = ", ".join(f"{self.count(st)} {st}" for st in GATE_COUNTS if self.count(st))
-            return [*out, f"gate: {counts or 'no scenarios'} -> {self.verdict[1]}"]
-        out = [*self.head_lines(), f"compare: base {self.base}", f"         head {self.head}"]
-        out += [f"order per scenario: {', '.join(self.order)}"]
-        out += [f"SKIPPED {why}" for why in self.skipped]
-        for s in self.scenarios:
-            out += s.lines()
-            out += s.figure_table() if figures and s.status != "error" else []
-        said = [f"{self.count(st)} {st}" for st in COMPARE_COUNTS if self.count(st)]
-        said += [f"{len(self.skipped)} skipped"] if self.skipped else []
-        return [*out, f"compare: {', '.join(said) or 'no scenarios'} -> {self.verdict[1]}"]
 
 
 def interleaved(repeats: int) -> list[tuple[str, int]]:

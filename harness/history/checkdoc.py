@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from harness import outcomes
 from harness.history.store import History, HistoryError, Night
-from harness.history.verdict import Finding, Verdict
+from harness.history.verdict import Finding, HistoryCheck
 from harness.safeio import MB, InputError, Versioned
 
 MAX_BISECT_COMMITS = 16
@@ -113,7 +113,7 @@ def duet_regressions(history: History) -> list[DuetRegression]:
     return [DuetRegression(scenario=s, metrics=m, line=line, range=where) for s, m in sorted(duet.regressed.items())]
 
 
-def doc_of(verdict: Verdict, history: History) -> HistoryCheckDoc:
+def doc_of(verdict: HistoryCheck, history: History) -> HistoryCheckDoc:
     nightly_exit, nightly_verdict = outcomes.history_nightly(verdict.exit_code, verdict.word, verdict.total)
     return HistoryCheckDoc(
         exit_code=verdict.exit_code,

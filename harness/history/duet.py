@@ -27,7 +27,7 @@ from typing import Literal
 from harness import outcomes
 from harness.errors import HarnessError
 from harness.history.store import Duet, History, HistoryError, Night, ScenarioRun
-from harness.history.verdict import judge
+from harness.history.verdict import check_history
 from harness.safeio import MB, InputError, Versioned
 from harness.targets.spec import git
 
@@ -50,7 +50,7 @@ def _flagged(history: History, scenarios: set[str]) -> int | None:
     confirmed or suspected, not accepted): no night from there on passed its overhead."""
     found = [
         f.change.after.index
-        for f in judge(history).findings
+        for f in check_history(history).findings
         if f.status in ("regressed", "suspected") and f.change.series.key.scenario in scenarios
     ]
     return min(found) if found else None

@@ -39,7 +39,7 @@ class Finding:
 
 
 @dataclass
-class Verdict:
+class HistoryCheck:
     findings: list[Finding]
     reading: Reading
     settings: Settings
@@ -172,7 +172,7 @@ def reproduce(change: Change) -> str:
     return f"reproduce: {reproduce_compare(change.series.key.scenario, *specs)}"
 
 
-def judge(history: History, settings: Settings | None = None) -> Verdict:
+def check_history(history: History, settings: Settings | None = None) -> HistoryCheck:
     settings = settings or Settings()
     reading = read(history)
     found: list[Finding] = []
@@ -181,7 +181,7 @@ def judge(history: History, settings: Settings | None = None) -> Verdict:
         if len(s.points) >= 2:
             judged += 1
         found += [finding(c, settings, history.accepted) for c in changes(s, settings)]
-    verdict = Verdict(found, reading, settings, len(history.nights), judged, len(reading.series))
+    verdict = HistoryCheck(found, reading, settings, len(history.nights), judged, len(reading.series))
     if not history.nights:
         verdict.notes.append("no nights in the history: append one (history append HISTORY RESULTS_DIR)")
     elif judged == 0:
@@ -200,7 +200,7 @@ def accept(history: History, change: str, reason: str, settings: Settings | None
     """``history`` with ``change`` (a change point found now, by the name the check prints) accepted."""
     if not reason.strip():
         raise HistoryError("--reason: empty: say why the change is intended (reports show it)")
-    names = [f.change.name for f in judge(history, settings).findings]
+    names = [f.change.name for f in check_history(history, settings).findings]
     if change not in names:
         listed = ", ".join(names) if names else "none"
         raise HistoryError(f"{change}: no such change point in the history now (its change points: {listed})")

@@ -19,11 +19,12 @@ from harness import outcomes
 from harness.artifacts.figures import FAMILIES
 from harness.artifacts.rundir import ScenarioDir
 from harness.errors import FailedAlike, HarnessError
-from harness.gate.files import CompareDoc
-from harness.gate.judge import Judgement, Policy, ScenarioVerdict, compare_runs, interleaved
+from harness.gate.judge import ComparePolicy, Judgement, ScenarioVerdict, compare_runs, interleaved
 from harness.gate.numerics.compare import compare_numerics
 from harness.gate.observe import Observation, observe_results
 from harness.pipeline.session import Session
+from harness.report import verdicts
+from harness.report.verdicts import compare_doc
 from harness.safeio import write_atomic
 from harness.scenario.model import Scenario
 from harness.targets.census import census_of
@@ -33,16 +34,6 @@ from harness.targets.spec import Target, reproduce_compare, reproducible
 from harness.training.monitor import Watch
 
 SIDES = ("base", "head")
-# Without --max-repeats a comparison still decides: while a scenario is INCONCLUSIVE, one more base/head pair at a
-# time, up to 6 runs a side and as long as the next pair (at the mean cost of the pairs so far) ends within 20
-# minutes of the scenario's first run: what a pull-request job can afford, on every tier, untuned. Two runs a side
-# decided almost nothing (t at 99.9 % with two degrees of freedom is 31.6 wide: A/A of tiny_fsdp_l0 exited 3 after
-# 113.5 s). Measured with these defaults on the shared 2-core machine: A/A tiny_fsdp_l0 PASS at 5 runs a side in
-# 1105 s; at load ~14 a tiny_fsdp_l1 pair cost 452-521 s, so the time cap stopped it at 2 a side (INCONCLUSIVE),
-# where --max-repeats 6 decided base against a waiting commit REGRESSED at 4 a side in 2384 s. An explicit
-# --max-repeats is the caller's choice: the runs cap only, no time cap.
-DEFAULT_MAX_REPEATS = 6
-DEFAULT_BUDGET_S = 20 * 60
 
 
 OVERHEAD_NOT_COMPARED = (
@@ -73,7 +64,7 @@ def run_comparison(
     base: Target,
     head: Target,
     results: Path,
-    repeats: int = 2,
+    repeats: int = ComparePolicy.repeats,
     executor: str | None = None,
     say: Callable[[str], None] = print,
     judge: Collection[str] = FAMILIES,
@@ -86,8 +77,8 @@ def run_comparison(
     """Run and compare; returns the comparison and, per scenario and side, the observations of the repeats.
     ``judge``: the figure families decided (the others are reported); structure names and checks always are.
     ``max_repeats``: while a scenario is INCONCLUSIVE after ``repeats``, one more base/head pair (the ABBA order
-    goes on) at a time, up to this many per side (sequential sampling); default: ``DEFAULT_MAX_REPEATS`` within
-    ``DEFAULT_BUDGET_S`` per scenario.
+    goes on) at a time, up to this many per side (sequential sampling); default: the compare policy's
+    (``ComparePolicy.max_repeats`` within ``ComparePolicy.budget_s`` per scenario).
     ``skipped``: the scenarios not run here, with why (they count in the total a comparison compares).
     ``accepted``: why head's regressions are intended (``outcomes.final``). Head's annotated stages are compared
     with base's first, from their sources (``harness.targets.census``): a finding whether or not a training
@@ -97,9 +88,9 @@ def run_comparison(
         say(f"{side}: {env.label()}")
     census, census_notes = census_diff(census_of(base, envs["base"]), census_of(head, envs["head"]))
     for line in census:
-        say(f"REGRESSED census: {line}")
-    cap = max(repeats, max_repeats or DEFAULT_MAX_REPEATS)
-    budget = DEFAULT_BUDGET_S if max_repeats is None else None
+        say(f"{outcomes.REGRESSED} census: {line}")
+    cap = max(repeats, max_repeats or ComparePolicy.max_repeats)
+    budget = ComparePolicy.budget_s if max_repeats is None else None
     # each run's own overhead maxima recorded, never gated (nor compared: judge.PER_RUN_MAXIMA)
     session = Session(results, executor, watch, gate_timing=False)
     observed: dict[str, dict[str, list[Observation]]] = {}
@@ -119,8 +110,9 @@ def run_comparison(
                 spent, pair = time.monotonic() - started, (time.monotonic() - started) / i
                 if budget is not None and spent + pair > budget:
                     say(
-                        f"{scenario.name}: INCONCLUSIVE after {i} runs a side; another pair (~{pair:.0f} s) would "
-                        f"end past the default {budget // 60} min (--max-repeats goes on regardless)"
+                        f"{scenario.name}: {outcomes.INCONCLUSIVE} after {i} runs a side; another pair "
+                        f"(~{pair:.0f} s) would end past the default {budget // 60} min (--max-repeats goes on "
+                        "regardless)"
                     )
                     break
             say(f"{scenario.name}: {side} run {i + 1} of {repeats if i < repeats else f'at most {cap}'}")
@@ -143,7 +135,7 @@ def run_comparison(
     for scenario in scenarios:
         sides = observed[scenario.name]
         if scenario.name in untrainable:
-            sc = ScenarioVerdict(scenario.name, Policy("compare", families=decides[scenario.name]))
+            sc = ScenarioVerdict(scenario.name, ComparePolicy(families=decides[scenario.name]))
             sc.findings.append(untrainable[scenario.name])
         else:
             sc = compare_runs(scenario.name, sides["base"], sides["head"], decides[scenario.name])
@@ -180,9 +172,9 @@ def cannot_train(name: str, crash: dict[str, Any]) -> str:
     never retried as the runner's (base trained on this runner, in this job)."""
     where = f" at {crash['where']}" if crash.get("where") else ""
     return (
-        f"REGRESSED {name}: {outcomes.CANNOT_TRAIN}: {crash.get('alike')} raised {crash.get('exception')}{where} with "
-        "precision_debugger off and on alike, where base trained on this runner: the pull request breaks the "
-        "training itself"
+        f"{outcomes.REGRESSED} {name}: {outcomes.CANNOT_TRAIN}: {crash.get('alike')} raised "
+        f"{crash.get('exception')}{where} with precision_debugger off and on alike, where base trained on this "
+        "runner: the pull request breaks the training itself"
     )
 
 
@@ -210,8 +202,8 @@ def add_numerics(
 def write_comparison(c: Judgement, results: Path) -> None:
     """``compare.json`` (every figure of both sides and every verdict) and ``compare.txt`` (the lines)."""
     results.mkdir(parents=True, exist_ok=True)
-    CompareDoc.of_judgement(c).write(results / "compare.json")
-    write_atomic(results / "compare.txt", "\n".join(c.lines()) + "\n")
+    compare_doc(c).write(results / "compare.json")
+    write_atomic(results / "compare.txt", "\n".join(verdicts.lines(c)) + "\n")
 
 
 def write_reports(c: Judgement, observed: dict[str, dict[str, list[Observation]]], out: Path) -> list[Path]:

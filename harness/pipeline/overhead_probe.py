@@ -20,8 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.errors import HarnessError, InfraError, one_line
-from harness.gate.judge import Judgement
+from harness.gate.judge import ComparePolicy, Judgement
 from harness.pipeline.base_head import run_comparison
+from harness.report.verdicts import compare_line
 from harness.scenario.model import Scenario
 from harness.targets.commits import Commit, Probe, ProbeFn
 from harness.targets.environment import ensure_env
@@ -45,7 +46,7 @@ def probe_of(judgement: Judgement) -> Probe:
         for f in figures:
             name = f.metric if len(judgement.scenarios) == 1 else f"{sc.scenario}:{f.metric}"
             word = f.verdict.upper() if f.verdict in ("regressed", "inconclusive") else "pass"
-            checks[name] = (word, f.compare_line().partition(f"{f.metric} ")[2])  # base .. head ..: head/base ..
+            checks[name] = (word, compare_line(f).partition(f"{f.metric} ")[2])  # base .. head ..: head/base ..
         regressed += sum(f.verdict == "regressed" for f in figures)
         undecided += sum(f.verdict == "inconclusive" for f in figures)
         decided += sum(f.verdict not in ("inconclusive", "missing", "new") for f in figures)
@@ -59,9 +60,6 @@ def probe_of(judgement: Judgement) -> Probe:
     if not decided:
         return Probe("skip", checks, "no overhead figure was compared")
     return Probe("pass", checks)
-
-
-REPEATS = 2  # runs a side each probe's comparison starts with (compare's): fewer have no interval
 
 
 def overhead_probe(
@@ -90,7 +88,7 @@ def overhead_probe(
             return Probe("skip", why=f"cannot be installed or API drift: {one_line(exc)}")
         try:
             judgement, _ = run_comparison(
-                scenarios, base, head, results / commit.sha[:12], REPEATS, executor=executor, say=say,
+                scenarios, base, head, results / commit.sha[:12], ComparePolicy.repeats, executor=executor, say=say,
                 judge={"overhead"}, watch=Watch.configure(), max_repeats=max_repeats,
             )  # fmt: skip
         except InfraError as exc:

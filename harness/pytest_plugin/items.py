@@ -20,6 +20,7 @@ from harness.gate.observe import observe_results
 from harness.pipeline.base_head import run_comparison
 from harness.pytest_plugin.plugin import KEY, HarnessPlugin
 from harness.pytest_plugin.reporting import INCONCLUSIVE, TRAINED
+from harness.report import verdicts
 from harness.scenario.blocks import KnownGap
 from harness.scenario.loader import ExecutorRefused
 from harness.scenario.model import Scenario
@@ -41,7 +42,7 @@ class CheckFailed(pytest.fail.Exception):  # type: ignore[name-defined]  # publi
 class CheckInconclusive(CheckFailed):
     """A check the noise leaves undecided: a failure of its own kind, never a pass or a skip."""
 
-    verdict = "INCONCLUSIVE (rerun, or more repeats decide it)"
+    verdict = f"{outcomes.INCONCLUSIVE} (rerun, or more repeats decide it)"
 
 
 def fail(exc: HarnessError) -> NoReturn:
@@ -156,7 +157,7 @@ class RegressionItem(ScenarioItem):
         result = not_checked(CheckContext(self.scenario, self.runs.dir, session.gate_timing), self.name)
         if result is None:  # the figures it compares: the session's checks, in results.json
             observed = observe_results(self.runs.dir.results)
-            result = gate_scenario(self.scenario.name, baseline, observed).as_check_result()
+            result = verdicts.check_result(gate_scenario(self.scenario.name, baseline, observed))
         session.add(self.scenario, self.runs, result)
         return result
 
@@ -200,16 +201,16 @@ class CompareItem(pytest.Item):
         except HarnessError as exc:
             fail(exc)
         (compared,) = comparison.scenarios
-        self.user_properties += [(f"compare.{f.metric}", f.ratio_text()) for f in compared.figures]
+        self.user_properties += [(f"compare.{f.metric}", verdicts.ratio_text(f)) for f in compared.figures]
         self.user_properties += compared.numerics.properties() if compared.numerics else []
-        self.add_report_section("call", "harness", "\n".join(comparison.lines()))
+        self.add_report_section("call", "harness", "\n".join(verdicts.lines(comparison)))
         if compared.status == "error":
             fail(InfraError("; ".join(compared.errors)))
         if compared.status == "regressed":
-            lines = [f.compare_line() for f in compared.figures if f.verdict in ("regressed", "missing")]
+            lines = [verdicts.compare_line(f) for f in compared.figures if f.verdict in ("regressed", "missing")]
             raise CheckFailed(self.scenario.name, CheckResult("compare", problems=lines + compared.findings))
         if compared.status == "inconclusive":
-            lines = [f.compare_line() for f in compared.figures if f.verdict == "inconclusive"]
+            lines = [verdicts.compare_line(f) for f in compared.figures if f.verdict == "inconclusive"]
             self.user_properties.append(INCONCLUSIVE)
             raise CheckInconclusive(self.scenario.name, CheckResult("compare", inconclusive=compared.undecided + lines))
 

@@ -10,13 +10,15 @@ import matplotlib
 matplotlib.use("Agg")  # CI has no display; must precede pyplot
 import matplotlib.pyplot as plt
 
+from harness import outcomes
 from harness.artifacts.figures import family, fmt
 from harness.checks.stats import CONFIDENCE_CHANGE
 from harness.gate.judge import Judgement, ScenarioVerdict
 from harness.gate.observe import Observation
 from harness.report.plots import stage_bytes, step_times
+from harness.report.verdicts import compare_line, head_lines, ratio_text, word
 
-ICON = {"ok": "✅ ok", "regressed": "❌ regressed", "inconclusive": "⚠️ INCONCLUSIVE", "error": "❌ error"}
+ICON = {"ok": "✅ ok", "regressed": "❌ regressed", "inconclusive": f"⚠️ {outcomes.INCONCLUSIVE}", "error": "❌ error"}
 COLORS = {"base": "tab:blue", "head": "tab:red"}
 
 
@@ -28,12 +30,12 @@ def _figure_rows(s: ScenarioVerdict) -> list[str]:
             continue  # hundreds of unchanged entry counts say nothing; a changed one is listed
         base = fmt(f.metric, statistics.median(f.base)) if f.base else "-"
         head = fmt(f.metric, statistics.median(f.head)) if f.head else "-"
-        rows.append(f"| `{f.metric}` | {base} | {head} | {f.ratio_text().removeprefix('head/base ')} | {f.word} |")
+        rows.append(f"| `{f.metric}` | {base} | {head} | {ratio_text(f).removeprefix('head/base ')} | {word(f)} |")
     return rows
 
 
 def compare_markdown(c: Judgement, png_dir: Path | None = None) -> str:
-    first = [f"- **{line}**" if line.startswith("REGRESSED") else f"- {line}" for line in c.head_lines()]
+    first = [f"- **{line}**" if line.startswith(outcomes.REGRESSED) else f"- {line}" for line in head_lines(c)]
     out = [
         "## precision_debugger: base against head",
         "",
@@ -55,7 +57,7 @@ def compare_markdown(c: Judgement, png_dir: Path | None = None) -> str:
         out.append(f"| {s.scenario} | {ICON[s.status]} | {within} | {len(s.findings) + len(s.errors)} | {numerics} |")
     for s in c.scenarios:
         out += ["", f"### {s.scenario}: {ICON[s.status]}", ""]
-        lines = [*s.errors, *s.findings, *s.undecided, *(f.compare_line() for f in s.figures if f.verdict != "ok")]
+        lines = [*s.errors, *s.findings, *s.undecided, *(compare_line(f) for f in s.figures if f.verdict != "ok")]
         out += [f"- `{line}`" for line in lines]
         out += [f"- reproduce: `{s.reproduce}`"] if s.reproduce and lines else []
         out += [f"- {n}" for n in s.notes]

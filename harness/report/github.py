@@ -46,7 +46,7 @@ def load(path: Path) -> Doc:
 def _word(finding: str) -> str:
     """A finding line's own verdict word (``MISSING tiny: numerics ...``), REGRESSED for a line that has none."""
     word = finding.split(" ", 1)[0]
-    return word if word in ("REGRESSED", "MISSING") else "REGRESSED"
+    return word if word in (outcomes.REGRESSED, outcomes.MISSING) else outcomes.REGRESSED
 
 
 HISTORY_LEVELS: dict[outcomes.HistoryStatus, Level] = {
@@ -65,26 +65,27 @@ def _findings(doc: Doc) -> list[tuple[Level, str, str]]:
                 if f.status != "ok" or f.accepted]  # fmt: skip
     if isinstance(doc, CompareDoc):
         found: Level = "warning" if doc.accepted else "error"  # an accepted change is reported, not failed
-        out += [(found, "REGRESSED census (head's annotated stages)", c) for c in doc.census]
-        out += [("notice", "ACCEPTED as intended", doc.accepted)] if doc.accepted else []
-        out += [("notice", "SKIPPED", why) for why in doc.skipped]
+        out += [(found, f"{outcomes.REGRESSED} census (head's annotated stages)", c) for c in doc.census]
+        out += [("notice", f"{outcomes.ACCEPTED} as intended", doc.accepted)] if doc.accepted else []
+        out += [("notice", outcomes.SKIPPED, why) for why in doc.skipped]
         for s in doc.scenarios:
-            mine: list[tuple[Level, str, str]] = [("error", f"ERROR {s.scenario} (not a verdict on verl)", e)
+            mine: list[tuple[Level, str, str]] = [("error", f"{outcomes.ERROR} {s.scenario} (not a verdict on verl)", e)
                                                   for e in s.errors]  # fmt: skip
             mine += [(found, f"{_word(f)} {s.scenario}", f) for f in s.findings]
             mine += [(found, f"{f.verdict.upper()} {s.scenario}", f.line) for f in s.figures
                      if f.verdict in ("regressed", "missing")]  # fmt: skip
-            mine += [("warning", f"INCONCLUSIVE {s.scenario}", u) for u in s.undecided]
-            mine += [("warning", f"INCONCLUSIVE {s.scenario}", f.line) for f in s.figures
+            mine += [("warning", f"{outcomes.INCONCLUSIVE} {s.scenario}", u) for u in s.undecided]
+            mine += [("warning", f"{outcomes.INCONCLUSIVE} {s.scenario}", f.line) for f in s.figures
                      if f.verdict == "inconclusive"]  # fmt: skip
             out += _reproduced(mine, s.reproduce)
         return out
     for g in doc.scenarios:
-        mine = [("error", f"ERROR {g.scenario} (not a verdict on verl)", e) for e in g.errors]
-        mine += [("error", f"REGRESSED {g.scenario}", c) for c in g.crashes]
+        mine = [("error", f"{outcomes.ERROR} {g.scenario} (not a verdict on verl)", e) for e in g.errors]
+        mine += [("error", f"{outcomes.REGRESSED} {g.scenario}", c) for c in g.crashes]
         mine += [("error", f"{m.verdict.upper()} {g.scenario}", m.line) for m in g.figures
                  if m.verdict in ("regressed", "missing")]  # fmt: skip
-        mine += [("warning", f"INCONCLUSIVE {g.scenario}", m.line) for m in g.figures if m.verdict == "inconclusive"]
+        mine += [("warning", f"{outcomes.INCONCLUSIVE} {g.scenario}", m.line) for m in g.figures
+                 if m.verdict == "inconclusive"]  # fmt: skip
         if g.status not in ("ok", "improved", "regressed", "inconclusive", "error"):  # not compared: the note says why
             mine += [("error", f"{g.status} {g.scenario}", "; ".join(g.notes) or g.status)]
         out += _reproduced(mine, g.reproduce)

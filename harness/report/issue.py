@@ -68,7 +68,7 @@ def night_findings(night: Path) -> list[str] | None:
     for line in _text(notes).splitlines() if notes.is_file() else []:
         head, sep, message = line.partition("::")[2].partition("::")
         title = job.unescape(head.partition("title=")[2])
-        if sep and head.startswith("error ") and not title.startswith(("ERROR ", "precision_debugger")):
+        if sep and head.startswith("error ") and not title.startswith((f"{outcomes.ERROR} ", "precision_debugger")):
             found.append(job.unescape(message))
     return found or [str(outcome.get("line", "a verdict on verl (see the run)"))]
 

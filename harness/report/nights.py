@@ -32,7 +32,7 @@ from harness import outcomes
 from harness.artifacts.figures import parse
 from harness.history.series import Key
 from harness.history.store import History, Night
-from harness.history.verdict import Finding, judge
+from harness.history.verdict import Finding, check_history
 from harness.safeio import write_atomic
 
 # the kinds charted (harness.artifacts.figures), in the order a page shows them: overhead first, the headline
@@ -219,7 +219,7 @@ def _nights_table(history: History, scenario: str, verl_url: str) -> list[str]:
 def publish(history: History, out: Path, verl_url: str) -> Site:
     """The site in ``out``: ``index.html`` and one page a scenario. ``verl_url``: verl's repository on the web, its
     commits linked as ``<verl_url>/commit/<sha>``."""
-    verdict = judge(history)
+    verdict = check_history(history)
     by_series: dict[tuple[str, str], list[Finding]] = {}
     for f in verdict.findings:
         key: Key = f.change.series.key

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness import outcomes
 from harness.artifacts import figures as fig
 from harness.checks.known_gap import is_gap
 from harness.gate.files import GateDoc, disk_per_step
@@ -13,7 +14,7 @@ from harness.gate.observe import Observation
 ICON = {
     "ok": "✅ ok",
     "regressed": "❌ regressed",
-    "inconclusive": "⚠️ INCONCLUSIVE: more repeats",
+    "inconclusive": f"⚠️ {outcomes.INCONCLUSIVE}: more repeats",
     "improved": "⬆️ improved: refresh the baseline",
     "new scenario": "🆕 new (no baseline yet)",
     "missing scenario": "⚠️ missing from this run",

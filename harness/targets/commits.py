@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from harness import outcomes
 from harness.errors import HarnessError, TargetError
 from harness.targets.spec import git
 
@@ -67,7 +68,7 @@ class Probe:
         if self.verdict in ("skip", "infra"):
             return f"{'skipped' if self.verdict == 'skip' else 'infrastructure failure'}: {self.why}"
         failed = [f"{c}: {w} {s}".rstrip() for c, (w, s) in self.checks.items() if w != "pass"]
-        word = "FAIL" if self.verdict == "fail" else "pass"
+        word = outcomes.FAIL if self.verdict == "fail" else "pass"
         return f"{word} ({'; '.join(failed)})" if failed else word
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.gate.numerics.table import N_A
-from harness.outcomes import NOTHING_COMPARED
+from harness.outcomes import MISSING, NOTHING_COMPARED, REGRESSED
 
 RESULTS = ("pass", "warning", "error")
 STATS = ("max", "min", "mean", "l2norm")
@@ -144,9 +144,9 @@ class NumericsReport:
 
     def findings(self, scenario: str) -> list[str]:
         """Regressions, one line each: a stage missing on head, and numerics beyond msprobe's thresholds."""
-        out = [f"MISSING {scenario}: numerics {s.line()}" for s in self.head_vs_base.stages if s.status == "missing"]
+        out = [f"{MISSING} {scenario}: numerics {s.line()}" for s in self.head_vs_base.stages if s.status == "missing"]
         if self.judged:
-            out += [f"REGRESSED {scenario}: numerics {s.line()}" for s in self.head_vs_base.diverged]
+            out += [f"{REGRESSED} {scenario}: numerics {s.line()}" for s in self.head_vs_base.diverged]
         return out
 
     def notes(self) -> list[str]:
