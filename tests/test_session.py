@@ -14,6 +14,7 @@ from gate_builders import write_results
 from harness.artifacts.results import ResultsDoc, read_results
 from harness.cli import main
 from harness.config import RAY_ADDRESS
+from harness.gate.judge import Judgement
 from harness.outcomes import EXIT_INCONCLUSIVE
 from harness.pipeline.options import runs_heavy
 from harness.pipeline.session import Session
@@ -29,8 +30,8 @@ def test_one_skip_rule_heavy_only_when_asked_a_cluster_only_when_named(tmp_path,
     session = Session(tmp_path)
     assert session.skip(light) is None
     assert session.skip(heavy) == (
-        "tiny_heavy is heavy (heavy: true, minutes of training): run it with `pytest scenarios/ -k tiny_heavy "
-        "--harness-heavy` or `python -m harness run --heavy` (or HARNESS_HEAVY=1)"
+        "tiny_heavy is heavy (heavy: true, minutes of training): run it with --heavy (`python -m harness run "
+        "--heavy`, as compare, duet and bisect; `pytest scenarios/ -k tiny_heavy --harness-heavy`) or HARNESS_HEAVY=1"
     )
     assert Session(tmp_path, heavy=True).skip(heavy) is None
     assert "tiny_light runs on a Ray cluster (executor ray) and none is named" in str(session.skip(ray))
@@ -49,6 +50,34 @@ def test_harness_run_skips_a_heavy_scenario_unless_asked(tmp_path, monkeypatch, 
     out = capsys.readouterr().out
     assert "SKIPPED tiny_heavy is heavy (heavy: true, minutes of training)" in out
     assert not (tmp_path / "res" / "tiny_heavy").exists()
+
+
+def test_compare_skips_a_heavy_scenario_unless_asked_as_harness_run(tmp_path, monkeypatch, capsys):
+    """``harness compare`` decides through the session's one rule: a heavy scenario without ``--heavy`` is one
+    SKIPPED line, counted as skipped in the comparison's total; with ``--heavy`` it is compared."""
+    monkeypatch.delenv("HARNESS_HEAVY", raising=False)
+    asked: dict[str, object] = {}
+
+    def compared(scenarios, base, head, results, repeats, session, **kw):
+        asked.update(names=[s.name for s in scenarios], skipped=list(kw["skipped"]), heavy=session.heavy)
+        return Judgement("compare", "b", "h", [], skipped=list(kw["skipped"])), {}
+
+    monkeypatch.setattr("harness.cli.compare.run_comparison", compared)
+    monkeypatch.setattr("harness.cli.compare.write_reports", lambda *args: [])
+    path = write_scenario(tmp_path, name="tiny_heavy", heavy=True)
+    argv = ["compare", str(path), "--base", "0.9.1", "--head", "0.9.1", "--results", str(tmp_path / "res")]
+    main(argv)
+    lines = capsys.readouterr().out.splitlines()
+    said = (
+        "SKIPPED tiny_heavy is heavy (heavy: true, minutes of training): run it with --heavy (`python -m harness run "
+        "--heavy`, as compare, duet and bisect; `pytest scenarios/ -k tiny_heavy --harness-heavy`) or HARNESS_HEAVY=1"
+    )
+    assert [ln for ln in lines if "tiny_heavy" in ln] == [said, said]  # before the runs, and in the verdict's lines
+    assert asked == {"names": [], "skipped": [said.removeprefix("SKIPPED ")], "heavy": False}
+    assert any(ln.startswith("compare: 1 skipped -> ") for ln in lines), lines
+    main([*argv, "--heavy"])
+    assert "SKIPPED" not in capsys.readouterr().out
+    assert asked == {"names": ["tiny_heavy"], "skipped": [], "heavy": True}
 
 
 @pytest.mark.parametrize("version", [None, 2])

@@ -15,6 +15,7 @@ from harness.checks import CHECKS
 from harness.checks.known_gap import gap_name
 from harness.errors import HarnessError, InfraError, ScenarioError, one_line
 from harness.gate.judge import ComparePolicy
+from harness.pipeline import options as shared
 from harness.pipeline.overhead_probe import overhead_probe
 from harness.pipeline.session import Session
 from harness.scenario.loader import load_scenarios
@@ -31,17 +32,18 @@ from harness.targets.commits import (
 )
 from harness.targets.environment import ensure_env
 from harness.targets.spec import parse_target
-from harness.training.devices import skip_reason
 from harness.training.monitor import Watch
 from harness.training.runs import check_target, results_dir
 
 
-def _scenarios(paths: list[str], executor: str | None) -> list[Scenario]:
-    scenarios, problems = load_scenarios(paths, executor)
+def _scenarios(paths: list[str], session: Session) -> list[Scenario]:
+    """The scenarios named, each one ``session`` runs (``Session.skip``: device, heavy, cluster, as every front end
+    decides), else bad input: a bisect of a scenario that does not run here has nothing to probe."""
+    scenarios, problems = load_scenarios(paths, session.executor)
     if problems:
         raise ScenarioError(problems)
     for s in scenarios:
-        if reason := skip_reason(s):
+        if reason := session.skip(s):
             raise BisectError(f"{s.name} cannot run on this machine ({reason}): nothing to bisect here")
     return scenarios
 
@@ -127,7 +129,8 @@ def _how(checks: list[str] | None) -> str:
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
-    scenarios = _scenarios(args.paths, args.executor)
+    # what runs here, decided before any results dir is made (bad input writes nothing)
+    scenarios = _scenarios(args.paths, Session(Path(args.results), args.executor, heavy=shared.runs_heavy(args.heavy)))
     checks = _checks(scenarios, args.check, args.max_repeats)
     old, new = (args.good, args.bad) if args.find == "bad" else (args.bad, args.good)
     names = ("--good", "--bad") if args.find == "bad" else ("--bad", "--good")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from harness.errors import HarnessError, InfraError, one_line
 from harness.gate.judge import ComparePolicy, Judgement
-from harness.pipeline.base_head import run_comparison
+from harness.pipeline.base_head import comparison_session, run_comparison
 from harness.report.verdicts import compare_line
 from harness.scenario.model import Scenario
 from harness.targets.commits import Commit, Probe, ProbeFn
@@ -86,10 +86,12 @@ def overhead_probe(
                 check_target(s, env)
         except HarnessError as exc:
             return Probe("skip", why=f"cannot be installed or API drift: {one_line(exc)}")
+        where = results / commit.sha[:12]
+        session = comparison_session(where, executor, Watch.configure())
         try:
             judgement, _ = run_comparison(
-                scenarios, base, head, results / commit.sha[:12], ComparePolicy.repeats, executor=executor, say=say,
-                judge={"overhead"}, watch=Watch.configure(), max_repeats=max_repeats,
+                scenarios, base, head, where, ComparePolicy.repeats, session, say=say, judge={"overhead"},
+                max_repeats=max_repeats,
             )  # fmt: skip
         except InfraError as exc:
             return Probe("infra", why=one_line(exc).splitlines()[0])

@@ -62,16 +62,17 @@ class Session:
 
     def skip(self, scenario: Scenario, path: str | None = None) -> str | None:
         """Why this session does not run ``scenario``, in one line saying how to run it; None where it runs. The same
-        for every front end: a device this machine lacks, heavy (heavy: true) without ``--heavy`` (pytest's
-        ``--harness-heavy``) or ``HARNESS_HEAVY=1``, a Ray cluster none named. ``path``: the scenario file as
-        the user named it (default ``scenarios/<name>.yaml``)."""
+        for every front end (run, compare, duet, bisect, pytest's items): a device this machine lacks, heavy
+        (heavy: true) without ``--heavy`` (pytest's ``--harness-heavy``) or ``HARNESS_HEAVY=1``, a Ray cluster none
+        named. ``path``: the scenario file as the user named it (default ``scenarios/<name>.yaml``)."""
         if reason := skip_reason(scenario, path):
             return reason
         if scenario.heavy and not self.heavy:
             name = scenario.name
             return (
-                f"{name} is heavy (heavy: true, minutes of training): run it with `pytest scenarios/ -k {name} "
-                f"--harness-heavy` or `python -m harness run --heavy` (or {config.HEAVY.name}=1)"
+                f"{name} is heavy (heavy: true, minutes of training): run it with --heavy (`python -m harness run "
+                f"--heavy`, as compare, duet and bisect; `pytest scenarios/ -k {name} --harness-heavy`) or "
+                f"{config.HEAVY.name}=1"
             )
         return cluster_missing(scenario)
 

@@ -17,14 +17,13 @@ from harness.checks.known_gap import gap_name
 from harness.errors import HarnessError, InfraError, ScenarioError, one_line
 from harness.gate.against_baseline import gate_scenario
 from harness.gate.observe import observe_results
-from harness.pipeline.base_head import run_comparison
+from harness.pipeline.base_head import comparison_session, run_comparison
 from harness.pytest_plugin.plugin import KEY, HarnessPlugin
 from harness.pytest_plugin.reporting import INCONCLUSIVE, TRAINED
 from harness.report import verdicts
 from harness.scenario.blocks import KnownGap
 from harness.scenario.loader import ExecutorRefused
 from harness.scenario.model import Scenario
-from harness.training.devices import skip_reason
 from harness.training.runs import results_dir
 
 
@@ -181,11 +180,12 @@ class CompareItem(pytest.Item):
         self.scenario = scenario
 
     def runtest(self) -> None:
-        if reason := skip_reason(self.scenario, os.path.relpath(self.path)):
-            pytest.skip(reason)
         config, plugin = self.config, self.config.stash[KEY]
+        if reason := plugin.session.skip(self.scenario, os.path.relpath(self.path)):  # as the check items decide
+            pytest.skip(reason)
         assert plugin.compare_base is not None  # collected only with one
         results = Path(config.getoption("harness_results")).resolve() / "compare" / self.scenario.name
+        session = comparison_session(results, config.getoption("executor"), plugin.watch, plugin.session.heavy)
         try:
             comparison, _ = run_comparison(
                 [self.scenario],
@@ -193,9 +193,8 @@ class CompareItem(pytest.Item):
                 plugin.target,
                 results,
                 config.getoption("harness_compare_repeats"),
-                config.getoption("executor"),
+                session,
                 say=lambda line: None,
-                watch=plugin.watch,
                 max_repeats=config.getoption("harness_compare_max_repeats"),
             )
         except HarnessError as exc:
