@@ -11,12 +11,9 @@ from typing import Any, NoReturn
 import pytest
 
 from harness import outcomes
-from harness.checks import CHECKS, CheckContext, CheckResult
-from harness.checks.crash import not_checked
+from harness.checks import CHECKS, CheckResult
 from harness.checks.known_gap import gap_name
 from harness.errors import HarnessError, InfraError, ScenarioError, one_line
-from harness.gate.against_baseline import gate_scenario
-from harness.gate.observe import observe_results
 from harness.pipeline.base_head import comparison_session, run_comparison
 from harness.pytest_plugin.plugin import KEY, HarnessPlugin
 from harness.pytest_plugin.reporting import INCONCLUSIVE, TRAINED
@@ -65,7 +62,7 @@ class ScenarioFile(pytest.File):
         if plugin.compare_base is not None:  # the head's own checks are part of the comparison
             items = [CompareItem.from_parent(self, name="compare", scenario=scenario)]
         elif plugin.baseline is not None:
-            items.append(RegressionItem.from_parent(self, name="regression", scenario=scenario))
+            items.append(RegressionItem.from_parent(self, name=verdicts.REGRESSION, scenario=scenario))
         for gap in scenario.expect.known_gaps if plugin.compare_base is None else ():
             gap_item = GapItem.from_parent(self, name=gap_name(gap), scenario=scenario, gap=gap)
             gap_item.add_marker(pytest.mark.xfail(reason=gap.reason, strict=True, raises=CheckFailed))
@@ -148,17 +145,8 @@ class GapItem(ScenarioItem):
 
 
 class RegressionItem(ScenarioItem):
-    """Against ``--harness-baseline`` (harness.gate): the absolute budgets stay with the other items."""
-
-    def verdict(self, judged: dict[str, CheckResult]) -> CheckResult:
-        session, baseline = self.plugin.session, self.plugin.baseline
-        assert baseline is not None  # collected only with one
-        result = not_checked(CheckContext(self.scenario, self.runs.dir, session.gate_timing), self.name)
-        if result is None:  # the figures it compares: the session's checks, in results.json
-            observed = observe_results(self.runs.dir.results)
-            result = verdicts.check_result(gate_scenario(self.scenario.name, baseline, observed))
-        session.add(self.scenario, self.runs, result)
-        return result
+    """Against ``--harness-baseline`` (harness.gate), judged by the session with the checks (``Session.baseline``):
+    the absolute budgets stay with the other items."""
 
 
 def target_properties(target: dict[str, Any]) -> list[tuple[str, Any]]:

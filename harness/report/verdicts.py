@@ -201,9 +201,12 @@ def figure_table(s: ScenarioVerdict) -> list[str]:
     ]
 
 
+REGRESSION = "regression"  # the verdict against a baseline, beside the checks' (pytest's item of that name)
+
+
 def check_result(s: ScenarioVerdict) -> CheckResult:
     """For the pytest ``regression`` item: regressions and errors fail, the rest are notes."""
-    res = CheckResult("regression")
+    res = CheckResult(REGRESSION)
     res.problems = [f"{outcomes.REGRESSED} {s.scenario}: {c}" for c in s.crashes] + s.findings
     res.problems += [figure_line(s, f) for f in s.of("regressed", "missing")]
     res.inconclusive = s.undecided + [figure_line(s, f) for f in s.of("inconclusive")]
