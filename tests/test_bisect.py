@@ -206,7 +206,9 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[s
     return code, capsys.readouterr().err.strip().splitlines()
 
 
-def test_bad_input_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_input_is_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     repo = tmp_path / "r"
     shas = linear_history(repo, 3, 2)
     code, err = run_cli(capsys, "--verl-repo", str(repo), "--good", shas[2], "--bad", shas[0])
@@ -244,6 +246,12 @@ def test_bad_input_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixt
     assert code == 2 and len(err) == 1 and err[0].startswith("BISECT ERROR: --max-repeats 1: too small for one ")
     code, err = run_cli(capsys, "--verl-repo", str(repo), "--good", shas[0], "--bad", "main", "--check", "speed")
     assert code == 2 and err[0].startswith("BISECT ERROR: --check speed: no such check (expected one of crash, ")
+    monkeypatch.delenv("HARNESS_HEAVY", raising=False)
+    heavy = write_scenario(tmp_path / "heavy", name="tiny_heavy", heavy=True)  # the session's one skip rule
+    argv = ["bisect", str(heavy), "--verl-repo", str(repo), "--good", shas[0], "--bad", "main"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("BISECT ERROR: tiny_heavy is not run here (tiny_heavy is heavy "), err
 
 
 @pytest.mark.heavy  # 4 commits' environments and their trainings: minutes (635 s measured under load)

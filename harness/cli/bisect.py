@@ -44,7 +44,7 @@ def _scenarios(paths: list[str], session: Session) -> list[Scenario]:
         raise ScenarioError(problems)
     for s in scenarios:
         if reason := session.skip(s):
-            raise BisectError(f"{s.name} cannot run on this machine ({reason}): nothing to bisect here")
+            raise BisectError(f"{s.name} is not run here ({reason}): nothing to bisect")
     return scenarios
 
 
