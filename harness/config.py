@@ -103,8 +103,8 @@ SLOT_DIR = Var(
 
 # how a session runs and decides
 HEAVY = Var(
-    "HARNESS_HEAVY", False, "1: pytest and harness run run the scenarios marked heavy (--harness-heavy, --heavy); "
-    "default off", One
+    "HARNESS_HEAVY", False, "1: pytest, harness run, compare, duet and bisect run the scenarios marked heavy "
+    "(--harness-heavy, --heavy); default off", One
 )  # fmt: skip
 HEAVY_SLOTS: Var[int | None] = Var(
     "HARNESS_HEAVY_SLOTS", None, "heavy trainings at once on this host; default as many as memory and cores allow",

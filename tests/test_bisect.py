@@ -16,9 +16,8 @@ from verl_repo import PROFILE, VerlRepo, git
 
 from harness.artifacts.figures import OVERHEAD_PROFILED, OVERHEAD_UNPROFILED, overhead_stage
 from harness.cli import main
-from harness.cli.bisect import probe_of_checks
-from harness.gate.judge import ComparePolicy, FigureVerdict, Judgement, ScenarioVerdict
-from harness.pipeline.overhead_probe import probe_of
+from harness.gate.judge import BisectPolicy, ComparePolicy, FigureVerdict, Judgement, ScenarioVerdict
+from harness.report.verdicts import probe_figure
 from harness.targets.commits import BisectError, Commit, EndpointUndecided, Probe, bisect, first_parent
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -141,7 +140,9 @@ def judged(*figures: tuple[str, str], scenario: str = "tiny_fsdp_l1", **more: li
 
 
 def probe(*scenarios: ScenarioVerdict) -> Probe:
-    return probe_of(Judgement("compare", "reference", "probed", list(scenarios)))
+    return BisectPolicy(("overhead",)).of_comparison(
+        Judgement("compare", "reference", "probed", list(scenarios)), probe_figure
+    )
 
 
 def test_an_overhead_probe_is_decided_by_its_overhead_figures_alone() -> None:
@@ -205,7 +206,9 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[s
     return code, capsys.readouterr().err.strip().splitlines()
 
 
-def test_bad_input_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_input_is_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     repo = tmp_path / "r"
     shas = linear_history(repo, 3, 2)
     code, err = run_cli(capsys, "--verl-repo", str(repo), "--good", shas[2], "--bad", shas[0])
@@ -243,6 +246,12 @@ def test_bad_input_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixt
     assert code == 2 and len(err) == 1 and err[0].startswith("BISECT ERROR: --max-repeats 1: too small for one ")
     code, err = run_cli(capsys, "--verl-repo", str(repo), "--good", shas[0], "--bad", "main", "--check", "speed")
     assert code == 2 and err[0].startswith("BISECT ERROR: --check speed: no such check (expected one of crash, ")
+    monkeypatch.delenv("HARNESS_HEAVY", raising=False)
+    heavy = write_scenario(tmp_path / "heavy", name="tiny_heavy", heavy=True)  # the session's one skip rule
+    argv = ["bisect", str(heavy), "--verl-repo", str(repo), "--good", shas[0], "--bad", "main"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("BISECT ERROR: tiny_heavy is not run here (tiny_heavy is heavy "), err
 
 
 @pytest.mark.heavy  # 4 commits' environments and their trainings: minutes (635 s measured under load)
@@ -274,12 +283,13 @@ def test_real_trainings_find_the_commit_that_stops_dumping_actor_update(
 
 
 def test_a_training_probe_is_decided_by_its_checks_outcomes_not_their_words() -> None:
-    """``probe_of_checks`` decides on the outcomes' exit codes: an XPASS (a declared gap gone) fails the commit like a
-    FAIL, an xfail and a skip-free pass pass it, an undecided check skips it; the words are only what it shows."""
-    xpass = probe_of_checks({"crash": ("pass", "no crash"), "known_gap:x": ("xpass", "the stage dumps now")})
+    """``BisectPolicy.of_checks`` decides on the outcomes' exit codes: an XPASS (a declared gap gone) fails the commit
+    like a FAIL, an xfail and a skip-free pass pass it, an undecided check skips it; the words are only what it
+    shows."""
+    xpass = BisectPolicy().of_checks({"crash": ("pass", "no crash"), "known_gap:x": ("xpass", "the stage dumps now")})
     assert xpass.verdict == "fail" and xpass.checks["known_gap:x"] == ("XPASS", "the stage dumps now")
     assert xpass.line() == "FAIL (known_gap:x: XPASS the stage dumps now)"
-    assert probe_of_checks({"layout": ("fail", "a stage missing")}).verdict == "fail"
-    assert probe_of_checks({"crash": ("pass", ""), "layout": ("xfail", "declared")}).verdict == "pass"
-    undecided = probe_of_checks({"crash": ("pass", ""), "disk": ("inconclusive", "noise")})
+    assert BisectPolicy().of_checks({"layout": ("fail", "a stage missing")}).verdict == "fail"
+    assert BisectPolicy().of_checks({"crash": ("pass", ""), "layout": ("xfail", "declared")}).verdict == "pass"
+    undecided = BisectPolicy().of_checks({"crash": ("pass", ""), "disk": ("inconclusive", "noise")})
     assert (undecided.verdict, undecided.why) == ("skip", "disk is INCONCLUSIVE: no exact verdict")

@@ -80,8 +80,8 @@ def test_a_growing_dump_is_stopped_at_the_cap_and_the_verdict_says_how_far_it_go
     watch = Watch(show=shown.append, interval_s=0.2)
     with Monitor(run, "tiny_case", "local", 3, Cap(MB, "2 x budgets.disk.max_total"), watch) as monitor:
         _training(run, monitor.stop, chunks=100)
-    assert monitor.stop.is_set() and monitor.verdict and monitor.verdict.kind == "cap"
-    line = monitor.verdict.line
+    assert monitor.stop.is_set() and monitor.stopped and monitor.stopped.kind == "cap"
+    line = monitor.stopped.line
     assert line.startswith("stopped the on run at ") and "(cap 1.00 MB = 2 x budgets.disk.max_total) after " in line
     assert "global step 2 of 3, growing " in line and " MB/s; " in line and line.endswith(" files kept")
     assert 1 * MB < tree_size(run.dumps)[0] < 3 * MB  # stopped while growing, not at the end (10 MB)
@@ -98,9 +98,9 @@ def test_free_space_under_the_floor_stops_the_run_as_an_infrastructure_verdict(t
         assert not monitor.stop.wait(0.3)
         free["bytes"] = 500 * MB
         assert monitor.stop.wait(2)
-    assert monitor.verdict and monitor.verdict.kind == "floor"
+    assert monitor.stopped and monitor.stopped.kind == "floor"
     said = f"stopped: 500.00 MB free on the results filesystem ({run.root}) < the floor 1073.74 MB"
-    assert monitor.verdict.line.startswith(said)
+    assert monitor.stopped.line.startswith(said)
 
 
 def test_an_unstopped_run_has_no_verdict_and_ends_with_its_last_step(tmp_path):
@@ -108,7 +108,7 @@ def test_an_unstopped_run_has_no_verdict_and_ends_with_its_last_step(tmp_path):
     with Monitor(run, "tiny_case", "local", 2, Cap(10 * MB, "x"), Watch(show=shown.append, interval_s=0.1)) as m:
         run.metrics.write_text("".join(json.dumps({"step": n, "data": {}}) + "\n" for n in (1, 2)))
         time.sleep(0.3)
-    assert m.verdict is None and not m.stop.is_set()
+    assert m.stopped is None and not m.stop.is_set()
     assert shown[-1].done == 2 and shown[-1].outcome == "ended"
     assert shown[-1].line() == (
         f"tiny_case on (local): global step 2 of 2, {shown[-1].elapsed_s:.0f}s, ended, dumps 0.00 MB in 0 files "
@@ -205,6 +205,6 @@ def test_a_bounded_tree_whose_pages_fill_its_tmpfs_is_the_caps_verdict_even_afte
     watch = Watch(min_free=0, interval_s=10, statvfs=fake)  # its fake free space is no floor's concern
     with Monitor(run, "tiny_case", "local", 3, Cap(MB, "2 x budgets.disk.max_total"), watch, bounded) as monitor:
         free["bytes"] = 4096  # full, in the second before the next walk, and the run ends
-    assert monitor.verdict and monitor.verdict.kind == "cap"
-    assert monitor.verdict.line.startswith("stopped the on run: its dumps filled their 2.05 MB tmpfs to 2.04 MB in "
+    assert monitor.stopped and monitor.stopped.kind == "cap"
+    assert monitor.stopped.line.startswith("stopped the on run: its dumps filled their 2.05 MB tmpfs to 2.04 MB in "
                                            "pages, 0.00 MB in files (cap 1.00 MB = 2 x budgets.disk.max_total) after")

@@ -4,6 +4,7 @@ results.json written by it read back beside the previous schema's."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -11,13 +12,17 @@ import pytest
 from builders import write_scenario
 from gate_builders import write_results
 
+from harness.artifacts.record import ExecResult, RunRecord
 from harness.artifacts.results import ResultsDoc, read_results
 from harness.cli import main
 from harness.config import RAY_ADDRESS
+from harness.gate.baseline import build
+from harness.gate.judge import Judgement
 from harness.outcomes import EXIT_INCONCLUSIVE
 from harness.pipeline.options import runs_heavy
 from harness.pipeline.session import Session
 from harness.scenario.loader import load_scenario
+from harness.training.runs import ScenarioRuns
 
 
 def test_one_skip_rule_heavy_only_when_asked_a_cluster_only_when_named(tmp_path, monkeypatch):
@@ -29,8 +34,8 @@ def test_one_skip_rule_heavy_only_when_asked_a_cluster_only_when_named(tmp_path,
     session = Session(tmp_path)
     assert session.skip(light) is None
     assert session.skip(heavy) == (
-        "tiny_heavy is heavy (heavy: true, minutes of training): run it with `pytest scenarios/ -k tiny_heavy "
-        "--harness-heavy` or `python -m harness run --heavy` (or HARNESS_HEAVY=1)"
+        "tiny_heavy is heavy (heavy: true, minutes of training): run it with --heavy (`python -m harness run "
+        "--heavy`, as compare, duet and bisect; `pytest scenarios/ -k tiny_heavy --harness-heavy`) or HARNESS_HEAVY=1"
     )
     assert Session(tmp_path, heavy=True).skip(heavy) is None
     assert "tiny_light runs on a Ray cluster (executor ray) and none is named" in str(session.skip(ray))
@@ -49,6 +54,62 @@ def test_harness_run_skips_a_heavy_scenario_unless_asked(tmp_path, monkeypatch, 
     out = capsys.readouterr().out
     assert "SKIPPED tiny_heavy is heavy (heavy: true, minutes of training)" in out
     assert not (tmp_path / "res" / "tiny_heavy").exists()
+
+
+def test_compare_skips_a_heavy_scenario_unless_asked_as_harness_run(tmp_path, monkeypatch, capsys):
+    """``harness compare`` decides through the session's one rule: a heavy scenario without ``--heavy`` is one
+    SKIPPED line, counted as skipped in the comparison's total; with ``--heavy`` it is compared."""
+    monkeypatch.delenv("HARNESS_HEAVY", raising=False)
+    asked: dict[str, object] = {}
+
+    def compared(scenarios, base, head, results, repeats, session, **kw):
+        asked.update(names=[s.name for s in scenarios], skipped=list(kw["skipped"]), heavy=session.heavy)
+        return Judgement("compare", "b", "h", [], skipped=list(kw["skipped"])), {}
+
+    monkeypatch.setattr("harness.cli.compare.run_comparison", compared)
+    monkeypatch.setattr("harness.cli.compare.write_reports", lambda *args: [])
+    path = write_scenario(tmp_path, name="tiny_heavy", heavy=True)
+    argv = ["compare", str(path), "--base", "0.9.1", "--head", "0.9.1", "--results", str(tmp_path / "res")]
+    main(argv)
+    lines = capsys.readouterr().out.splitlines()
+    said = (
+        "SKIPPED tiny_heavy is heavy (heavy: true, minutes of training): run it with --heavy (`python -m harness run "
+        "--heavy`, as compare, duet and bisect; `pytest scenarios/ -k tiny_heavy --harness-heavy`) or HARNESS_HEAVY=1"
+    )
+    assert [ln for ln in lines if "tiny_heavy" in ln] == [said, said]  # before the runs, and in the verdict's lines
+    assert asked == {"names": [], "skipped": [said.removeprefix("SKIPPED ")], "heavy": False}
+    assert any(ln.startswith("compare: 1 skipped -> ") for ln in lines), lines
+    main([*argv, "--heavy"])
+    assert "SKIPPED" not in capsys.readouterr().out
+    assert asked == {"names": ["tiny_heavy"], "skipped": [], "heavy": True}
+
+
+def test_with_a_baseline_the_session_judges_the_regression_with_the_checks_and_writes_results_once(
+    tmp_path, good_case, monkeypatch
+):
+    """pytest's ``--harness-baseline``: the regression verdict is judged by the session beside the checks, from the
+    figures results.json is about to hold, so results.json is written once per scenario (it was twice: the checks',
+    then again with the regression item's verdict)."""
+    scenario, ctx = good_case
+    result = ExecResult(exit_code=0, wall_s=1.0)
+    records = {m: RunRecord(mode=m, executor="local", argv=["python"], result=result) for m in ("off", "on")}
+    runs = ScenarioRuns(ctx.dir, "now", records, 0.0)  # type: ignore[arg-type]
+    Session(tmp_path).judge(scenario, runs)  # the checks alone: what the baseline is made of
+    second = tmp_path / "results2"
+    shutil.copytree(ctx.dir.root.parent, second)
+    doc = json.loads((second / scenario.name / "results.json").read_text())
+    for run in doc["runs"].values():
+        run["wall_s"] += 1.0  # its own wall times, or it is refused as a copy of the first
+    (second / scenario.name / "results.json").write_text(json.dumps(doc))
+    baseline = build([ctx.dir.root.parent, second])
+    written: list[str] = []
+    write = ResultsDoc.write
+    monkeypatch.setattr(ResultsDoc, "write", lambda doc, path: written.append(str(path)) or write(doc, path))
+    found = Session(tmp_path, baseline=baseline).judge(scenario, runs)
+    assert written == [str(ctx.dir.results)]
+    assert found[-1].check == "regression" and found[-1].passed, found[-1]
+    assert read_results(ctx.dir.results).checks["regression"].summary == found[-1].summary
+    assert [r.check for r in found[:-1]] == [r.check for r in Session(tmp_path).judge(scenario, runs)]
 
 
 @pytest.mark.parametrize("version", [None, 2])

@@ -14,7 +14,8 @@ from harness import outcomes
 from harness.checks import CHECKS
 from harness.checks.known_gap import gap_name
 from harness.errors import HarnessError, InfraError, ScenarioError, one_line
-from harness.gate.judge import ComparePolicy
+from harness.gate.judge import BisectPolicy
+from harness.pipeline import options as shared
 from harness.pipeline.overhead_probe import overhead_probe
 from harness.pipeline.session import Session
 from harness.scenario.loader import load_scenarios
@@ -31,24 +32,25 @@ from harness.targets.commits import (
 )
 from harness.targets.environment import ensure_env
 from harness.targets.spec import parse_target
-from harness.training.devices import skip_reason
 from harness.training.monitor import Watch
 from harness.training.runs import check_target, results_dir
 
 
-def _scenarios(paths: list[str], executor: str | None) -> list[Scenario]:
-    scenarios, problems = load_scenarios(paths, executor)
+def _scenarios(paths: list[str], session: Session) -> list[Scenario]:
+    """The scenarios named, each one ``session`` runs (``Session.skip``: device, heavy, cluster, as every front end
+    decides), else bad input: a bisect of a scenario that does not run here has nothing to probe."""
+    scenarios, problems = load_scenarios(paths, session.executor)
     if problems:
         raise ScenarioError(problems)
     for s in scenarios:
-        if reason := skip_reason(s):
-            raise BisectError(f"{s.name} cannot run on this machine ({reason}): nothing to bisect here")
+        if reason := session.skip(s):
+            raise BisectError(f"{s.name} is not run here ({reason}): nothing to bisect")
     return scenarios
 
 
-def _checks(scenarios: list[Scenario], wanted: list[str], max_repeats: int | None = None) -> list[str] | None:
-    """The checks named (crash first: a crash leaves every other check unjudged), or None for every exact one;
-    ``["overhead"]`` alone for an overhead bisect (each probe a comparison against the good commit)."""
+def _policy(scenarios: list[Scenario], wanted: list[str], max_repeats: int | None = None) -> BisectPolicy:
+    """The checks named (crash first: a crash leaves every other check unjudged), or every exact one;
+    ``overhead`` alone for an overhead bisect (each probe a comparison against the good commit)."""
     if NOISY_CHECKS & set(wanted):
         if set(wanted) != NOISY_CHECKS:
             raise BisectError(
@@ -60,25 +62,25 @@ def _checks(scenarios: list[Scenario], wanted: list[str], max_repeats: int | Non
                 f"--check overhead: {', '.join(blind)}: the tier does not decide overhead base against head "
                 "(budgets.overhead.compare: false): nothing to bisect; use a scenario whose tier decides it"
             )
-        if max_repeats is not None and max_repeats < ComparePolicy.repeats:
+        if max_repeats is not None and max_repeats < BisectPolicy.repeats:
             raise BisectError(
                 f"--max-repeats {max_repeats}: too small for one interleaved pair of the comparison each probe is "
-                f"(at least {ComparePolicy.repeats} runs a side: one run a side has no interval, so every probe would "
+                f"(at least {BisectPolicy.repeats} runs a side: one run a side has no interval, so every probe would "
                 "be undecided)"
             )
-        return sorted(NOISY_CHECKS)
+        return BisectPolicy(tuple(sorted(NOISY_CHECKS)), max_repeats)
     known = [*CHECKS, *(gap_name(g) for s in scenarios for g in s.expect.known_gaps)]
     if unknown := [w for w in wanted if w not in known]:
         raise BisectError(f"--check {', '.join(unknown)}: no such check (expected one of {', '.join(known)})")
-    return ["crash", *[w for w in wanted if w != "crash"]] if wanted else None
+    return BisectPolicy(("crash", *[w for w in wanted if w != "crash"]) if wanted else None)
 
 
 def training_probe(
-    repo: str, scenarios: list[Scenario], checks: list[str] | None, results: Path, executor: str | None,
+    repo: str, scenarios: list[Scenario], policy: BisectPolicy, results: Path, executor: str | None,
     msprobe: str | None,
 ) -> ProbeFn:  # fmt: skip
-    """One harness run of the scenarios at a commit (``<repo>@<sha>``), judged by ``checks`` (None: all but
-    overhead); each commit's results in ``results/<sha12>``."""
+    """One harness run of the scenarios at a commit (``<repo>@<sha>``), decided as ``policy`` says (its checks'
+    outcomes); each commit's results in ``results/<sha12>``."""
 
     def probe(commit: Commit) -> Probe:
         try:
@@ -97,38 +99,28 @@ def training_probe(
             except HarnessError as exc:  # the harness's own code or the environment failed: no verdict on verl
                 return Probe("skip", why=one_line(exc).splitlines()[0])
             for r in found:
-                if (checks is None and r.check in NOISY_CHECKS) or (checks is not None and r.check not in checks):
+                if not policy.counts(r.check):
                     continue
                 outcome = outcomes.check_outcome(r, expected_failure=bool(r.xfail_reason))
                 name = r.check if len(scenarios) == 1 else f"{s.name}:{r.check}"
                 judged[name] = (outcome, r.problems[0] if r.problems else r.summary)
                 if outcomes.check_exit(outcome) == outcomes.EXIT_INCONCLUSIVE:
-                    return probe_of_checks(judged)  # the other scenarios cannot make it exact
-        return probe_of_checks(judged)
+                    return policy.of_checks(judged)  # the other scenarios cannot make it exact
+        return policy.of_checks(judged)
 
     return probe
 
 
-def probe_of_checks(judged: dict[str, tuple[outcomes.CheckOutcome, str]]) -> Probe:
-    """A commit's verdict from its checks' outcomes (each with its one-line summary), decided by their exit codes
-    (``outcomes.check_exit``), never by their words: a failure (a FAIL, or an XPASS: a declared gap or bug gone)
-    fails it; an undecided check leaves it without an exact verdict (skipped)."""
-    said = {name: (outcomes.SHORT_WORDS[o], summary) for name, (o, summary) in judged.items()}
-    codes = {name: outcomes.check_exit(o) for name, (o, _) in judged.items()}
-    if undecided := [name for name, code in codes.items() if code == outcomes.EXIT_INCONCLUSIVE]:
-        return Probe("skip", said, f"{undecided[0]} is {outcomes.INCONCLUSIVE}: no exact verdict")
-    return Probe("fail" if outcomes.EXIT_FAIL in codes.values() else "pass", said)
-
-
-def _how(checks: list[str] | None) -> str:
-    if checks == sorted(NOISY_CHECKS):
+def _how(policy: BisectPolicy) -> str:
+    if policy.overhead:
         return "(each probe compared against the good commit, interleaved pairs until decided)"
     return "(overhead only with --check overhead: timing)"
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
-    scenarios = _scenarios(args.paths, args.executor)
-    checks = _checks(scenarios, args.check, args.max_repeats)
+    # what runs here, decided before any results dir is made (bad input writes nothing)
+    scenarios = _scenarios(args.paths, Session(Path(args.results), args.executor, heavy=shared.runs_heavy(args.heavy)))
+    policy = _policy(scenarios, args.check, args.max_repeats)
     old, new = (args.good, args.bad) if args.find == "bad" else (args.bad, args.good)
     names = ("--good", "--bad") if args.find == "bad" else ("--bad", "--good")
     commits = first_parent(args.verl_repo, old, new, *names)
@@ -137,16 +129,16 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     print(
         f"bisect ({'first bad' if args.find == 'bad' else 'first good: the fix'}): {len(commits)} commits on the "
         f"first-parent history {commits[0].sha[:12]}..{commits[-1].sha[:12]}; scenarios "
-        f"{', '.join(s.name for s in scenarios)}; checks {', '.join(checks) if checks else 'all but overhead'} "
-        f"{_how(checks)}; results in {results}",
+        f"{', '.join(s.name for s in scenarios)}; checks {', '.join(policy.checks or ['all but overhead'])} "
+        f"{_how(policy)}; results in {results}",
         flush=True,
     )
-    if checks == sorted(NOISY_CHECKS):
+    if policy.overhead:
         reference = commits[0].sha if args.find == "bad" else commits[-1].sha  # the good endpoint
         say = lambda line: print(f"  {line}", flush=True)  # noqa: E731  (a probe's own progress, indented)
-        probe = overhead_probe(repo, scenarios, reference, results, args.executor, args.msprobe, args.max_repeats, say)
+        probe = overhead_probe(repo, scenarios, reference, results, args.executor, args.msprobe, policy, say)
     else:
-        probe = training_probe(repo, scenarios, checks, results, args.executor, args.msprobe)
+        probe = training_probe(repo, scenarios, policy, results, args.executor, args.msprobe)
     try:
         outcome = bisect(commits, probe, args.find, say=lambda line: print(line, flush=True))
     except EndpointUndecided as exc:  # the noise, not the input: INCONCLUSIVE

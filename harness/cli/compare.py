@@ -11,12 +11,12 @@ from rich.markup import escape
 from harness import outcomes
 from harness.cli.console import console, live_line, sweep
 from harness.errors import HarnessError, ScenarioError
-from harness.pipeline.base_head import run_comparison, write_reports
+from harness.pipeline import options as shared
+from harness.pipeline.base_head import comparison_session, run_comparison, write_reports
 from harness.report import verdicts
 from harness.scenario.loader import load_scenarios
 from harness.targets.pair import merge_base
 from harness.targets.spec import parse_target
-from harness.training.devices import skip_reason
 from harness.training.monitor import Show, Watch
 from harness.training.runs import results_dir
 
@@ -39,14 +39,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
         verl, line = merge_base(base.verl, head.verl)
         base, notes = base.model_copy(update={"verl": verl}), [f"the pair: {line}"]
         console.print(escape(notes[0]), soft_wrap=True)
+    results = results_dir(args.results)
+    session = comparison_session(results, args.executor, _watch(live_line(15.0)), shared.runs_heavy(args.heavy))
     runnable, skipped = [], []
     for s in scenarios:
-        if reason := skip_reason(s):
+        if reason := session.skip(s):
             console.print(f"[yellow]{outcomes.SKIPPED}[/] {escape(reason)}", soft_wrap=True)
             skipped.append(reason)
         else:
             runnable.append(s)
-    results = results_dir(args.results)
     started = time.monotonic()
     sweep(scenarios)
     comparison, observed = run_comparison(
@@ -55,10 +56,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
         head,
         results,
         args.repeats,
-        args.executor,
+        session,
         say=lambda m: console.print(escape(m), soft_wrap=True),
         judge=args.judge,
-        watch=_watch(live_line(15.0)),
         max_repeats=args.max_repeats,
         skipped=skipped,
         accepted=args.accept,

@@ -18,13 +18,14 @@ from harness.cli.console import console, live_line, sweep
 from harness.errors import HarnessError, ScenarioError, TargetError, one_line
 from harness.history.duet import ALONE, DuetDoc, Plan, plan
 from harness.history.store import History
-from harness.pipeline.base_head import SIDES, run_comparison, write_reports
+from harness.pipeline import options as shared
+from harness.pipeline.base_head import SIDES, comparison_session, run_comparison, write_reports
 from harness.report import verdicts
 from harness.safeio import write_atomic
 from harness.scenario.loader import load_scenarios
+from harness.scenario.model import Scenario
 from harness.targets.environment import ensure_env
 from harness.targets.spec import Target, git, parse_target
-from harness.training.devices import skip_reason
 from harness.training.runs import results_dir
 
 
@@ -62,14 +63,16 @@ def _base(p: Plan, repo: Path, args: argparse.Namespace, head: Target) -> tuple[
     return p, base
 
 
-def _range(repo: Path, good: str, bad: str, scenarios: list[str]) -> str:
-    """A regression's verl commits and how to name the one: the commit itself, or the overhead bisect between them."""
+def _range(repo: Path, good: str, bad: str, scenarios: list[Scenario]) -> str:
+    """A regression's verl commits and how to name the one: the commit itself, or the overhead bisect between them
+    (``--heavy`` for a scenario marked heavy, which the bisect refuses without it)."""
     commits = int(str(git("rev-list", "--count", "--first-parent", f"{good}..{bad}", cwd=repo)))
     where = f"verl commits {good[:12]}..{bad[:12]} ({commits} commit{'s' if commits != 1 else ''})"
     if commits == 1:
         return f"{where}: the commit: {bad[:12]}"
-    bisect = "python -m harness bisect scenarios/{}.yaml --verl-repo VERL --good {} --bad {} --check overhead"
-    return "; ".join([where] + [f"find the commit: {bisect.format(name, good[:12], bad[:12])}" for name in scenarios])
+    bisect = "python -m harness bisect scenarios/{}.yaml --verl-repo VERL --good {} --bad {} --check overhead{}"
+    finds = [bisect.format(s.name, good[:12], bad[:12], " --heavy" * s.heavy) for s in scenarios]
+    return "; ".join([where] + [f"find the commit: {line}" for line in finds])
 
 
 def cmd_duet(args: argparse.Namespace) -> int:
@@ -77,14 +80,15 @@ def cmd_duet(args: argparse.Namespace) -> int:
     scenarios, problems = load_scenarios(args.paths, args.executor)
     if problems:
         raise ScenarioError(problems)
+    head, repo = _tonight(args)
+    results = results_dir(args.results)
+    session = comparison_session(results, args.executor, _watch(live_line(15.0)), shared.runs_heavy(args.heavy))
     runnable = []
     for s in scenarios:
-        if reason := skip_reason(s):
+        if reason := session.skip(s):
             _say(f"{outcomes.SKIPPED} {reason}")
         else:
             runnable.append(s)
-    head, repo = _tonight(args)
-    results = results_dir(args.results)
     history = Path(args.history)
     if not history.exists():
         _say(f"{history}: no such file: the history holds no night yet")
@@ -97,8 +101,8 @@ def cmd_duet(args: argparse.Namespace) -> int:
     if base is not None and runnable:
         sweep(runnable)
         comparison, observed = run_comparison(
-            runnable, base, head, results, args.repeats, args.executor, say=_say, judge={"overhead"},
-            watch=_watch(live_line(15.0)), max_repeats=args.max_repeats,
+            runnable, base, head, results, args.repeats, session, say=_say, judge={"overhead"},
+            max_repeats=args.max_repeats,
         )  # fmt: skip
         write_reports(comparison, observed, results / "report")
         missing = [f"{name} has no {side} run" for name, sides in observed.items() for side in SIDES if not sides[side]]
@@ -117,7 +121,7 @@ def cmd_duet(args: argparse.Namespace) -> int:
                 if (figures := [f.metric for f in s.figures if f.judged and f.verdict == "regressed"])
             }
             if code == outcomes.EXIT_FAIL and p.base_commit:
-                lines.append(_range(repo, p.base_commit, str(head.verl.commit), [s.name for s in runnable]))
+                lines.append(_range(repo, p.base_commit, str(head.verl.commit), runnable))
     elif base is not None:
         lines.append(f"no scenario of the duet runs on this machine: {ALONE}")
         p = Plan("history", lines[-1])

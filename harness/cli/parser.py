@@ -78,7 +78,10 @@ def build() -> argparse.ArgumentParser:
     p.add_argument("--msprobe", metavar="SPEC", help="the msprobe of both sides: a version or a .whl")
     p.add_argument("--series", help=SERIES_HELP)
     p.add_argument("--results", default="results/compare")
-    shared.add(p.add_argument, (shared.REPEATS, shared.MAX_REPEATS, shared.EXECUTOR, shared.RAY_ADDRESS, shared.STACK))
+    shared.add(
+        p.add_argument,
+        (shared.REPEATS, shared.MAX_REPEATS, shared.EXECUTOR, shared.RAY_ADDRESS, shared.STACK, shared.HEAVY),
+    )
     p.add_argument(
         "--judge",
         type=_families,
@@ -116,7 +119,7 @@ def build() -> argparse.ArgumentParser:
     p.add_argument("--msprobe", metavar="SPEC", help="the msprobe of both sides: a version or a .whl")
     p.add_argument("--series", help=SERIES_HELP)
     p.add_argument("--results", default="results/duet")
-    shared.add(p.add_argument, (shared.REPEATS, shared.MAX_REPEATS, shared.EXECUTOR, shared.STACK))
+    shared.add(p.add_argument, (shared.REPEATS, shared.MAX_REPEATS, shared.EXECUTOR, shared.STACK, shared.HEAVY))
     p.set_defaults(func=duet.cmd_duet)
     p = sub.add_parser("issue", help="the morning after: the issue of a night that is a verdict on verl")
     p.add_argument("--night", action="append", default=[], metavar="DIR", help="a night's results (outcome.json)")
@@ -293,7 +296,7 @@ def build() -> argparse.ArgumentParser:
     )  # fmt: skip
     p.add_argument("--results", default="results/bisect", help="each probe's results in RESULTS/<sha12>")
     p.add_argument("--executor", choices=list(EXECUTORS))
-    shared.add(p.add_argument, (shared.RAY_ADDRESS,))
+    shared.add(p.add_argument, (shared.RAY_ADDRESS, shared.HEAVY))
     p.add_argument("--msprobe", metavar="SPEC", help="the msprobe of every probe: a version or a .whl")
     p.set_defaults(func=bisect.cmd_bisect)
     _history(sub)

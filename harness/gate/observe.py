@@ -13,7 +13,7 @@ from typing import Any
 
 from harness.artifacts import figures as fig
 from harness.artifacts.figures import family
-from harness.artifacts.results import read_results
+from harness.artifacts.results import ResultsDoc, read_results
 from harness.artifacts.rundir import LINKED, ScenarioDir
 from harness.errors import BaselineError
 from harness.gate.structure import Structure, structure_of
@@ -68,7 +68,12 @@ def observe_results(path: Path) -> Observation:
     sdir = path.parent
     if linked := ScenarioDir(sdir).link():  # read in place: never another tree
         raise BaselineError(f"{linked}: {LINKED}")
-    doc = read_results(path)
+    return observe_doc(read_results(path), sdir)
+
+
+def observe_doc(doc: ResultsDoc, sdir: Path) -> Observation:
+    """A scenario's results.json, read or about to be written (the session judges the baseline gate with the checks,
+    before results.json is written once), and the structure of the dumps under its directory ``sdir``."""
     figures: dict[str, float | int | str] = {}
     checks: dict[str, bool] = {}
     problems: dict[str, list[str]] = {}

@@ -59,16 +59,24 @@ def run_dir(results: Path, side: str, repeat: int) -> Path:
     return results / side / f"r{repeat}"
 
 
+def comparison_session(
+    results: Path, executor: str | None = None, watch: Watch | None = None, heavy: bool = False
+) -> Session:
+    """The session a comparison runs both sides in, made by its front end, which asks it what to skip
+    (``Session.skip``: heavy, device, cluster, as ``harness run`` and pytest do): each run's own overhead maxima
+    recorded, never gated (nor compared: judge.PER_RUN_MAXIMA)."""
+    return Session(results, executor, watch, gate_timing=False, heavy=heavy)
+
+
 def run_comparison(
     scenarios: list[Scenario],
     base: Target,
     head: Target,
     results: Path,
     repeats: int = ComparePolicy.repeats,
-    executor: str | None = None,
+    session: Session | None = None,
     say: Callable[[str], None] = print,
     judge: Collection[str] = FAMILIES,
-    watch: Watch | None = None,
     max_repeats: int | None = None,
     skipped: Collection[str] = (),
     accepted: str | None = None,
@@ -82,7 +90,8 @@ def run_comparison(
     ``skipped``: the scenarios not run here, with why (they count in the total a comparison compares).
     ``accepted``: why head's regressions are intended (``outcomes.final``). Head's annotated stages are compared
     with base's first, from their sources (``harness.targets.census``): a finding whether or not a training
-    reaches the stage. ``notes``: what the reader must know of the pair first (``harness.targets.pair``)."""
+    reaches the stage. ``notes``: what the reader must know of the pair first (``harness.targets.pair``).
+    ``session``: the front end's ``comparison_session`` (default: one under ``results``, every scenario's executor)."""
     envs = {side: ensure_env(target) for side, target in (("base", base), ("head", head))}  # once, before training:
     for side, env in envs.items():  # a bad SPEC fails at once
         say(f"{side}: {env.label()}")
@@ -91,8 +100,7 @@ def run_comparison(
         say(f"{outcomes.REGRESSED} census: {line}")
     cap = max(repeats, max_repeats or ComparePolicy.max_repeats)
     budget = ComparePolicy.budget_s if max_repeats is None else None
-    # each run's own overhead maxima recorded, never gated (nor compared: judge.PER_RUN_MAXIMA)
-    session = Session(results, executor, watch, gate_timing=False)
+    session = session or comparison_session(results)
     observed: dict[str, dict[str, list[Observation]]] = {}
     scenario_errors: dict[str, list[str]] = {}
     untrainable: dict[str, str] = {}  # head fails off and on alike where base trained: its finding
@@ -142,8 +150,8 @@ def run_comparison(
         if "overhead" not in decides[scenario.name] and not scenario.budgets.overhead.compare:
             sc.notes.append(OVERHEAD_NOT_COMPARED)
         sc.errors = scenario_errors.get(scenario.name, []) + sc.errors
-        sc.reproduce = reproduce_compare(scenario.name, *(reproducible(t.verl.commit, t.verl.source, t.verl.version)
-                                                          for t in (base, head)))  # fmt: skip
+        before, after = (reproducible(t.verl.commit, t.verl.source, t.verl.version) for t in (base, head))
+        sc.reproduce = reproduce_compare(scenario.name, before, after, heavy=scenario.heavy)
         ran_both = sides["base"] and sides["head"]
         if ran_both and not sc.errors and not any(o.crashes or o.known_crash for obs in sides.values() for o in obs):
             say(f"{scenario.name}: numerics (statistics compare)")

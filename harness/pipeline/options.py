@@ -22,6 +22,8 @@ from harness.training.monitor import positive_seconds
 # Runs per side of a comparison, at most: each is a full off + on pair of trainings (30-300 s), so a hundred is a day's
 # compare; a billion once built the whole run order in memory before anything ran (a MemoryError traceback).
 MOST_REPEATS = 100
+
+
 def repeats_option(text: str) -> int:
     """``--repeats`` / ``--max-repeats`` (and pytest's): a whole number from 1 to MOST_REPEATS, else argparse's
     one-line usage error."""

@@ -3,7 +3,7 @@
 A timing ratio from one run per probe lets machine load pick the commit. Here a probe is a whole base-against-head
 comparison (``run_comparison``) of the reference (the known-good commit) and the probed commit: interleaved pairs
 (ABBA), its repeats and its stopping rule (one more pair while INCONCLUSIVE, up to ``max_repeats`` a side, else the
-compare's default time budget). Its overhead figures decide the probe:
+compare's default time budget). Its overhead figures decide the probe (``BisectPolicy.of_comparison``):
 - ``fail``: an overhead figure of some scenario is REGRESSED against the reference;
 - ``pass``: every overhead figure was decided and none regressed;
 - ``skip``: undecided within the budget (INCONCLUSIVE), or the commit gives no timing to judge (it crashes, cannot
@@ -20,46 +20,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.errors import HarnessError, InfraError, one_line
-from harness.gate.judge import ComparePolicy, Judgement
-from harness.pipeline.base_head import run_comparison
-from harness.report.verdicts import compare_line
+from harness.gate.judge import BisectPolicy
+from harness.pipeline.base_head import comparison_session, run_comparison
+from harness.report.verdicts import probe_figure
 from harness.scenario.model import Scenario
 from harness.targets.commits import Commit, Probe, ProbeFn
 from harness.targets.environment import ensure_env
 from harness.targets.spec import parse_target
 from harness.training.monitor import Watch
 from harness.training.runs import check_target
-
-OVERHEAD = "overhead."
-
-
-def probe_of(judgement: Judgement) -> Probe:
-    """The verdict a base-against-head comparison (the reference against the probed commit) gives the probe."""
-    checks: dict[str, tuple[str, str]] = {}
-    regressed = undecided = decided = 0
-    no_timing = []
-    for sc in judgement.scenarios:
-        if sc.crashes or sc.errors:
-            no_timing.append(f"{sc.scenario}: {(sc.crashes or sc.errors)[0]}")
-            continue
-        figures = [f for f in sc.figures if f.metric.startswith(OVERHEAD) and f.judged]
-        for f in figures:
-            name = f.metric if len(judgement.scenarios) == 1 else f"{sc.scenario}:{f.metric}"
-            word = f.verdict.upper() if f.verdict in ("regressed", "inconclusive") else "pass"
-            checks[name] = (word, compare_line(f).partition(f"{f.metric} ")[2])  # base .. head ..: head/base ..
-        regressed += sum(f.verdict == "regressed" for f in figures)
-        undecided += sum(f.verdict == "inconclusive" for f in figures)
-        decided += sum(f.verdict not in ("inconclusive", "missing", "new") for f in figures)
-    if regressed:
-        return Probe("fail", checks)
-    if no_timing:
-        return Probe("skip", checks, f"no timing to judge ({'; '.join(no_timing)})")
-    if undecided:
-        why = f"overhead undecided: {undecided} figure(s) INCONCLUSIVE within the budget"
-        return Probe("skip", checks, why, undecided=True)
-    if not decided:
-        return Probe("skip", checks, "no overhead figure was compared")
-    return Probe("pass", checks)
 
 
 def overhead_probe(
@@ -69,11 +38,12 @@ def overhead_probe(
     results: Path,
     executor: str | None,
     msprobe: str | None,
-    max_repeats: int | None,
+    policy: BisectPolicy,
     say: Callable[[str], None],
 ) -> ProbeFn:
     """A probe comparing each commit (``<repo>@<sha>``) against ``reference`` (a sha: the known-good endpoint, whose
-    own probe is the reference itself), its comparison in ``results/<sha12>``."""
+    own probe is the reference itself), its comparison in ``results/<sha12>``, run and decided as ``policy`` says
+    (``BisectPolicy``: its families, repeats and max_repeats)."""
     base = parse_target(f"{repo}@{reference}", msprobe)
 
     def probe(commit: Commit) -> Probe:
@@ -86,15 +56,17 @@ def overhead_probe(
                 check_target(s, env)
         except HarnessError as exc:
             return Probe("skip", why=f"cannot be installed or API drift: {one_line(exc)}")
+        where = results / commit.sha[:12]
+        session = comparison_session(where, executor, Watch.configure())
         try:
             judgement, _ = run_comparison(
-                scenarios, base, head, results / commit.sha[:12], ComparePolicy.repeats, executor=executor, say=say,
-                judge={"overhead"}, watch=Watch.configure(), max_repeats=max_repeats,
+                scenarios, base, head, where, policy.repeats, session, say=say, judge=policy.families,
+                max_repeats=policy.max_repeats,
             )  # fmt: skip
         except InfraError as exc:
             return Probe("infra", why=one_line(exc).splitlines()[0])
         except HarnessError as exc:
             return Probe("skip", why=one_line(exc).splitlines()[0])
-        return probe_of(judgement)
+        return policy.of_comparison(judgement, probe_figure)
 
     return probe

@@ -3,7 +3,8 @@
 
 A front end makes one ``Session`` and asks it, per scenario: ``skip`` (the one rule: device, heavy, cluster),
 ``runs`` (the scenario's results-dir lock taken, its trainings made or reused), ``judge`` (every check and known gap
-once, results.json written once), or ``evaluate`` for both, the lock released at the end. What a front end shows, and
+once, and the regression against a baseline where the session has one: results.json written once), or
+``evaluate`` for both, the lock released at the end. What a front end shows, and
 its exit code (``harness.outcomes``), are its own.
 """
 
@@ -23,7 +24,12 @@ from harness.artifacts.rundir import ScenarioDir
 from harness.checks import CHECKS, CheckContext, CheckResult, run_check
 from harness.checks.crash import not_checked
 from harness.checks.known_gap import check_gap, gap_name
+from harness.gate.against_baseline import gate_scenario
+from harness.gate.baseline import Baseline
+from harness.gate.observe import observe_doc
 from harness.pipeline.provenance import environment, settings_of
+from harness.report import verdicts
+from harness.report.verdicts import REGRESSION
 from harness.scenario.model import Scenario
 from harness.targets.environment import TargetEnv, ensure_env
 from harness.targets.spec import Target
@@ -39,7 +45,8 @@ class Session:
     unless a call names another (base against head: one per side and run); ``executor``: ``--executor`` (None: each
     scenario's own); ``watch``: the runner's dump cap, free-space floor and live line (None: from the environment);
     ``gate_timing``: whether an overhead over its maximum fails (``CheckContext``); ``reuse``: ``--reuse``;
-    ``heavy``: whether scenarios marked heavy run."""
+    ``heavy``: whether scenarios marked heavy run; ``baseline``: what ``judge`` gates each scenario against, as a
+    ``regression`` verdict beside the checks' (pytest's ``--harness-baseline``; None: no such verdict)."""
 
     results: Path
     executor: str | None = None
@@ -48,6 +55,7 @@ class Session:
     reuse: bool = False
     heavy: bool = False
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    baseline: Baseline | None = None
     _envs: dict[Target, TargetEnv] = field(default_factory=dict, init=False, repr=False)
     _held: FileLock | None = field(default=None, init=False, repr=False)
     _runs: dict[Path, ScenarioRuns] = field(default_factory=dict, init=False, repr=False)
@@ -62,16 +70,17 @@ class Session:
 
     def skip(self, scenario: Scenario, path: str | None = None) -> str | None:
         """Why this session does not run ``scenario``, in one line saying how to run it; None where it runs. The same
-        for every front end: a device this machine lacks, heavy (heavy: true) without ``--heavy`` (pytest's
-        ``--harness-heavy``) or ``HARNESS_HEAVY=1``, a Ray cluster none named. ``path``: the scenario file as
-        the user named it (default ``scenarios/<name>.yaml``)."""
+        for every front end (run, compare, duet, bisect, pytest's items): a device this machine lacks, heavy
+        (heavy: true) without ``--heavy`` (pytest's ``--harness-heavy``) or ``HARNESS_HEAVY=1``, a Ray cluster none
+        named. ``path``: the scenario file as the user named it (default ``scenarios/<name>.yaml``)."""
         if reason := skip_reason(scenario, path):
             return reason
         if scenario.heavy and not self.heavy:
             name = scenario.name
             return (
-                f"{name} is heavy (heavy: true, minutes of training): run it with `pytest scenarios/ -k {name} "
-                f"--harness-heavy` or `python -m harness run --heavy` (or {config.HEAVY.name}=1)"
+                f"{name} is heavy (heavy: true, minutes of training): run it with --heavy (`python -m harness run "
+                f"--heavy`, as compare, duet and bisect; `pytest scenarios/ -k {name} --harness-heavy`) or "
+                f"{config.HEAVY.name}=1"
             )
         return cluster_missing(scenario)
 
@@ -104,22 +113,18 @@ class Session:
         return self._runs[sdir.root]
 
     def judge(self, scenario: Scenario, runs: ScenarioRuns) -> list[CheckResult]:
-        """Every check, then every known gap, on ``runs``, once per session, in report order; results.json written
-        once with all of them. A check that raises (a HarnessError) records nothing: the front end shows it."""
+        """Every check, then every known gap, then (with a ``baseline``) the regression against it, on ``runs``,
+        once per session, in report order; results.json written once with all of them. A check that raises (a
+        HarnessError) records nothing: the front end shows it."""
         if runs.dir.root not in self._judged:
             ctx = CheckContext(scenario, runs.dir, self.gate_timing)
             found = [run_check(name, check, ctx) for name, check in CHECKS.items()]
             found += [not_checked(ctx, gap_name(gap)) or check_gap(ctx, gap) for gap in scenario.expect.known_gaps]
+            if self.baseline is not None:
+                found.append(not_checked(ctx, REGRESSION) or regression(scenario, runs, found, self.baseline))
             results_doc(scenario, runs, found).write(runs.dir.results)
             self._judged[runs.dir.root] = found
         return self._judged[runs.dir.root]
-
-    def add(self, scenario: Scenario, runs: ScenarioRuns, result: CheckResult) -> None:
-        """A verdict judged from the checks' results.json (pytest's regression item against a baseline): recorded
-        beside theirs, replacing an earlier one of its name."""
-        found = [r for r in self.judge(scenario, runs) if r.check != result.check] + [result]
-        results_doc(scenario, runs, found).write(runs.dir.results)
-        self._judged[runs.dir.root] = found
 
     def evaluate(
         self, scenario: Scenario, env: TargetEnv, results: Path | None = None
@@ -130,6 +135,13 @@ class Session:
             return runs, self.judge(scenario, runs)
         finally:
             self.release()
+
+
+def regression(scenario: Scenario, runs: ScenarioRuns, found: list[CheckResult], baseline: Baseline) -> CheckResult:
+    """The checks' figures (``found``, as results.json will hold them) and the dumps' structure against ``baseline``
+    (``harness.gate``): the absolute budgets stay with the checks."""
+    observed = observe_doc(results_doc(scenario, runs, found), runs.dir.root)
+    return verdicts.check_result(gate_scenario(scenario.name, baseline, observed))
 
 
 def results_doc(scenario: Scenario, runs: ScenarioRuns, found: Iterable[CheckResult]) -> ResultsDoc:

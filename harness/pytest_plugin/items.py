@@ -11,20 +11,16 @@ from typing import Any, NoReturn
 import pytest
 
 from harness import outcomes
-from harness.checks import CHECKS, CheckContext, CheckResult
-from harness.checks.crash import not_checked
+from harness.checks import CHECKS, CheckResult
 from harness.checks.known_gap import gap_name
 from harness.errors import HarnessError, InfraError, ScenarioError, one_line
-from harness.gate.against_baseline import gate_scenario
-from harness.gate.observe import observe_results
-from harness.pipeline.base_head import run_comparison
+from harness.pipeline.base_head import comparison_session, run_comparison
 from harness.pytest_plugin.plugin import KEY, HarnessPlugin
 from harness.pytest_plugin.reporting import INCONCLUSIVE, TRAINED
 from harness.report import verdicts
 from harness.scenario.blocks import KnownGap
 from harness.scenario.loader import ExecutorRefused
 from harness.scenario.model import Scenario
-from harness.training.devices import skip_reason
 from harness.training.runs import results_dir
 
 
@@ -66,7 +62,7 @@ class ScenarioFile(pytest.File):
         if plugin.compare_base is not None:  # the head's own checks are part of the comparison
             items = [CompareItem.from_parent(self, name="compare", scenario=scenario)]
         elif plugin.baseline is not None:
-            items.append(RegressionItem.from_parent(self, name="regression", scenario=scenario))
+            items.append(RegressionItem.from_parent(self, name=verdicts.REGRESSION, scenario=scenario))
         for gap in scenario.expect.known_gaps if plugin.compare_base is None else ():
             gap_item = GapItem.from_parent(self, name=gap_name(gap), scenario=scenario, gap=gap)
             gap_item.add_marker(pytest.mark.xfail(reason=gap.reason, strict=True, raises=CheckFailed))
@@ -149,17 +145,8 @@ class GapItem(ScenarioItem):
 
 
 class RegressionItem(ScenarioItem):
-    """Against ``--harness-baseline`` (harness.gate): the absolute budgets stay with the other items."""
-
-    def verdict(self, judged: dict[str, CheckResult]) -> CheckResult:
-        session, baseline = self.plugin.session, self.plugin.baseline
-        assert baseline is not None  # collected only with one
-        result = not_checked(CheckContext(self.scenario, self.runs.dir, session.gate_timing), self.name)
-        if result is None:  # the figures it compares: the session's checks, in results.json
-            observed = observe_results(self.runs.dir.results)
-            result = verdicts.check_result(gate_scenario(self.scenario.name, baseline, observed))
-        session.add(self.scenario, self.runs, result)
-        return result
+    """Against ``--harness-baseline`` (harness.gate), judged by the session with the checks (``Session.baseline``):
+    the absolute budgets stay with the other items."""
 
 
 def target_properties(target: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -181,21 +168,21 @@ class CompareItem(pytest.Item):
         self.scenario = scenario
 
     def runtest(self) -> None:
-        if reason := skip_reason(self.scenario, os.path.relpath(self.path)):
-            pytest.skip(reason)
         config, plugin = self.config, self.config.stash[KEY]
         assert plugin.compare_base is not None  # collected only with one
         results = Path(config.getoption("harness_results")).resolve() / "compare" / self.scenario.name
-        try:
+        try:  # the plugin's session made here (a bad HARNESS_TIMING: this item's one line, as the check items')
+            if reason := plugin.session.skip(self.scenario, os.path.relpath(self.path)):  # as the check items decide
+                pytest.skip(reason)
+            session = comparison_session(results, config.getoption("executor"), plugin.watch, plugin.session.heavy)
             comparison, _ = run_comparison(
                 [self.scenario],
                 plugin.compare_base,
                 plugin.target,
                 results,
                 config.getoption("harness_compare_repeats"),
-                config.getoption("executor"),
+                session,
                 say=lambda line: None,
-                watch=plugin.watch,
                 max_repeats=config.getoption("harness_compare_max_repeats"),
             )
         except HarnessError as exc:

@@ -116,6 +116,7 @@ class HarnessPlugin:
             option("harness_reuse"),
             shared.runs_heavy(option("harness_heavy")),
             self.id,
+            self.baseline,
         )
 
     def target_env(self) -> TargetEnv:

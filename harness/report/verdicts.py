@@ -126,6 +126,12 @@ def compare_line(f: FigureVerdict) -> str:
 FIGURE_LINE: dict[type[Policy], Callable[[FigureVerdict], str]] = {GatePolicy: gate_line, ComparePolicy: compare_line}
 
 
+def probe_figure(f: FigureVerdict) -> str:
+    """An overhead probe's figure as bisect shows it after the figure's name (``BisectPolicy.of_comparison``):
+    compare's line without its word, scenario and name (``base .. head ..: head/base ..``)."""
+    return compare_line(f).partition(f"{f.metric} ")[2]
+
+
 def worded(policy: Policy, table: dict[type[Policy], T]) -> T:
     """The wording ``table`` holds for ``policy``'s class or the nearest it derives from."""
     return next(table[cls] for cls in type(policy).__mro__ if cls in table)
@@ -195,9 +201,12 @@ def figure_table(s: ScenarioVerdict) -> list[str]:
     ]
 
 
+REGRESSION = "regression"  # the verdict against a baseline, beside the checks' (pytest's item of that name)
+
+
 def check_result(s: ScenarioVerdict) -> CheckResult:
     """For the pytest ``regression`` item: regressions and errors fail, the rest are notes."""
-    res = CheckResult("regression")
+    res = CheckResult(REGRESSION)
     res.problems = [f"{outcomes.REGRESSED} {s.scenario}: {c}" for c in s.crashes] + s.findings
     res.problems += [figure_line(s, f) for f in s.of("regressed", "missing")]
     res.inconclusive = s.undecided + [figure_line(s, f) for f in s.of("inconclusive")]

@@ -30,7 +30,7 @@ from harness import outcomes
 from harness.errors import HarnessError, TargetError
 from harness.targets.spec import git
 
-Verdict = Literal["pass", "fail", "skip", "infra"]
+ProbeOutcome = Literal["pass", "fail", "skip", "infra"]  # a probe's verdict on one commit
 Find = Literal["bad", "fix"]
 NOISY_CHECKS = frozenset({"overhead"})
 
@@ -59,7 +59,7 @@ class Commit:
 class Probe:
     """One commit's verdict; ``checks``: each selected check's verdict word and summary (``layout: FAIL ...``)."""
 
-    verdict: Verdict
+    verdict: ProbeOutcome
     checks: dict[str, tuple[str, str]] = field(default_factory=dict)
     why: str = ""  # for skip and infra: the one line that says why there is no verdict
     undecided: bool = False  # a skip because the noise left a timing undecided (not a commit that gives no verdict)

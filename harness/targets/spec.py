@@ -53,9 +53,10 @@ def reproducible(commit: str | None, source: str | None, version: str | None = N
     return version or source or "VERL"
 
 
-def reproduce_compare(scenario: str, base: str, head: str) -> str:
-    """The command that reproduces a finding of ``scenario`` between two verl SPECs, base against head."""
-    return f"python -m harness compare scenarios/{scenario}.yaml --base {base} --head {head}"
+def reproduce_compare(scenario: str, base: str, head: str, *, heavy: bool = False) -> str:
+    """The command that reproduces a finding of ``scenario`` between two verl SPECs, base against head (``--heavy``
+    for a scenario marked heavy, which is skipped without it)."""
+    return f"python -m harness compare scenarios/{scenario}.yaml --base {base} --head {head}{' --heavy' * heavy}"
 
 
 def cache_dir() -> Path:

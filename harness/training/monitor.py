@@ -3,7 +3,7 @@
 Every ``interval_s`` it walks the run's dump tree (``os.scandir``, symlinks never followed: bytes and files),
 reads the new lines of its verl file-logger metrics (the global step reached) and the free space of the
 results filesystem. Past the dump cap it asks the executor to stop the training (what was written stays)
-and leaves a verdict line for the disk check: a tensor dump of the wrong task grew to gigabytes against an
+and leaves a line for the disk check to fail on: a tensor dump of the wrong task grew to gigabytes against an
 8 MB budget before anything looked at it, and a nightly on 8 NPUs fills the runner's disk for every job on
 it. Under the free-space floor it stops the training too, as an infrastructure error. Either way the same
 samples feed the live line (``show``).
@@ -171,17 +171,18 @@ def positive_seconds(text: str) -> float:
 
 
 @dataclass(frozen=True)
-class Verdict:
-    """Why the monitor stopped a run: ``cap`` is a disk check failure, ``floor`` an infrastructure error."""
+class Stop:
+    """Why the monitor stopped a run (no verdict of its own): ``cap`` is a disk check failure, ``floor`` an
+    infrastructure error."""
 
     kind: Literal["cap", "floor"]
     line: str
 
 
 class Monitor:
-    """``with Monitor(...) as m: executor.execute(..., stop=m.stop)``; then ``m.verdict`` (None: not stopped).
+    """``with Monitor(...) as m: executor.execute(..., stop=m.stop)``; then ``m.stopped`` (None: not stopped).
     ``bounded``: the dumps' size-bounded filesystem (``harness.training.dumpfs``), where there is one: filled, it
-    is the cap's verdict too, and a run that ended itself on it (a write failed) is judged so, not as a crash."""
+    is the cap's stop too, and a run that ended itself on it (a write failed) is judged so, not as a crash."""
 
     def __init__(
         self,
@@ -196,7 +197,7 @@ class Monitor:
         self.run, self.cap, self.watch = run, cap, watch
         self.bounded = bounded if bounded is not None and bounded.size is not None else None
         self.stop = threading.Event()
-        self.verdict: Verdict | None = None
+        self.stopped: Stop | None = None
         self._sample = Progress(scenario, run.mode, executor, steps, 0, None, 0.0, 0, 0, 0.0, cap)
         self._metrics = _MetricsTail(run.metrics)
         self._previous = (0.0, 0)  # (time, bytes) of the last sample
@@ -214,13 +215,13 @@ class Monitor:
         self._ended.set()
         self._thread.join()
         last = self._observe()
-        if self.verdict is None and self.bounded is not None:  # filled between two walks: the run may have ended
-            self.verdict = self._capped(last)  # itself, on a failed write
-        if self.verdict:  # what the stopped run left, now that it is gone
-            line = f"{self.verdict.line}; {mb(last.bytes)} in {last.files} files kept"
-            self.verdict = replace(self.verdict, line=line)
+        if self.stopped is None and self.bounded is not None:  # filled between two walks: the run may have ended
+            self.stopped = self._capped(last)  # itself, on a failed write
+        if self.stopped:  # what the stopped run left, now that it is gone
+            line = f"{self.stopped.line}; {mb(last.bytes)} in {last.files} files kept"
+            self.stopped = replace(self.stopped, line=line)
         if self.watch.show:
-            outcome = "stopped by the monitor" if self.verdict else "ended"
+            outcome = "stopped by the monitor" if self.stopped else "ended"
             if kind is not None:
                 outcome = "interrupted" if issubclass(kind, KeyboardInterrupt) else "failed to run"
             self.watch.show(replace(last, outcome=outcome))
@@ -257,23 +258,23 @@ class Monitor:
     def _judge(self, p: Progress) -> None:
         if self.stop.is_set():
             return
-        self.verdict = self._capped(p)
+        self.stopped = self._capped(p)
         where = f"after {p.elapsed_s:.1f} s, global step {p.current} of {p.steps}"
         if (
-            self.verdict is None
+            self.stopped is None
             and (free := _free(self.watch.statvfs, self.run.root)) is not None
             and (free < self.watch.min_free)
         ):
-            self.verdict = Verdict(
+            self.stopped = Stop(
                 "floor",
                 f"stopped: {mb(free)} free on the results filesystem ({self.run.root}) < the floor "
                 f"{mb(self.watch.min_free)} (HARNESS_MIN_FREE / --min-free) {where}; its dumps held {mb(p.bytes)}",
             )
-        if self.verdict:
+        if self.stopped:
             self.stop.set()
 
-    def _capped(self, p: Progress) -> Verdict | None:
-        """The cap's verdict: the dump tree past the cap, or (bounded) the pages of its files past it on their tmpfs
+    def _capped(self, p: Progress) -> Stop | None:
+        """The cap's stop: the dump tree past the cap, or (bounded) the pages of its files past it on their tmpfs
         (many small files fill the margin before their bytes pass the cap)."""
         if not self.cap:
             return None
@@ -281,11 +282,11 @@ class Monitor:
         size = (self.bounded.size or 0) if self.bounded else 0
         if p.bytes > self.cap.bytes:
             held = f", held by a {mb(size)} tmpfs" if size else ""
-            return Verdict(
+            return Stop(
                 "cap", f"stopped the {p.mode} run at {mb(p.bytes)} ({self.cap}{held}) {where}, growing {mb(p.rate)}/s"
             )
         if size and (free := _free(self.watch.statvfs, self.run.dumps)) is not None and size - free > self.cap.bytes:
-            return Verdict(
+            return Stop(
                 "cap",
                 f"stopped the {p.mode} run: its dumps filled their {mb(size)} tmpfs to {mb(size - free)} in pages, "
                 f"{mb(p.bytes)} in files ({self.cap}) {where}",

@@ -280,12 +280,12 @@ def _train(
                     res = executor.execute(launch, run, settings, labels, stop=monitor.stop)
             error, crash = _verdict(res, limit, run.log, env)
             # the kill's exit code says nothing, nor a failed write on the full tmpfs: the monitor's line does
-            if monitor.verdict and (res.stopped or monitor.verdict.kind == "cap"):
+            if monitor.stopped and (res.stopped or monitor.stopped.kind == "cap"):
                 crash = None
-                if monitor.verdict.kind == "cap":
-                    stopped, error = monitor.verdict.line, None
+                if monitor.stopped.kind == "cap":
+                    stopped, error = monitor.stopped.line, None
                 else:
-                    error = monitor.verdict.line
+                    error = monitor.stopped.line
         except InfraError as exc:
             res, error, crash = ExecResult(exit_code=None, wall_s=0.0, detail=str(exc)), str(exc), None
         argv = res.argv or launch.argv("python")
