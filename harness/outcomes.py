@@ -16,11 +16,14 @@ from typing import Literal, Protocol
 EXIT_PASS, EXIT_FAIL, EXIT_ERROR, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 _RANK = [EXIT_PASS, EXIT_INCONCLUSIVE, EXIT_FAIL, EXIT_ERROR]  # what says more: an error over a failure over ...
 NOTHING_COMPARED = "NOTHING COMPARED"
+NOTHING_CHECKED = "NOTHING CHECKED"
 # The verdict words a line opens with, spelt here and nowhere else (tests/test_verdict_words.py holds every other
 # module of the harness to these names).
 PASS, FAIL, INCONCLUSIVE, ERROR, XPASS, XFAIL = "PASS", "FAIL", "INCONCLUSIVE", "ERROR", "XPASS", "XFAIL"
 REGRESSED, IMPROVED, MISSING, ACCEPTED, SKIPPED = "REGRESSED", "IMPROVED", "MISSING", "ACCEPTED", "SKIPPED"
-VERDICT_WORDS = (PASS, FAIL, INCONCLUSIVE, ERROR, XPASS, XFAIL, REGRESSED, IMPROVED, MISSING, ACCEPTED, SKIPPED)
+VERDICT_WORDS = (
+    PASS, FAIL, INCONCLUSIVE, ERROR, XPASS, XFAIL, REGRESSED, IMPROVED, MISSING, ACCEPTED, SKIPPED, NOTHING_CHECKED
+)  # fmt: skip
 
 CheckOutcome = Literal["pass", "fail", "inconclusive", "not checked", "not gated", "xfail", "xpass"]
 
@@ -100,6 +103,16 @@ def final(statuses: Iterable[str], compared: int, total: int, accepted: str | No
         code = EXIT_INCONCLUSIVE if "inconclusive" in seen else EXIT_PASS
         word = f"ACCEPTED as intended ({accepted})" + (", INCONCLUSIVE otherwise" if code else "")
     return code, word if compared == total else f"{word} ({compared} of {total} scenarios compared)"
+
+
+def run_final(code: int, ran: int, total: int) -> tuple[int, str | None]:
+    """``harness run``'s exit code from its checks' worst (``code``) and, where it must be said, its last line: where
+    none of its ``total`` scenarios ran here (each skipped: a device this host lacks, heavy without ``--heavy``, no
+    Ray cluster named), NOTHING CHECKED, exit 2, never a pass."""
+    if total and not ran:
+        why = "each skipped above, saying how to run it"
+        return EXIT_ERROR, f"{NOTHING_CHECKED}: 0 of {total} scenarios ran here ({why})"
+    return code, None
 
 
 def check_outcome(result: Judged, expected_failure: bool = False) -> CheckOutcome:

@@ -18,7 +18,7 @@ from harness.cli import main
 from harness.config import RAY_ADDRESS
 from harness.gate.baseline import build
 from harness.gate.judge import Judgement
-from harness.outcomes import EXIT_INCONCLUSIVE
+from harness.outcomes import EXIT_ERROR, EXIT_INCONCLUSIVE
 from harness.pipeline.options import runs_heavy
 from harness.pipeline.session import Session
 from harness.scenario.loader import load_scenario
@@ -47,12 +47,14 @@ def test_one_skip_rule_heavy_only_when_asked_a_cluster_only_when_named(tmp_path,
 
 
 def test_harness_run_skips_a_heavy_scenario_unless_asked(tmp_path, monkeypatch, capsys):
-    """``harness run`` and pytest skip the same scenarios: a heavy one, saying how to run it (exit 0, nothing ran)."""
+    """``harness run`` and pytest skip the same scenarios: a heavy one, saying how to run it; a run where nothing ran
+    is NOTHING CHECKED, exit 2, never a pass."""
     monkeypatch.delenv("HARNESS_HEAVY", raising=False)
     path = write_scenario(tmp_path, name="tiny_heavy", heavy=True)
-    assert main(["run", str(path), "--results", str(tmp_path / "res")]) == 0
+    assert main(["run", str(path), "--results", str(tmp_path / "res")]) == EXIT_ERROR
     out = capsys.readouterr().out
     assert "SKIPPED tiny_heavy is heavy (heavy: true, minutes of training)" in out
+    assert "NOTHING CHECKED: 0 of 1 scenarios ran here (each skipped above, saying how to run it)" in out
     assert not (tmp_path / "res" / "tiny_heavy").exists()
 
 

@@ -32,7 +32,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"harness run: {exc}", file=sys.stderr)
         return outcomes.EXIT_ERROR
-    results, status = results_dir(args.results), 0
+    results, status, ran = results_dir(args.results), 0, 0
     session = Session(
         results, args.executor, watch, shared.gates_timing(args.timing), args.reuse, shared.runs_heavy(args.heavy)
     )
@@ -50,6 +50,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         console.print(
             f"[bold]{s.name}[/]: training off and on ({s.executor.kind if not args.executor else args.executor})"
         )
+        ran += 1
         try:
             runs, checks = session.evaluate(s, env)
             trained += runs.trained_s
@@ -79,4 +80,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"wall {wall:.1f}s; inside training processes {trained:.1f}s; "
         f"harness overhead {wall - trained:.1f}s ({100 * (wall - trained) / max(wall, 1e-9):.0f}%)"
     )
+    status, last = outcomes.run_final(status, ran, len(scenarios))
+    if last:
+        console.print(f"[red]{escape(last)}[/]", soft_wrap=True)
     return status
