@@ -382,3 +382,50 @@ def test_two_scenarios_submitted_at_once_under_one_run_the_second_is_refused(tmp
     assert f"another scenario is being submitted under run {RUN_ID} at once (scenario first_scenario" in line
     assert srv.requests == []
     assert outcome(tmp_path / "y", srv, cache=str(tmp_path / "cache"))[1] == EXIT_PASS  # released: the next one runs
+
+
+# --- the reusable workflow and its caller, against verl's multi-node job -------------------------------------------
+
+WORKFLOW = ROOT / ".github" / "workflows" / "verl-multinode.yml"
+CALLER = ROOT / "docs" / "verl-multinode-caller-example.yml"
+
+
+def test_the_workflow_runs_where_and_as_verls_multinode_job_does():
+    verl = yaml.safe_load(VERL_NIGHTLY.read_text())
+    verl_job = verl["jobs"]["ascend-rayjob-e2e"]
+    ours = yaml.safe_load(WORKFLOW.read_text())
+    inputs = ours[True]["workflow_call"]["inputs"]  # yaml reads `on:` as True
+    assert inputs["runner-labels"]["default"] == json.dumps([verl_job["runs-on"]])
+    assert inputs["image"]["default"] == verl_job["container"]["image"] == verl["env"]["IMAGE"]
+    assert inputs["submitter-url"]["default"] == verl["env"]["SUBMITTER_URL"]
+    network = next(s for s in verl_job["steps"] if s.get("name") == "Setup and Verify Cluster Network")["run"]
+    assert f"nameserver {inputs['cluster-dns']['default']}" in network
+    (job,) = ours["jobs"].values()
+    assert job["timeout-minutes"] == verl_job["timeout-minutes"] == 240
+    assert job["strategy"]["max-parallel"] == 1  # one scenario at a time under the run whose jobs are deleted
+    # the action majors verl's multi-node job runs (checkout v4), pinned by commit; node20 majors only in its image
+    assert {s["uses"] for s in verl_job["steps"] if "uses" in s} == {"actions/checkout@v4"}
+    for step in job["steps"]:
+        if "uses" in step:
+            action = step["uses"].split(" ")[0]
+            assert re.fullmatch(r"actions/(checkout|upload-artifact)@[0-9a-f]{40}", action), action
+    text = WORKFLOW.read_text()
+    assert re.search(r"actions/checkout@[0-9a-f]{40} # v4\.", text)
+    # the clean-up verl's job runs on always(), verbatim: a cancelled job's RayJobs go too
+    verl_clean = next(s for s in verl_job["steps"] if s.get("name") == "Cleanup RayJobs")
+    our_clean = next(s for s in job["steps"] if "RayJobs" in s.get("name", "") and "curl" in s.get("run", ""))
+    assert our_clean["if"] == verl_clean["if"] == "always()"
+    assert " ".join(our_clean["run"].replace("\\\n", " ").split()) == " ".join(
+        verl_clean["run"].replace("\\\n", " ").split()
+    )
+    # the results dir lies in the shared cache the scenario's block names, so the job can gather there
+    assert job["env"]["RESULTS"].startswith(RayJobRuntime().cache + "/")
+
+
+def test_the_caller_example_pins_the_workflow_and_runs_on_verls_repository_only():
+    caller = yaml.safe_load(CALLER.read_text())
+    (job,) = caller["jobs"].values()
+    assert job["if"] == "github.repository_owner == 'verl-project'"
+    uses, _, _ = job["uses"].partition(" ")
+    assert re.fullmatch(r"OWNER/verl-msprobe-harness/\.github/workflows/verl-multinode\.yml@[0-9a-f]{40}", uses)
+    assert job["with"]["harness-ref"] == uses.rsplit("@", 1)[1]

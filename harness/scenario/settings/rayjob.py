@@ -71,6 +71,11 @@ class RayJobRuntime(ClusterRuntime):
         description="the harness's checkout in the shared cache: importable on every node (a .pth) for the job's "
         "gathering",
     )
+    wheels_dir: str = Field(
+        "/root/.cache/cicd_test/wheels",
+        description="wheels every node installs --no-deps, offline, before the training (msprobe: verl's image lacks "
+        "it); the workflow fills it",
+    )
     template_patches: list[TemplatePatch] = Field(
         default_factory=list, description="RFC 6902 operations on the RayJob (verl's template_patches)"
     )
@@ -84,7 +89,7 @@ class RayJobRuntime(ClusterRuntime):
     def _url(cls, value: str | None) -> str | None:
         return None if value is None else check_url(value)
 
-    @field_validator("cache", "verl_dir", "harness_dir")
+    @field_validator("cache", "verl_dir", "harness_dir", "wheels_dir")
     @classmethod
     def _dirs(cls, value: str) -> str:
         return absolute_dir(value)

@@ -326,7 +326,8 @@ def setup(args: argparse.Namespace) -> int:
                             for n in alive_nodes()) or "none alive"  # fmt: skip
         raise Failed(f"{args.nodes} nodes with {args.resource} wanted, the RayJob's cluster has {len(nodes)} "
                      f"({offered})")  # fmt: skip
-    refs = [_pinned(ray_gather.setup_node, n["NodeID"]).remote(args.verl, args.harness) for n in alive_nodes()]
+    refs = [_pinned(ray_gather.setup_node, n["NodeID"]).remote(args.verl, args.harness, args.wheels)
+            for n in alive_nodes()]  # fmt: skip
     try:
         for fact in ray.get(refs, timeout=PREPARE_TIMEOUT_S):
             say(fact)
@@ -394,6 +395,7 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("setup")
     s.add_argument("--verl", required=True, help="verl's checkout in the shared cache")
     s.add_argument("--harness", required=True, help="the harness's checkout in the shared cache")
+    s.add_argument("--wheels", required=True, help="wheels every node installs --no-deps (msprobe), in the cache")
     s.add_argument("--nodes", type=int, required=True, help="the nodes the training spans")
     s.add_argument("--resource", required=True, help="the Ray resource of its ranks (NPU, GPU)")
     s.set_defaults(func=setup)

@@ -66,6 +66,7 @@ FINAL_STATUSES = ("SUCCEEDED", "FAILED", "TIMEOUT", "NOT_FOUND")
 SUBMIT_PATH, WATCH_PATH, DELETE_PATH = "/api/v1/rayjobs", "/api/v1/rayjobs/{job_id}/watch", "/api/v1/workflows/{run}"
 JOBS_DIR = "harness-jobs"  # in the shared cache: each job's script and env, the run id's lock
 STARTED = "harness rayjob: the training starts"  # the job script's line once its nodes are set up
+HTTP_OK = range(200, 300)  # what verl's script takes for an answer (an HTTP status, not an exit)
 REQUEST_TIMEOUT_S = 30.0
 DELETE_TIMEOUT_S = 30.0
 TICK_S = 1.0  # how often a stop, the deadline and Ctrl-C are looked at while the watch waits
@@ -128,7 +129,7 @@ def job_script(launch: Launch, run: RunDir, rt: RayJobRuntime, node: NodeRun, re
     inputs = [a for p in launch.inputs for a in ("--input", str(p))]
     entry = "harness.training.executors.ray_entry"
     setup = ["python3", "-m", entry, "setup", "--verl", rt.verl_dir, "--harness", rt.harness_dir,
-             "--nodes", str(node.nnodes), "--resource", resource]  # fmt: skip
+             "--wheels", rt.wheels_dir, "--nodes", str(node.nnodes), "--resource", resource]  # fmt: skip
     run_argv = ["python3", "-m", entry, "run", "--run", str(run.root), "--node-root", str(node.root),
                 "--job", node.job, "--lease-stale-s", f"{ray_lease.STALE_S:g}", "--env-json", str(env_file),
                 *inputs, "--", launch.module, *launch.args]  # fmt: skip
@@ -186,7 +187,7 @@ class Submitter:
             raise InfraError(
                 f"{where} answered HTTP {answer.status_code} with no JSON to POST {SUBMIT_PATH}: {_text(answer)}"
             ) from None
-        if not 200 <= answer.status_code < 300:
+        if answer.status_code not in HTTP_OK:
             said = doc.get("detail") or doc.get("message") if isinstance(doc, dict) else None
             raise InfraError(f"{where} refused the job: HTTP {answer.status_code}: {said or _text(answer)}")
         job = doc.get("job_id") if isinstance(doc, dict) else None
@@ -208,7 +209,7 @@ class Submitter:
                 with self.session.get(
                     url, params={"format": "ndjson"}, stream=True, timeout=(REQUEST_TIMEOUT_S, None)
                 ) as answer:
-                    if not 200 <= answer.status_code < 300:
+                    if answer.status_code not in HTTP_OK:
                         why = f"HTTP {answer.status_code}: {_text(answer)}"
                         continue
                     for line in answer.iter_lines(decode_unicode=True):
@@ -230,7 +231,7 @@ class Submitter:
             answer = self.session.delete(url, params={"attempt": attempt}, timeout=DELETE_TIMEOUT_S)
         except requests.RequestException as exc:
             return f"{type(exc).__name__}: {_first(exc)}"
-        return None if 200 <= answer.status_code < 300 else f"HTTP {answer.status_code}: {_text(answer)}"
+        return None if answer.status_code in HTTP_OK else f"HTTP {answer.status_code}: {_text(answer)}"
 
     def close(self) -> None:
         self.session.close()
