@@ -429,3 +429,60 @@ def test_the_caller_example_pins_the_workflow_and_runs_on_verls_repository_only(
     uses, _, _ = job["uses"].partition(" ")
     assert re.fullmatch(r"OWNER/verl-msprobe-harness/\.github/workflows/verl-multinode\.yml@[0-9a-f]{40}", uses)
     assert job["with"]["harness-ref"] == uses.rsplit("@", 1)[1]
+
+
+def test_the_payload_dry_run_shows_is_the_one_posted(tmp_path, service):
+    srv = service()
+    rt, _, launch, run = setup_run(tmp_path, srv.url)
+    settings = SimpleNamespace(timeout_s=60, options=lambda kind: rt)
+    lines = rayjob.RayJobSubmitterExecutor().describe(launch, run, settings, {})  # type: ignore[arg-type]
+    start, end = lines.index("payload:") + 1, next(i for i, ln in enumerate(lines) if ln.startswith("job script "))
+    shown = json.loads("\n".join(lines[start:end]))
+    assert lines[0].startswith(f"RayJob of {launch.node.job} POSTed to {srv.url}/api/v1/rayjobs")  # type: ignore[union-attr]
+    script = lines[end + 1 :]
+    rayjob.RayJobSubmitterExecutor().execute(launch, run, settings, {})  # type: ignore[arg-type]
+    assert srv.payloads == [shown]
+    assert [ln.strip() for ln in script] == rayjob.job_script(launch, run, rt, launch.node, "NPU").strip().splitlines()  # type: ignore[arg-type]
+
+
+# --- the job's side: the run's variables on every actor, every node set up -----------------------------------------
+
+
+def test_the_runs_variables_reach_every_actor_through_rays_job_config(tmp_path, monkeypatch):
+    from harness.training.executors import ray_entry
+
+    env_file = tmp_path / "env.json"
+    env_file.write_text(json.dumps({RUN_ENV: "harness-s-on-1", "A": "1"}))
+    monkeypatch.setenv(ray_entry.JOB_CONFIG, json.dumps({"runtime_env": {"env_vars": {"B": "2"}, "pip": ["x"]}}))
+    monkeypatch.delenv(RUN_ENV, raising=False)
+    ray_entry.adopt_env(str(env_file))
+    job = json.loads(__import__("os").environ[ray_entry.JOB_CONFIG])
+    assert job == {"runtime_env": {"env_vars": {"B": "2", RUN_ENV: "harness-s-on-1", "A": "1"}, "pip": ["x"]}}
+    assert __import__("os").environ[RUN_ENV] == "harness-s-on-1"
+
+
+def test_a_node_installs_verl_and_msprobe_from_the_shared_cache_and_sees_the_harness(tmp_path, monkeypatch):
+    import site
+    import subprocess
+
+    from harness.training.executors import ray_gather
+
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    (wheels / "mindstudio_probe-26.2.0-py3-none-any.whl").write_bytes(b"")
+    runs: list[list[str]] = []
+    monkeypatch.setattr(ray_gather, "node_facts", lambda: {"ip": "10.0.0.3", "hostname": "w", "node_id": "n"})
+    monkeypatch.setattr(site, "getsitepackages", lambda: [str(tmp_path)])
+    monkeypatch.setattr(subprocess, "run", lambda argv, **kw: runs.append(argv) or SimpleNamespace(returncode=0))
+    said = ray_gather.setup_node("/cache/verl", "/cache/harness", str(wheels))
+    assert [r[4:] for r in runs] == [
+        ["--no-deps", "--no-build-isolation", "-e", "/cache/verl"],
+        ["--no-deps", "--no-index", str(wheels / "mindstudio_probe-26.2.0-py3-none-any.whl")],
+    ]
+    assert (tmp_path / "verl-msprobe-harness-rayjob.pth").read_text() == "/cache/harness\n"
+    assert said.startswith("node 10.0.0.3 (w): verl installed from /cache/verl, 1 wheel(s)")
+    monkeypatch.setattr(
+        subprocess, "run", lambda argv, **kw: SimpleNamespace(returncode=1, stderr="ERROR: no space left\n")
+    )
+    with pytest.raises(RuntimeError, match=r"^node 10\.0\.0\.3 \(w\): .*-e /cache/verl: ERROR: no space left$"):
+        ray_gather.setup_node("/cache/verl", "/cache/harness", str(wheels))

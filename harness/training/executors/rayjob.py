@@ -171,6 +171,7 @@ class Submitter:
     def __init__(self, url: str) -> None:
         self.url = url
         self.session = requests.Session()
+        self.closed = threading.Event()  # no further try of a watch once the executor is done with the job
 
     def submit(self, body: dict[str, Any]) -> str:
         """POST the payload; the job's id. InfraError in one line: unreachable, non-JSON, non-2xx, no job_id."""
@@ -202,8 +203,8 @@ class Submitter:
         url = self.url + WATCH_PATH.format(job_id=job)
         why = ""
         for attempt in range(retries + 1):
-            if attempt:
-                time.sleep(delay_s)
+            if attempt and self.closed.wait(delay_s):
+                return
             try:
                 # no read timeout: the job may be quiet for minutes; the caller bounds the whole
                 with self.session.get(
@@ -234,6 +235,7 @@ class Submitter:
         return None if answer.status_code in HTTP_OK else f"HTTP {answer.status_code}: {_text(answer)}"
 
     def close(self) -> None:
+        self.closed.set()
         self.session.close()
 
 
