@@ -348,10 +348,10 @@ class RayJobSubmitterExecutor:
             )
         submitter = Submitter(submitter_url(rt))
         scenario = labels.get(f"{LABEL_PREFIX}.scenario", node.job)
+        script, env_file = (Path(p) for p in job_files(rt, node))
         started = time.monotonic()
         try:
             with RunLock(rt, run_id(), scenario):
-                script, env_file = (Path(p) for p in job_files(rt, node))
                 env = job_env(launch, rt, node)
                 write_shared(env_file, json.dumps(env, indent=1, sort_keys=True), rt.cache)
                 write_shared(script, job_script(launch, run, rt, node, node.resource), rt.cache)
@@ -364,14 +364,15 @@ class RayJobSubmitterExecutor:
                 except KeyboardInterrupt as exc:
                     note_stopped(exc, f"RayJob of {node.job} at {submitter.url} (its run's jobs deleted)")
                     raise
-                finally:
-                    for path in (script, env_file, run.root / ray_entry.MARKER):
-                        path.unlink(missing_ok=True)
+                finally:  # once a POST was tried, whatever its answer: the run's jobs deleted
                     if why := submitter.delete(run_id(), config.GITHUB_RUN_ATTEMPT.get()):
                         print(f"harness: DELETE of run {run_id()}'s RayJobs at {submitter.url} failed: {why}",
                               file=sys.stderr, flush=True)  # fmt: skip
         finally:
             submitter.close()
+            for path in (script, env_file, run.root / ray_entry.MARKER):
+                with contextlib.suppress(OSError):  # a read-only cache kept none of them
+                    path.unlink(missing_ok=True)
 
     def describe(
         self, launch: Launch, run: RunDir, settings: ExecutorSettingsBase, labels: dict[str, str]
