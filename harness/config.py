@@ -171,17 +171,30 @@ RUNNER_NAME: Var[str | None] = Var(
     "RUNNER_NAME", None, "the runner's name in results.json and the history; default the host's name"
 )
 GITHUB_SHA: Var[str | None] = Var(
-    "GITHUB_SHA", None, "the harness's commit where its checkout has no .git; default none"
-)
+    "GITHUB_SHA", None, "the harness's commit where its checkout has no .git; the commit_sha of a RayJob the "
+    "rayjob executor submits; default none"
+)  # fmt: skip
 GITHUB_SERVER_URL: Var[str | None] = Var(
     "GITHUB_SERVER_URL", None, "the GitHub a night's Actions run is on (its link in the history); default none"
 )
 GITHUB_REPOSITORY: Var[str | None] = Var(
-    "GITHUB_REPOSITORY", None, "the repository of a night's Actions run (its link in the history); default none"
-)
+    "GITHUB_REPOSITORY", None, "the repository of a night's Actions run (its link in the history; a RayJob's "
+    "payload); default none"
+)  # fmt: skip
 GITHUB_RUN_ID: Var[str | None] = Var(
-    "GITHUB_RUN_ID", None, "a night's Actions run (its link in the history: all three set, or none); default none"
+    "GITHUB_RUN_ID", None, "a night's Actions run (its link in the history: all three set, or none); the run whose "
+    "RayJobs the rayjob executor submits and deletes (default there: harness-PID); default none"
+)  # fmt: skip
+GITHUB_RUN_ATTEMPT: Var[str] = Var(
+    "GITHUB_RUN_ATTEMPT", "1", "the attempt of that run, in a RayJob's payload and its deletion; default 1"
 )
+GITHUB_REF_NAME: Var[str] = Var(
+    "GITHUB_REF_NAME", "local", "the branch in a RayJob's payload (verl's submit script sends it); default local"
+)
+SUBMITTER_URL: Var[str | None] = Var(
+    "SUBMITTER_URL", None, "verl's RayJob submitter service (its multi-node nightly's variable) for executor "
+    "rayjob; default the scenario's executor.rayjob.url"
+)  # fmt: skip
 DOCKER_HOST: Var[str | None] = Var(
     "DOCKER_HOST", None, "the Docker daemon the docker executor uses; default unix:///var/run/docker.sock"
 )

@@ -137,7 +137,7 @@ def test_a_cluster_unreachable_refusing_the_token_or_short_of_nodes_is_one_line(
         cluster, "get", lambda path: {"result": [head, {**head, "node_ip": "10.0.0.2", "state": "DEAD"}]}
     )
     with pytest.raises(InfraError) as err:
-        cluster.check_nodes(NodeRun.new("/tmp/harness-ray", "s", "on", 2, 1, "GPU"))
+        cluster.check_nodes(NodeRun.new("/tmp/harness-ray", "s", "on", 2, 1, "GPU", None))
     assert str(err.value) == (
         "the Ray cluster at http://h:8265 has 1 alive node(s) with 1 GPU each, the scenario needs 2 "
         "(workload nnodes 2, 1 rank(s) a node); its nodes: 10.0.0.1: 1 GPU"
@@ -365,7 +365,7 @@ def follow(tmp_path: Path, client: FakeClient, timeout_s: float = 3600, nodes: N
         nodes.write(run.nodes)
     cluster = Cluster("http://h:8265", client, {}, authenticated=True)  # type: ignore[arg-type]
     cluster.actors = lambda run, alive_only=True: []  # type: ignore[method-assign]
-    node = NodeRun.new("/tmp/harness-ray", "s", "on", 2, 1, "GPU")
+    node = NodeRun.new("/tmp/harness-ray", "s", "on", 2, 1, "GPU", None)
     settings = SimpleNamespace(timeout_s=timeout_s)
     started = time.monotonic()
     return ray_job._follow(cluster, node, run, settings, threading.Event(), started, ["python"])  # type: ignore[arg-type]
@@ -408,7 +408,7 @@ def test_a_timed_out_job_is_stopped_waited_for_and_its_node_dirs_removed(tmp_pat
 
 def test_the_jobs_environment_names_the_run_and_holds_no_token(monkeypatch):
     monkeypatch.setenv("RAY_AUTH_TOKEN", "s3cret")
-    node = NodeRun.new("/tmp/harness-ray", "s", "on", 2, 1, "GPU")
+    node = NodeRun.new("/tmp/harness-ray", "s", "on", 2, 1, "GPU", None)
     launch = Launch(module="m", args=[], env={"A": "1"}, workdir=Path("/r"), node=node)
     env = ray_job.runtime_env(launch, RayRuntime(env={"B": "2"}))
     assert env == {"env_vars": {"B": "2", "PYTHONUNBUFFERED": "1", "A": "1", RUN_ENV: node.job}}

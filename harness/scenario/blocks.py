@@ -8,7 +8,7 @@ sees of a scenario, so that workloads never import the model built from them.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal, Protocol
+from typing import Annotated, Any, ClassVar, Literal, Protocol
 
 from pydantic import ByteSize, ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
 
@@ -190,6 +190,10 @@ class ExecutorOptions(Strict):
     """An executor's options block (``executor.<name>:``). Settings that open the host to the training (``risks``)
     are refused unless the block says ``unsafe: true`` with an ``unsafe_reason``; the run then says so."""
 
+    # a block of an executor that runs the trainings on a Ray cluster's nodes (its ``scratch`` is each run's dir
+    # on every node): the workloads place their files there and the devices are the cluster's, not this host's
+    on_cluster: ClassVar[bool] = False
+
     unsafe: bool = Field(False, description="run even with the risks this block's settings carry (needs a reason)")
     unsafe_reason: str = Field("", description="why the risks are needed: recorded and shown with every run")
 
@@ -216,6 +220,12 @@ class ExecutorSettingsBase(Strict):
     def options(self, kind: str) -> Any:
         """The options block of executor ``kind`` (None for an executor without options)."""
         return getattr(self, kind, None)
+
+    def cluster(self) -> Any:
+        """The block of this scenario's executor where it runs the trainings on a Ray cluster's nodes (``ray``,
+        ``rayjob``: it has ``scratch`` and ``env``), else None: the one test of "on a cluster" every layer asks."""
+        block = self.options(self.kind)
+        return block if getattr(block, "on_cluster", False) else None
 
 
 class TinyQwen2(Strict):

@@ -65,7 +65,7 @@ def unavailable_reason(device: str, ids: list[int] | None = None) -> str | None:
 def device_problem(scenario: Scenario) -> str | None:
     """Why this host cannot give the scenario its device (with the ids its container would get), or None."""
     ex = scenario.executor
-    if ex.kind == "ray":  # the cluster's nodes hold the devices (the job checks they offer them), not this host
+    if ex.cluster() is not None:  # the cluster's nodes hold the devices (the job checks they offer them), not here
         return None
     if why := unavailable_reason(scenario.device, EXECUTORS[ex.kind].device_ids(ex, scenario.device)):
         return why
@@ -100,7 +100,16 @@ def skip_reason(scenario: Scenario, path: str | None = None) -> str | None:
 
 def cluster_missing(scenario: Scenario) -> str | None:
     """A scenario that runs on a Ray cluster none named (``--ray-address``, ``HARNESS_RAY_ADDRESS``,
-    ``executor.ray.address``): pytest skips it with this line, which says how to run it."""
+    ``executor.ray.address``), or on verl's RayJob submitter none named (``SUBMITTER_URL``,
+    ``executor.rayjob.url``): pytest skips it with this line, which says how to run it."""
+    if scenario.executor.kind == "rayjob":
+        if config.SUBMITTER_URL.get() or scenario.executor.options("rayjob").url:
+            return None
+        return (
+            f"{scenario.name} is submitted to verl's RayJob submitter (executor rayjob) and none is named: it runs on "
+            f"verl's multi-node runners, {config.SUBMITTER_URL.name} set (docs/multinode-nightly.md); check it here "
+            f"with `python -m harness dry-run scenarios/{scenario.name}.yaml`"
+        )
     if scenario.executor.kind != "ray" or config.RAY_ADDRESS.get() or scenario.executor.options("ray").address:
         return None
     return (

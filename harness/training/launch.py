@@ -20,11 +20,15 @@ class NodeRun:
     nnodes: int
     per_node: int  # ranks on each node
     resource: str  # the Ray resource each rank asks for: "GPU" (CUDA, and the CPU platform's logical GPUs), "NPU"
+    python: str | None = None  # the interpreter on the nodes; None: the target's, at the same path as on this host
 
     @classmethod
-    def new(cls, scratch: str, scenario: str, mode: str, nnodes: int, per_node: int, resource: str) -> NodeRun:
+    def new(
+        cls, scratch: str, scenario: str, mode: str, nnodes: int, per_node: int, resource: str, python: str | None
+    ) -> NodeRun:
         """A root of its own: two harnesses submitting the same scenario to one cluster never share one."""
-        return cls(PurePosixPath(scratch) / f"{scenario}-{mode}-{uuid.uuid4().hex[:8]}", nnodes, per_node, resource)
+        root = PurePosixPath(scratch) / f"{scenario}-{mode}-{uuid.uuid4().hex[:8]}"
+        return cls(root, nnodes, per_node, resource, python)
 
     @property
     def dumps(self) -> PurePosixPath:

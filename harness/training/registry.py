@@ -38,4 +38,5 @@ EXECUTORS: dict[str, Executor] = _paired(
     "harness.training.executors.local:LocalExecutor",
     "harness.training.executors.docker:DockerExecutor",
     "harness.training.executors.ray_job:RayJobExecutor",
+    "harness.training.executors.rayjob:RayJobSubmitterExecutor",
 )

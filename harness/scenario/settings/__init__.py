@@ -34,5 +34,6 @@ EXECUTORS: dict[str, Any] = {
         "local": "harness.scenario.settings.local:LocalRuntime",
         "docker": "harness.scenario.settings.docker:DockerRuntime",
         "ray": "harness.scenario.settings.ray:RayRuntime",
+        "rayjob": "harness.scenario.settings.rayjob:RayJobRuntime",
     }.items()
 }

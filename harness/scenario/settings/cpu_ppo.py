@@ -38,8 +38,10 @@ class CpuPpoSettings(Strict):
     def check_scenario(self, scenario: ScenarioView) -> None:
         if scenario.device not in ("cpu", "cuda"):
             raise ValueError(f"workload cpu_ppo runs on device cpu or cuda, not {scenario.device}")
-        if scenario.executor.kind == "ray":
-            raise ValueError("workload cpu_ppo forks its ranks on one host: executor local or docker, not ray")
+        if scenario.executor.cluster() is not None:
+            raise ValueError(
+                f"workload cpu_ppo forks its ranks on one host: executor local or docker, not {scenario.executor.kind}"
+            )
         if self.dtype == "bfloat16" and scenario.device != "cuda":
             raise ValueError("workload.dtype bfloat16 needs device cuda")
         wanted = CRITIC_STAGES & (set(scenario.precision_debugger.stages) | set(scenario.expected_stages))

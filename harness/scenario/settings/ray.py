@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from pathlib import PurePosixPath
+from typing import ClassVar
 
 from pydantic import Field, field_validator
 
@@ -28,13 +29,15 @@ def check_address(value: str) -> str:
     return value.rstrip("/")
 
 
-class RayRuntime(ExecutorOptions):
-    """A Ray cluster that is already running; the harness submits each training to it as a Ray job."""
+class ClusterRuntime(ExecutorOptions):
+    """What every executor that runs the trainings on a Ray cluster's nodes has: each node's scratch dir, the job's
+    extra environment (``ray``: a cluster that is already running; ``rayjob``: one made for each job by verl's
+    RayJob submitter)."""
 
-    address: str | None = Field(
-        None,
-        description="the cluster's dashboard, http://HEAD:8265 (--ray-address or HARNESS_RAY_ADDRESS win over it)",
-    )
+    on_cluster: ClassVar[bool] = True
+    # the interpreter on the nodes; None: the target's at the same path as on the harness's host (a shared image)
+    node_python: ClassVar[str | None] = None
+
     scratch: str = Field(
         "/tmp/harness-ray",
         description="a directory on every node's own disk: each run's save_path, metrics and msprobe config lie in "
@@ -42,15 +45,29 @@ class RayRuntime(ExecutorOptions):
     )
     env: dict[str, str] = Field(default_factory=dict, description="extra environment of the job (every node)")
 
+    @field_validator("scratch")
+    @classmethod
+    def _scratch(cls, value: str) -> str:
+        return absolute_dir(value)
+
+
+def absolute_dir(value: str) -> str:
+    """An absolute directory below / without '..' (the same path on every node); ValueError in one line."""
+    path = PurePosixPath(value)
+    if not path.is_absolute() or ".." in path.parts or path == PurePosixPath("/"):
+        raise ValueError(f"{value!r}: an absolute directory below / on every node, without '..'")
+    return str(path)
+
+
+class RayRuntime(ClusterRuntime):
+    """A Ray cluster that is already running; the harness submits each training to it as a Ray job."""
+
+    address: str | None = Field(
+        None,
+        description="the cluster's dashboard, http://HEAD:8265 (--ray-address or HARNESS_RAY_ADDRESS win over it)",
+    )
+
     @field_validator("address")
     @classmethod
     def _address(cls, value: str | None) -> str | None:
         return None if value is None else check_address(value)
-
-    @field_validator("scratch")
-    @classmethod
-    def _scratch(cls, value: str) -> str:
-        path = PurePosixPath(value)
-        if not path.is_absolute() or ".." in path.parts or path == PurePosixPath("/"):
-            raise ValueError(f"{value!r}: an absolute directory below / on every node, without '..'")
-        return str(path)

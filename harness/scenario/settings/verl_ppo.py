@@ -129,7 +129,7 @@ class VerlPpoSettings(Strict):
                 raise ValueError(
                     "device cpu runs with the local or the ray executor (the docker executor is not wired yet)"
                 )
-            if self.nnodes != 1 and scenario.executor.kind != "ray":
+            if self.nnodes != 1 and scenario.executor.cluster() is None:
                 raise ValueError("device cpu runs on one node, or on the nodes of a Ray cluster (executor ray)")
         elif self.rollout == HF_ROLLOUT:
             raise ValueError(f"rollout {HF_ROLLOUT} is the CPU rollout: device cpu only")
@@ -137,11 +137,16 @@ class VerlPpoSettings(Strict):
         if per_node * self.nnodes != scenario.world_size:
             raise ValueError(f"world_size {scenario.world_size} != nnodes {self.nnodes} x n_gpus_per_node {per_node}")
         ex, docker = scenario.executor, scenario.executor.options("docker")
-        if self.nnodes > 1 and ex.kind != "ray":
+        if self.nnodes > 1 and ex.cluster() is None:
             raise ValueError(
                 f"nnodes {self.nnodes}: the training is submitted to a Ray cluster spanning the nodes (a driver "
                 "started on this host has no raylet of that cluster): executor.kind ray with executor.ray.address, or "
-                "--ray-address / HARNESS_RAY_ADDRESS"
+                "--ray-address / HARNESS_RAY_ADDRESS; or executor.kind rayjob (verl's RayJob submitter)"
+            )
+        if ex.kind == "rayjob" and (replicas := ex.options("rayjob").worker_replicas) != self.nnodes:
+            raise ValueError(
+                f"executor.rayjob.worker_replicas {replicas} != workload.nnodes {self.nnodes}: the training spans "
+                "the RayJob's worker pods, one node each"
             )
         stages = set(scenario.precision_debugger.stages) | set(scenario.expected_stages)
         if "compute_rm_score" in stages:

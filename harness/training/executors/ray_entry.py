@@ -28,6 +28,7 @@ from __future__ import annotations
 import _thread
 import argparse
 import contextlib
+import json
 import os
 import runpy
 import signal
@@ -52,6 +53,7 @@ GET_TIMEOUT_S = 300  # one message of a node's stream; a node that sends nothing
 GATE_WAIT_S = 600
 ABANDON_S = 180  # a stale lease: the training's unwinding and the clean-up, at most; then the entrypoint exits
 ACTORS_GONE_S = 60
+JOB_CONFIG = "RAY_JOB_CONFIG_JSON_ENV_VAR"  # the job config Ray hands a job's driver (its runtime environment)
 SUPERVISOR = "JobSupervisor"  # Ray's actor that runs a job's entrypoint
 PLACEMENT = "Ray's actors of the training whose runtime environment sets RANK (state API)"
 
@@ -299,9 +301,46 @@ def _training_actors(job: str) -> list[str]:
     return sorted({n for n in names if n != SUPERVISOR})
 
 
+def adopt_env(path: str) -> None:
+    """Under verl's RayJob submitter (executor rayjob) the job's runtime environment is the submitter's, not the
+    harness's: the run's variables (its id on every actor, the workload's) are set in this process and added to the
+    job config that Ray hands every driver of it (``RAY_JOB_CONFIG_JSON_ENV_VAR``), so every actor and task of the
+    training carries them as under the ray executor's runtime environment."""
+    env = json.loads(Path(path).read_text())
+    os.environ.update(env)
+    job = json.loads(os.environ.get(JOB_CONFIG) or "{}")
+    job.setdefault("runtime_env", {}).setdefault("env_vars", {}).update(env)
+    os.environ[JOB_CONFIG] = json.dumps(job)
+
+
+def setup(args: argparse.Namespace) -> int:
+    """Under verl's RayJob submitter, before ``run``: as verl's own multi-node nightly sets its fresh cluster up, a
+    task pinned to every alive node installs the verl under test from the shared cache (``pip install --no-deps
+    -e``) and makes the harness there importable (a .pth), after checking the cluster has the nodes asked."""
+    import ray
+
+    ray.init(address="auto", logging_level="WARNING", runtime_env={"env_vars": {"PYTHONPATH": args.harness}})
+    nodes = [n for n in alive_nodes() if float(n.get("Resources", {}).get(args.resource, 0)) > 0]
+    if len(nodes) < args.nodes:
+        offered = ", ".join(f"{n.get('NodeManagerAddress')}: {n.get('Resources', {}).get(args.resource, 0):g}"
+                            for n in alive_nodes()) or "none alive"  # fmt: skip
+        raise Failed(f"{args.nodes} nodes with {args.resource} wanted, the RayJob's cluster has {len(nodes)} "
+                     f"({offered})")  # fmt: skip
+    refs = [_pinned(ray_gather.setup_node, n["NodeID"]).remote(args.verl, args.harness, args.wheels)
+            for n in alive_nodes()]  # fmt: skip
+    try:
+        for fact in ray.get(refs, timeout=PREPARE_TIMEOUT_S):
+            say(fact)
+    except Exception as exc:  # a node that cannot install the verl under test: the cluster's, one line
+        raise Failed(f"setting the nodes up failed: {type(exc).__name__}: {_first(exc)}") from None
+    return 0
+
+
 def _run(args: argparse.Namespace, run_dir: Path, expired: threading.Event) -> int:
     import ray
 
+    if args.env_json:
+        adopt_env(args.env_json)
     connect()
     prepare_nodes(args.node_root, run_dir, args.input)
     ray.shutdown()
@@ -349,9 +388,17 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--input", action="append", default=[], help="a path every node must hold")
     r.add_argument("--lease-stale-s", type=float, default=ray_lease.STALE_S,
                    help="stop the training once the harness's lease in the run dir is unchanged this long")  # fmt: skip
+    r.add_argument("--env-json", help="variables every actor of the job gets (verl's RayJob submitter's jobs)")
     r.add_argument("module")
     r.add_argument("args", nargs=argparse.REMAINDER)
     r.set_defaults(func=run)
+    s = sub.add_parser("setup")
+    s.add_argument("--verl", required=True, help="verl's checkout in the shared cache")
+    s.add_argument("--harness", required=True, help="the harness's checkout in the shared cache")
+    s.add_argument("--wheels", required=True, help="wheels every node installs --no-deps (msprobe), in the cache")
+    s.add_argument("--nodes", type=int, required=True, help="the nodes the training spans")
+    s.add_argument("--resource", required=True, help="the Ray resource of its ranks (NPU, GPU)")
+    s.set_defaults(func=setup)
     c = sub.add_parser("clean")
     c.add_argument("--node-root", required=True)
     c.set_defaults(func=clean)

@@ -61,6 +61,36 @@ def prepare(root: str, files: dict[str, bytes], inputs: list[str]) -> dict[str, 
     return {**facts, "missing": missing, "error": None}
 
 
+def setup_node(verl: str, harness: str, wheels: str) -> str:
+    """On a node of a cluster verl's RayJob submitter made for one job: the verl under test installed from the shared
+    cache as verl's own multi-node nightly installs it (``pip install --no-deps -e``; its image holds the rest), the
+    wheels the job container installed beside the harness (msprobe) from the shared cache, offline, and the harness's
+    checkout there importable by every later process (a .pth in site-packages), so the gathering's tasks run on it.
+    A line saying so; an error of pip raises (the job's setup fails, naming the node)."""
+    import site
+    import subprocess
+    import sys
+
+    where = f"node {ray_node_name()}"
+    pip = [sys.executable, "-m", "pip", "install", "--no-deps"]
+    built = sorted(str(p) for p in Path(wheels).glob("*.whl"))
+    for argv in ([*pip, "--no-build-isolation", "-e", verl], [*pip, "--no-index", *built] if built else None):
+        if argv is None:
+            continue
+        done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1][:300]
+            raise RuntimeError(f"{where}: {' '.join(argv[3:])[:200]}: {tail}")
+    Path(site.getsitepackages()[0], "verl-msprobe-harness-rayjob.pth").write_text(harness + "\n")
+    return f"{where}: verl installed from {verl}, {len(built)} wheel(s) from {wheels}, the harness from {harness}"
+
+
+def ray_node_name() -> str:
+    """This node as a line names it: its address and hostname."""
+    facts = node_facts()
+    return f"{facts['ip']} ({facts['hostname']})"
+
+
 def _kind(mode: int) -> str:
     if stat.S_ISLNK(mode):
         return "a symbolic link"

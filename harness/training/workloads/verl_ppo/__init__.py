@@ -104,16 +104,16 @@ class VerlPpo:
     @staticmethod
     def _node(scenario: ScenarioView, run: RunDir) -> NodeRun | None:
         """Where a run on a Ray cluster keeps its files on every node (None: not on a cluster)."""
-        if scenario.executor.kind != "ray":
+        if (cluster := scenario.executor.cluster()) is None:
             return None
         s: VerlPpoSettings = scenario.workload
         per_node = s.devices_per_node(scenario.world_size)
-        scratch = scenario.executor.options("ray").scratch
-        return NodeRun.new(scratch, scenario.name, run.mode, s.nnodes, per_node, RANK_RESOURCE[scenario.device])
+        resource = RANK_RESOURCE[scenario.device]
+        return NodeRun.new(cluster.scratch, scenario.name, run.mode, s.nnodes, per_node, resource, cluster.node_python)
 
     def takes_slot(self, scenario: ScenarioView) -> bool:
         # Ray and the workers on this host (accelerator runs are the runner's, a cluster's runs its nodes')
-        return scenario.device == "cpu" and scenario.executor.kind != "ray"
+        return scenario.device == "cpu" and scenario.executor.cluster() is None
 
     def describe(self, scenario: ScenarioView, run: RunDir, python: str | None = None) -> list[str]:
         """For the dry run, after ``prepare(run, dry=True)`` passed: inputs on this host, and which of verl's

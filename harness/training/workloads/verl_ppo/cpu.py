@@ -40,7 +40,7 @@ def cpu_overrides(scenario: ScenarioView, config_name: str, python: str | None =
         "data.dataloader_num_workers": 0,
         # the Ray verl starts on this host; a cluster's nodes were started with their resources (a driver joining
         # one may not ask for any: Ray raises ValueError)
-        **({} if scenario.executor.kind == "ray" else local_ray(ranks)),
+        **({} if scenario.executor.cluster() is not None else local_ray(ranks)),
         "reward.custom_reward_function.path": Path(reward.__file__),
         "reward.custom_reward_function.name": "compute_score",
         **optional_overrides(config_name, python),

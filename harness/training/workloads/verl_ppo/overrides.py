@@ -55,14 +55,16 @@ def role_profilers(stages: Iterable[str]) -> list[str]:
     return [path for role, path in ROLE_PROFILERS.items() if role in roles]
 
 
-def cluster_overrides(config_name: str, python: str | None) -> dict[str, Any]:
-    """A run on a Ray cluster's nodes: Ray's workers run the target's interpreter (``python``, None: the harness's),
-    through verl's own key where the target's config has it (verl 0.9.1 does); a verl without it runs its workers
-    with the interpreter each node's Ray was started with."""
+def cluster_overrides(config_name: str, python: str | None, on_nodes: str | None = None) -> dict[str, Any]:
+    """A run on a Ray cluster's nodes: Ray's workers run the target's interpreter (``python``, None: the harness's;
+    ``on_nodes``: the nodes' own, where they are not this host's image: verl's RayJob pods), through verl's own key
+    where the target's config has it (verl 0.9.1 does); a verl without it runs its workers with the interpreter each
+    node's Ray was started with."""
     from harness.training.workloads.verl_ppo.config import compose, defines
 
     key = "ray_kwargs.ray_init.runtime_env.py_executable"
-    return {key: python or sys.executable} if defines(compose(config_name, [], python), key) else {}
+    worker = on_nodes or python or sys.executable
+    return {key: worker} if defines(compose(config_name, [], python), key) else {}
 
 
 def build_overrides(
@@ -126,7 +128,7 @@ def build_overrides(
     if scenario.device == "cpu":
         ov.update(cpu_overrides(scenario, config_name, python))
     if node is not None:  # every worker on every node runs the target's interpreter, where verl's config says so
-        ov.update(cluster_overrides(config_name, python))
+        ov.update(cluster_overrides(config_name, python, node.python))
     expected: dict[str, Any] = {
         "trainer.total_training_steps": scenario.steps,
         "trainer.logger": ["console", "file"],
