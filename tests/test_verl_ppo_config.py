@@ -17,7 +17,8 @@ from harness.training.workloads.verl_ppo.inputs import expand_path
 from harness.training.workloads.verl_ppo.overrides import TOOL_CONFIG, build_overrides
 
 ROOT = Path(__file__).resolve().parents[1]
-QWEN = sorted(p.stem for p in (ROOT / "scenarios").glob("qwen2_0_5b_*.yaml"))
+MULTINODE = ROOT / "scenarios" / "qwen2_0_5b_fsdp_multinode.yaml"
+QWEN = sorted(p.stem for p in (ROOT / "scenarios").glob("qwen2_0_5b_*.yaml") if p != MULTINODE)  # one host each
 
 
 def qwen_variant(tmp_path: Path, base: str = "qwen2_0_5b_fsdp_l1", **workload: object) -> Path:
@@ -30,8 +31,18 @@ def qwen_variant(tmp_path: Path, base: str = "qwen2_0_5b_fsdp_l1", **workload: o
     return path
 
 
-def test_the_four_qwen2_0_5b_scenarios_ship():
+def test_the_qwen2_0_5b_scenarios_ship():
+    """The Ascend runners' four on one host, and the multi-node nightly's (verl's RayJob submitter)."""
     assert QWEN == ["qwen2_0_5b_critic_fsdp_l0", "qwen2_0_5b_fsdp_l0", "qwen2_0_5b_fsdp_l1", "qwen2_0_5b_megatron_l1"]
+    assert MULTINODE.is_file()
+
+
+@pytest.mark.integration
+def test_the_multinode_argv_composes_and_resolves_in_verl_0_9_1(tmp_path):
+    """Its paths are each node's own scratch (gathered after), so only the offline check of verl's config here."""
+    scenario = load_scenario(MULTINODE)
+    for mode, enabled in (("off", False), ("on", True)):
+        VerlPpo().prepare(scenario, ScenarioDir(tmp_path / scenario.name).run(mode), enabled=enabled, dry=True)
 
 
 @pytest.mark.integration
