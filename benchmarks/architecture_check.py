@@ -4,7 +4,8 @@ the harness before it, each a git checkout run with this venv's Python (``PYTHON
 Not a test: each subcommand trains or reads for minutes. The three claims and the subcommand that checks each:
 
     # results recorded before (HARNESS_TIMING=record, `harness run` or pytest) give the same results.json after,
-    # re-checked with --reuse; the recorded dir is copied to --out first and never written
+    # re-checked with --reuse (HARNESS_TIMING=record, as recorded): the recorded dir is copied to --out less its
+    # results.json files, which the re-check writes anew; the recorded dir is never written
     .venv/bin/python benchmarks/architecture_check.py recheck --front run --recorded BEFORE/run \
         --checkout AFTER --out /tmp/recheck-run
     .venv/bin/python benchmarks/architecture_check.py recheck --front pytest --recorded BEFORE/pytest \
