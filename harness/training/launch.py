@@ -8,6 +8,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from harness.errors import WorkloadError
+
 
 @dataclass(frozen=True)
 class NodeRun:
@@ -65,6 +67,13 @@ class Launch:
 
     def argv(self, python: str) -> list[str]:
         return [python, "-m", self.module, *self.args]
+
+    def on_nodes(self, executor: str) -> NodeRun:
+        """The run on a Ray cluster's nodes that a cluster executor (``executor``) needs; a workload that made none
+        cannot run there: one line."""
+        if self.node is None:
+            raise WorkloadError(f"{self.module}: this workload cannot run on a Ray cluster (executor {executor})")
+        return self.node
 
 
 def argv_lines(argv: list[str]) -> list[str]:

@@ -33,7 +33,7 @@ from harness import config
 from harness.artifacts.nodes import NodesRecord
 from harness.artifacts.record import ExecResult
 from harness.artifacts.rundir import RunDir
-from harness.errors import InfraError, WorkloadError
+from harness.errors import InfraError
 from harness.safeio import tail_bytes
 from harness.scenario.blocks import ExecutorSettingsBase
 from harness.scenario.settings.ray import RayRuntime
@@ -50,7 +50,7 @@ CLEAN_WAIT_S = 120
 
 def entry_argv(launch: Launch, run: RunDir, python: str) -> list[str]:
     """The job's entrypoint: the harness's entry around the workload's module, in the target's interpreter."""
-    node = _node(launch)
+    node = launch.on_nodes("ray")
     inputs = [a for p in launch.inputs for a in ("--input", str(p))]
     return [
         python, "-m", ray_entry.__name__, "run", "--run", str(run.root), "--node-root", str(node.root),
@@ -62,16 +62,11 @@ def runtime_env(launch: Launch, rt: RayRuntime) -> dict[str, Any]:
     """The job's runtime environment, on every node: the workload's variables and the run's id on every actor (how
     its actors are found: ranks' nodes, leftovers). The workers' interpreter is the workload's to set (verl's
     ``ray_kwargs.ray_init.runtime_env.py_executable``: a job's own would conflict with it)."""
-    env = {**rt.env, "PYTHONUNBUFFERED": "1", **launch.env, RUN_ENV: _node(launch).job}
+    env = {**rt.env, "PYTHONUNBUFFERED": "1", **launch.env, RUN_ENV: launch.on_nodes("ray").job}
     if gate := config.GATHER_GATE.text():
         env[config.GATHER_GATE.name] = gate
     return {"env_vars": env}
 
-
-def _node(launch: Launch) -> NodeRun:
-    if launch.node is None:
-        raise WorkloadError(f"{launch.module}: this workload cannot run on a Ray cluster (executor ray)")
-    return launch.node
 
 
 class RayJobExecutor:
@@ -86,7 +81,7 @@ class RayJobExecutor:
         stop: threading.Event | None = None,
     ) -> ExecResult:
         rt: RayRuntime = settings.options("ray")
-        node = _node(launch)
+        node = launch.on_nodes("ray")
         python = launch.python or sys.executable
         cluster = Cluster.connect(address(rt))
         if not cluster.authenticated:
@@ -115,7 +110,7 @@ class RayJobExecutor:
     ) -> list[str]:
         rt: RayRuntime = settings.options("ray")
         python = launch.python or sys.executable
-        node = _node(launch)
+        node = launch.on_nodes("ray")
         try:
             where = address(rt)
         except InfraError:

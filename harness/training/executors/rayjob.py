@@ -46,7 +46,7 @@ import requests
 from harness import config
 from harness.artifacts.record import ExecResult
 from harness.artifacts.rundir import RunDir
-from harness.errors import InfraError, WorkloadError
+from harness.errors import InfraError
 from harness.safeio import tail_bytes
 from harness.scenario.blocks import ExecutorSettingsBase
 from harness.scenario.settings.rayjob import RayJobRuntime, check_url
@@ -318,11 +318,6 @@ class RunLock:
             self._file.close()  # the lock goes with it
 
 
-def _node(launch: Launch) -> NodeRun:
-    if launch.node is None:
-        raise WorkloadError(f"{launch.module}: this workload cannot run on a Ray cluster (executor rayjob)")
-    return launch.node
-
 
 def _under(path: Path, cache: str) -> bool:
     return Path(os.path.abspath(path)).is_relative_to(Path(cache))
@@ -340,7 +335,7 @@ class RayJobSubmitterExecutor:
         stop: threading.Event | None = None,
     ) -> ExecResult:
         rt: RayJobRuntime = settings.options("rayjob")
-        node = _node(launch)
+        node = launch.on_nodes("rayjob")
         if not _under(run.root, rt.cache):
             raise InfraError(
                 f"the results dir {run.root} is not under the shared cache {rt.cache}: the RayJob's pods see only "
@@ -485,7 +480,7 @@ def _ended(final: Final, job: str, node: NodeRun, run: RunDir, detail: str, wall
 def describe_lines(launch: Launch, run: RunDir, settings: ExecutorSettingsBase) -> list[str]:
     """The dry run: the exact payload it would POST, where, and the job script."""
     rt: RayJobRuntime = settings.options("rayjob")
-    node = _node(launch)
+    node = launch.on_nodes("rayjob")
     try:
         where = submitter_url(rt)
     except InfraError:
