@@ -13,6 +13,7 @@ import torch
 
 from harness.artifacts.rundir import RunDir
 from harness.errors import InfraError, ScenarioError
+from harness.outcomes import EXIT_ERROR
 from harness.scenario.loader import load_scenario
 from harness.training import devices
 from harness.training.workloads import cpu_ppo
@@ -194,8 +195,10 @@ def test_pytest_skips_every_cuda_scenario_with_its_line(tmp_path):
 @no_gpu
 def test_cli_run_skips_and_dry_run_describes(tmp_path):
     proc = run("-m", "harness", "run", "scenarios/tiny_cuda_fsdp_l0.yaml", "--results", str(tmp_path))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "SKIPPED tiny_cuda_fsdp_l0 needs a CUDA GPU (device: cuda)" in " ".join(proc.stdout.split())
+    assert proc.returncode == EXIT_ERROR, proc.stdout + proc.stderr  # nothing ran here: never a pass
+    out = " ".join(proc.stdout.split())  # rich wraps long lines
+    assert "SKIPPED tiny_cuda_fsdp_l0 needs a CUDA GPU (device: cuda)" in out
+    assert "NOTHING CHECKED: 0 of 1 scenarios ran here" in out
     assert not (tmp_path / "tiny_cuda_fsdp_l0").exists()
 
 

@@ -219,7 +219,7 @@ def test_a_new_workload_and_executor_are_modules_and_one_line_in_each_registry(t
     schema = json.loads(harness("schema").stdout)
     assert "EchoSettings" in schema["$defs"] and "InlineOptions" in schema["$defs"]
     assert "inline" in schema["$defs"]["ExecutorSettings"]["properties"]["kind"]["enum"]
-    assert "{local,docker,inline,ray}" in harness("run", "--help").stdout
+    assert "{local,docker,inline,ray,rayjob}" in harness("run", "--help").stdout
     path.with_name("typo.yaml").write_text(yaml.safe_dump({**scenario, "workload": {"kind": "echo", "entrie": 4}}))
     typo = harness("validate", str(path.with_name("typo.yaml")))
     assert typo.returncode == 2 and "workload.entrie: unknown field; did you mean 'entries'?" in typo.stderr
@@ -233,4 +233,4 @@ def test_a_new_workload_and_executor_are_modules_and_one_line_in_each_registry(t
     plugin = subprocess.run(
         [sys.executable, "-m", "pytest", "--help"], cwd=tmp_path, env=env, capture_output=True, text=True
     )
-    assert "{local,docker,inline,ray}" in plugin.stdout
+    assert "{local,docker,inline,ray,rayjob}" in plugin.stdout

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.outcomes import EXIT_ERROR
 from harness.scenario.loader import load_scenario
 from harness.training import devices
 
@@ -52,8 +53,9 @@ def test_skip_line_names_device_and_how_to_run(monkeypatch):
 def test_pytest_collects_and_skips_the_qwen_scenarios(tmp_path):
     proc = run("-m", "pytest", "scenarios/", "-k", "qwen2_0_5b", "-rs", f"--harness-results={tmp_path}")
     assert proc.returncode == 0, proc.stdout[-2000:]
-    assert "21 skipped" in proc.stdout
+    assert "26 skipped" in proc.stdout  # 5 items each: the four one-host scenarios' (the critic's known gap too)
     assert "qwen2_0_5b_megatron_l1 needs an Ascend NPU (device: npu): torch_npu is not importable" in proc.stdout
+    assert "qwen2_0_5b_fsdp_multinode" in proc.stdout  # and the multi-node one's, skipped with its own line
     assert not list(tmp_path.iterdir()), "a skipped scenario must not train"
 
     proc = run("-m", "pytest", "scenarios/", "-k", "qwen2_0_5b", "--collect-only", "-q")
@@ -68,9 +70,10 @@ def test_pytest_collects_and_skips_the_qwen_scenarios(tmp_path):
 @no_npu
 def test_cli_run_skips_with_the_same_line(tmp_path):
     proc = run("-m", "harness", "run", "scenarios/qwen2_0_5b_fsdp_l0.yaml", "--results", str(tmp_path))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == EXIT_ERROR, proc.stdout + proc.stderr  # nothing ran here: never a pass
     out = " ".join(proc.stdout.split())  # rich wraps long lines
     assert "SKIPPED qwen2_0_5b_fsdp_l0 needs an Ascend NPU (device: npu)" in out
+    assert "NOTHING CHECKED: 0 of 1 scenarios ran here" in out
     assert not (tmp_path / "qwen2_0_5b_fsdp_l0").exists()
 
 
