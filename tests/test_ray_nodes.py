@@ -47,6 +47,7 @@ pytestmark = [pytest.mark.heavy, pytest.mark.integration, pytest.mark.xdist_grou
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "scenarios" / "two_nodes_fsdp_l1.yaml"
 NAME = SCENARIO.stem
+RANK1 = ROOT / "scenarios" / "two_nodes_rank1_fsdp_l1.yaml"  # precision_debugger.ranks [1]
 REQUIRED = os.environ.get("HARNESS_REQUIRE_DOCKER") == "1"
 Pause = Callable[[], None]
 
@@ -265,6 +266,56 @@ def test_a_held_back_node_fails_naming_it_and_its_ranks(cluster):
         f"layout: {worker}" in out and "(ranks [1]): of its 6 expected dump dirs, none reached the results dir" in out
     )
     assert f"missing dump dir step_2/actor_update/step0/rank1 on {worker}" in out
+
+
+def test_a_rank_subset_dumps_on_its_ranks_node_only_and_the_checks_expect_exactly_that(cluster):
+    """precision_debugger.ranks [1] (msprobe's rank filter) on two nodes, one rank each: only the node Ray placed rank
+    1 on holds dumps, on its disk before gathering and in the results dir after; layout expects exactly rank 1's dirs
+    on that node and none on the other, disk has that node's figure only; every check passes."""
+    nodes, results = cluster
+    name = RANK1.stem
+    seen: dict[str, Any] = {}
+
+    def before_gathering() -> None:
+        seen["head"], seen["worker"] = nodes.files("head"), nodes.files("worker")
+
+    watch = Watch(results / name, pauses={"on": before_gathering})
+    watch.start()
+    rc, out, seconds = harness(nodes, results, RANK1, watch.env)
+    watch.join(timeout=60)
+    print(f"ranks [1] on two nodes: exit {rc} in {seconds:.1f}s")
+    assert watch.error is None, watch.error
+    assert rc == 0, out[-4000:]
+    record = yaml.safe_load((results / name / "on" / "nodes.json").read_text())
+    by_ip = {ip: node for node, ip in nodes.ips.items()}
+    placed = {by_ip[n["ip"]]: n for n in record["nodes"]}
+    holder = next(node for node, n in placed.items() if n["ranks"] == [1])  # Ray's placement, not rank order
+    other = next(node for node in placed if node != holder)
+    assert placed[other]["ranks"] == [0] and record["complete"] is True
+    # before gathering: rank 1's dumps on its node's disk, not a dump file on the other node's
+    assert rank_files(seen[holder], 1)
+    assert [p for p in seen[other] if "/dumps/" in p] == []
+    assert placed[holder]["dump_ranks"] == [1] and placed[other]["dump_ranks"] == [] and placed[other]["bytes"] == 0
+    # after: rank 1's dumps alone in the results dir, byte for byte its node's
+    dumps = results / name / "on" / "dumps"
+    assert {p.parent.name for p in dumps.rglob("dump.json")} == {"rank1"}
+    for rel, sha in rank_files(seen[holder], 1).items():
+        assert hashlib.sha256((dumps / rel).read_bytes()).hexdigest() == sha, rel
+    doc = yaml.safe_load((results / name / "results.json").read_text())
+    verdicts = {check: c["passed"] for check, c in doc["checks"].items()}
+    assert verdicts == dict.fromkeys(("crash", "layout", "contents", "overhead", "disk"), True), verdicts
+    layout, disk = doc["checks"]["layout"], doc["checks"]["disk"]["figures"]
+    assert layout["figures"] == {"layout.expected_dirs": 6, "layout.found_dirs": 6}  # 2 steps x 3 stages, rank 1
+    notes = {n.split(":", 1)[0]: n for n in layout["notes"] if "(Ray)" in n}
+    assert len(notes) == 2
+    holder_note = next(n for n in notes.values() if nodes.ips[holder] + " " in n)
+    other_note = next(n for n in notes.values() if nodes.ips[other] + " " in n)
+    assert "ranks [1] (Ray), expected the dumps of ranks [1], rank dirs [1] gathered" in holder_note
+    assert "ranks [0] (Ray), expected no dumps (expected ranks [1]), rank dirs [] gathered" in other_note
+    assert sorted(k for k in disk if k.startswith("disk.node")) == ["disk.node1_bytes"]  # node1: the node of rank 1
+    assert disk["disk.node1_bytes"] == sum((dumps / rel).stat().st_size for rel in rank_files(seen[holder], 1))
+    assert nodes.files("head") == {} and nodes.files("worker") == {}
+    no_secret(nodes, out, results)
 
 
 def test_a_sigkilled_harness_leaves_a_job_that_stops_itself_and_nothing_behind(cluster, tmp_path):
