@@ -6,7 +6,9 @@ In order, on one cluster: bad input that never trains (an unreachable address, n
 nodes, a results dir the head does not share: one line each, exit 2); a run killed by its timeout (the job stopped,
 no actor of it alive, every node's run dir removed); the scenario off and on, held before gathering (rank 1's dumps on
 the worker's disk only), then every check passing with both ranks' dumps in the results dir, byte for byte the
-worker's, each with its node; a held-back node (its dumps deleted before gathering) failing the layout check by name;
+worker's, each with its node; a subset of the ranks dumping (precision_debugger.ranks [1]: only rank 1's node holds
+dumps, and the checks expect exactly those); verl's finish hook on one rank a node (once each, after the last profiled
+step, listing what its node held); a held-back node (its dumps deleted before gathering) failing the layout check by name;
 the harness SIGKILLed mid-training (its job stops itself once the harness's lease is stale, nothing of it left);
 the worker container killed mid-run (a clear infrastructure error naming it), then nothing left: no job running, no
 actor alive, no container, no Ray process. The token never appears in the harness's output or the results dir.
@@ -17,6 +19,7 @@ needs the Docker engine (``eval "$(bash .ci/dockerd.sh start)"``)."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import signal
@@ -48,6 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "scenarios" / "two_nodes_fsdp_l1.yaml"
 NAME = SCENARIO.stem
 RANK1 = ROOT / "scenarios" / "two_nodes_rank1_fsdp_l1.yaml"  # precision_debugger.ranks [1]
+HOOK = ROOT / "scenarios" / "two_nodes_finish_hook_fsdp_l1.yaml"  # verl's finish hook on ranks [0, 1]
 REQUIRED = os.environ.get("HARNESS_REQUIRE_DOCKER") == "1"
 Pause = Callable[[], None]
 
@@ -314,6 +318,49 @@ def test_a_rank_subset_dumps_on_its_ranks_node_only_and_the_checks_expect_exactl
     assert "ranks [0] (Ray), expected no dumps (expected ranks [1]), rank dirs [] gathered" in other_note
     assert sorted(k for k in disk if k.startswith("disk.node")) == ["disk.node1_bytes"]  # node1: the node of rank 1
     assert disk["disk.node1_bytes"] == sum((dumps / rel).stat().st_size for rel in rank_files(seen[holder], 1))
+    assert nodes.files("head") == {} and nodes.files("worker") == {}
+    no_secret(nodes, out, results)
+
+
+def test_verls_finish_hook_runs_once_a_node_after_the_last_profiled_step_listing_what_its_node_holds(cluster):
+    """finish_hook_cmd on finish_hook_ranks [0, 1] (one rank a node): each rank's hook ran once, on the node Ray placed
+    it on, after step 4 (the last profiled), and listed exactly the dumps that node's disk held before gathering, file
+    for file and byte for byte (sha256); the job gathered each node's listing beside its dumps; layout passes."""
+    nodes, results = cluster
+    name = HOOK.stem
+    seen: dict[str, Any] = {}
+
+    def before_gathering() -> None:
+        seen["head"], seen["worker"] = nodes.files("head"), nodes.files("worker")
+
+    watch = Watch(results / name, pauses={"on": before_gathering})
+    watch.start()
+    rc, out, seconds = harness(nodes, results, HOOK, watch.env)
+    watch.join(timeout=60)
+    print(f"finish hook on two nodes: exit {rc} in {seconds:.1f}s")
+    assert watch.error is None, watch.error
+    assert rc == 0, out[-4000:]
+    doc = yaml.safe_load((results / name / "results.json").read_text())
+    verdicts = {check: c["passed"] for check, c in doc["checks"].items()}
+    assert verdicts == dict.fromkeys(("crash", "layout", "contents", "overhead", "disk"), True), verdicts
+    record = yaml.safe_load((results / name / "on" / "nodes.json").read_text())
+    by_ip = {ip: node for node, ip in nodes.ips.items()}
+    node_of = {n["ranks"][0]: by_ip[n["ip"]] for n in record["nodes"]}
+    assert sorted(node_of) == [0, 1] and set(node_of.values()) == {"head", "worker"}
+    hooks = results / name / "on" / "finish_hook"
+    assert sorted(p.name for p in hooks.iterdir()) == ["rank0.jsonl", "rank1.jsonl"]
+    for rank, node in node_of.items():
+        lines = (hooks / f"rank{rank}.jsonl").read_text().splitlines()
+        assert len(lines) == 1, lines  # once, not once a profiled step or once a role
+        run = json.loads(lines[0])
+        assert run["rank"] == rank and run["host"] == node and run["refused"] == []
+        listed = {f["path"]: f["sha256"] for f in run["files"]}
+        assert listed == rank_files(seen[node], rank)  # what its node's disk held, before gathering
+        assert any(p.startswith("step_4/actor_update/step0/") for p in listed)  # after the last profiled step
+        notes = [n for n in doc["checks"]["layout"]["notes"] if n.startswith(f"finish hook: rank {rank} on ")]
+        assert len(notes) == 1 and f"node {nodes.ips[node]} (" in notes[0] and "ran 1 time(s)" in notes[0], notes
+    log = (results / name / "on" / "train.log").read_text(errors="replace")
+    assert log.index("[Profiler][finish_hook]") > log.index("step:3 ")  # it ran at step 4, the last profiled
     assert nodes.files("head") == {} and nodes.files("worker") == {}
     no_secret(nodes, out, results)
 

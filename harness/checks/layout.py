@@ -1,9 +1,12 @@
-"""Layout: exactly the expected ``step_N/stage/step0/rankR`` dirs, each with its files; nothing else."""
+"""Layout: exactly the expected ``step_N/stage/step0/rankR`` dirs, each with its files; nothing else. On a cluster,
+each node judged whole; where the scenario sets verl's finish hook, what the hook listed on each node
+(``harness.checks.finish_hook``)."""
 
 from __future__ import annotations
 
 from harness.artifacts.nodes import NodesRecord
 from harness.checks.base import CheckContext, CheckResult
+from harness.checks.finish_hook import hook_problems
 
 
 def check_layout(ctx: CheckContext) -> CheckResult:
@@ -60,6 +63,10 @@ def check_layout(ctx: CheckContext) -> CheckResult:
             f"rank dirs {n.dump_ranks} gathered"
             for n, mine in ctx.nodes.holders(s.expected_ranks)
         ]
+    if s.precision_debugger.finish_hook_ranks is not None:  # what verl's finish hook would ship: the node's dumps
+        hook, notes = hook_problems(ctx)
+        res.problems += hook
+        res.notes += notes
     res.figures["layout.expected_dirs"] = len(expected)
     res.figures["layout.found_dirs"] = len(found)
     res.summary = f"{len(expected & found.keys())}/{len(expected)} expected dirs, {len(found)} found"
