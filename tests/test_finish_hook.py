@@ -199,3 +199,44 @@ def test_a_finish_hook_setting_that_cannot_hold_is_one_line(tmp_path, over, line
     with pytest.raises(ScenarioError) as err:
         load_scenario(write_scenario(tmp_path, **over))
     assert line in str(err.value)
+
+
+def test_a_node_sends_its_hook_listing_beside_its_dumps_and_its_bytes_are_not_the_dumps(tmp_path):
+    from harness.training.executors import ray_gather
+
+    node = tmp_path / "node"
+    (node / "dumps" / "step_2").mkdir(parents=True)
+    (node / "dumps" / "step_2" / "x.json").write_bytes(b"12345")
+    (node / "finish_hook").mkdir()
+    (node / "finish_hook" / "rank1.jsonl").write_text('{"rank": 1}\n')
+    run_dir = tmp_path / "run"
+    receiver = ray_gather.Receiver(run_dir, {}, "node B")
+    for msg in ray_gather.ship(str(node)):
+        if msg[0] != "node":
+            receiver.take(msg)
+    assert (run_dir / "finish_hook" / "rank1.jsonl").read_text() == '{"rank": 1}\n'
+    assert (receiver.files, receiver.bytes, receiver.refused) == (2, 5, [])
+
+
+@pytest.mark.integration  # the offline check composes verl's config and probes the target's verl
+def test_on_a_cluster_every_role_runs_the_hook_into_its_nodes_run_dir_and_the_off_run_has_none(tmp_path):
+    import sys
+
+    from harness.artifacts.rundir import ScenarioDir
+    from harness.training.workloads.verl_ppo import VerlPpo
+    from harness.training.workloads.verl_ppo.config import compose
+
+    scenario = load_scenario(Path(__file__).resolve().parents[1] / "scenarios" / "two_nodes_finish_hook_fsdp_l1.yaml")
+    sdir = ScenarioDir(tmp_path / scenario.name)
+    for mode in ("on", "off"):
+        launch = VerlPpo().prepare(scenario, sdir.run(mode), enabled=mode == "on", dry=True)
+        assert launch.node is not None
+        cfg = compose(launch.args[0].removeprefix("--config-name="), launch.args[1:])
+        for profiler in (cfg.actor_rollout_ref.actor.profiler, cfg.actor_rollout_ref.ref.profiler):
+            if mode == "off":
+                assert profiler.finish_hook_cmd is None
+                continue
+            assert profiler.finish_hook_cmd == (
+                f"{sys.executable} -m harness.artifacts.finish_hook {launch.node.finish_hook}"
+            )
+            assert list(profiler.finish_hook_ranks) == [0, 1]

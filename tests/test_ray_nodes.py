@@ -6,10 +6,10 @@ In order, on one cluster: bad input that never trains (an unreachable address, n
 nodes, a results dir the head does not share: one line each, exit 2); a run killed by its timeout (the job stopped,
 no actor of it alive, every node's run dir removed); the scenario off and on, held before gathering (rank 1's dumps on
 the worker's disk only), then every check passing with both ranks' dumps in the results dir, byte for byte the
-worker's, each with its node; a subset of the ranks dumping (precision_debugger.ranks [1]: only rank 1's node holds
-dumps, and the checks expect exactly those); verl's finish hook on one rank a node (once each, after the last profiled
-step, listing what its node held); a held-back node (its dumps deleted before gathering) failing the layout check by name;
-the harness SIGKILLed mid-training (its job stops itself once the harness's lease is stale, nothing of it left);
+worker's, each with its node; a held-back node (its dumps deleted before gathering) failing the layout check by name;
+a subset of the ranks dumping (precision_debugger.ranks [1]: only rank 1's node holds dumps, and the checks expect
+exactly those); verl's finish hook on one rank a node (once each, after the last profiled step, listing what its node
+held); the harness SIGKILLed mid-training (its job stops itself once the harness's lease is stale, nothing of it left);
 the worker container killed mid-run (a clear infrastructure error naming it), then nothing left: no job running, no
 actor alive, no container, no Ray process. The token never appears in the harness's output or the results dir.
 

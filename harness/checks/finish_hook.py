@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
-from harness.artifacts.finish_hook import listing, read_runs
+from harness.artifacts.finish_hook import HookRun, listing, read_runs
 from harness.checks.base import CheckContext
 
 RANK_PART = re.compile(r"(?:^|/)rank(\d+)(?:/|$)")
@@ -43,7 +43,7 @@ def hook_problems(ctx: CheckContext) -> tuple[list[str], list[str]]:
     on = ctx.dir.run("on")
     runs, problems = read_runs(on.finish_hook)
     notes: list[str] = []
-    by_rank = defaultdict(list)
+    by_rank: defaultdict[int, list[HookRun]] = defaultdict(list)
     for run in runs:
         by_rank[run.rank].append(run)
     gathered = listing(str(on.dumps))[0]
@@ -70,17 +70,18 @@ def hook_problems(ctx: CheckContext) -> tuple[list[str], list[str]]:
         held = {p: v for p, v in gathered.items() if ranks is None or _rank(p) in ranks}
         dumping = [r for r in s.expected_ranks if ranks is None or r in ranks]
         wanted = [f"step_{last}/{st}/step0/rank{r}/dump.json" for r in dumping for st in stages]
-        if missing := [p for p in wanted if p not in run.sizes]:
+        listed = run.sizes
+        if missing := [p for p in wanted if p not in listed]:
             problems.append(
                 f"finish hook: rank {rank}{where} ran before the last profiled step's dumps (step {last}) were "
                 f"written: its listing lacks {_few(missing)}"
             )
-        if diff := compare(run.sizes, held):
+        if diff := compare(listed, held):
             problems.append(
                 f"finish hook: rank {rank}{where} listed {len(run.files)} file(s), its node held {len(held)}: {diff}"
             )
         problems += [f"finish hook: rank {rank}{where} found {entry}: not shippable" for entry in run.refused]
-        nbytes = sum(size for size, _ in run.sizes.values())
+        nbytes = sum(size for size, _ in listed.values())
         notes.append(
             f"finish hook: rank {rank}{where} ran {len(done)} time(s), listed {len(run.files)} file(s) "
             f"({nbytes} bytes) of {run.save_path} on {run.host}"
