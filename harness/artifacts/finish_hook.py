@@ -5,9 +5,9 @@ selects, with the node's save_path in ``VERL_PROFILE_SAVE_PATH``; its docs tell 
 node, whose command ships that node's directory. A scenario that sets ``precision_debugger.finish_hook_ranks`` gets
 this module as the command (``python -m harness.artifacts.finish_hook OUT``): it ships nothing, it records what it
 would ship, one JSON line a run appended to ``OUT/rank<R>.jsonl`` (every regular file under the save_path, its size and
-sha256; links, FIFOs and devices named, never followed or opened). OUT is the run dir's ``finish_hook/`` (one host),
-or the node's run dir's on a cluster, which the job gathers with the node's dumps. The layout check then compares each
-line with what that node held (``harness.checks.finish_hook``).
+sha256; links, FIFOs and devices named, never followed or opened). OUT is ``finish_hook/`` in the run dir (one host)
+or in each node's own run dir (a cluster), which the job gathers with the node's dumps. The layout check then compares
+each line with what that node held (``harness.checks.finish_hook``).
 
 The writer runs inside verl's worker, after the last profiled step, in the workers' interpreter: it imports nothing
 those lack (the reader's pydantic is verl's dependency too)."""
@@ -28,10 +28,6 @@ from harness.safeio import MB, InputError, read_text
 from harness.strict import Strict
 
 MAX_BYTES = 16 * MB  # one rank's manifest file: ~150 bytes a dump file
-
-
-def manifest_name(rank: int | str) -> str:
-    return f"rank{rank}.jsonl"
 
 
 def listing(root: str) -> tuple[dict[str, tuple[int, str]], list[str]]:
@@ -72,7 +68,7 @@ def write(out: str, environ: dict[str, str]) -> Path:
         "refused": refused,
     }
     os.makedirs(out, exist_ok=True)
-    path = Path(out, manifest_name(rank))
+    path = Path(out, f"rank{rank}.jsonl")
     with open(path, "a", encoding="utf-8") as f:
         f.write(json.dumps(line, sort_keys=True) + "\n")
     return path
