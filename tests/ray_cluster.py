@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import requests
 from docker.types import Mount
 
+import harness
 from harness.training.executors.docker import connect
 from harness.training.executors.docker_image import build_cpu_image
 from harness.training.executors.docker_spec import host_python
@@ -35,6 +36,10 @@ TOKEN_DIR = "/run/harness-ray-token"
 RAY = str(Path(sys.executable).with_name("ray"))
 NODE = ["--num-cpus=6", "--num-gpus=1", "--object-store-memory=300000000", "--disable-usage-stats", "--block"]
 UP_WAIT_S = 120
+# the checkout whose harness this process imported: host_python() mounts its package on both nodes, and every
+# process there (Ray, the job's entrypoint, verl's workers) must import that one, not the one the venv's editable
+# install names (a worktree of another checkout runs its own code; in a plain checkout both are the same)
+HARNESS_PKG = Path(harness.__file__).resolve().parent
 
 
 @dataclass
@@ -116,6 +121,7 @@ def two_nodes(results: Path, assets: Path, secrets_dir: Path) -> TwoNodes:
             "RAY_AUTH_TOKEN_PATH": f"{TOKEN_DIR}/token",
             "RAY_USAGE_STATS_ENABLED": "0",
             "HOME": "/tmp",
+            "PYTHONPATH": str(HARNESS_PKG.parent),
         },
         "network": network.name,
         "shm_size": "1g",
@@ -138,6 +144,9 @@ def two_nodes(results: Path, assets: Path, secrets_dir: Path) -> TwoNodes:
         )  # fmt: skip
         nodes.ips["worker"] = _ip(nodes.containers["worker"], network.name)
         _wait(lambda: len(nodes.alive_nodes()) == 2 or None, "two alive nodes")
+        for name in nodes.containers:
+            imported = nodes.run_in(name, "import harness; print(harness.__file__)").strip()
+            assert Path(imported).parent == HARNESS_PKG, f"{name} imports the harness at {imported}, not {HARNESS_PKG}"
     except BaseException:
         nodes.down()
         raise

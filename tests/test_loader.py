@@ -51,7 +51,7 @@ def test_bad_file_gives_one_line_per_problem(tmp_path):
     assert exc.value.problems == [
         f"{path}:3: world_size: Input should be a valid integer (got 'two')",
         f"{path}:9: precision_debugger.levle: unknown field; did you mean 'level'? (allowed: async_dump, data_mode, "
-        "extra_info, level, list, ranks, scope, stages, steps, strict, summary_mode, task)",
+        "extra_info, finish_hook_ranks, level, list, ranks, scope, stages, steps, strict, summary_mode, task)",
         f"{path}:10: precision_debugger.level: Input should be 'L0', 'L1' or 'mix' (got 'L3')",
         f"{path}:12: precision_debugger.stages.1: Input should be 'actor_compute_log_prob', 'ref_compute_log_prob', "
         "'actor_update', 'compute_values', 'critic_update' or 'compute_rm_score' (got 'actor_updte')",

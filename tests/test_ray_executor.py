@@ -17,11 +17,12 @@ from typing import Any
 
 import pytest
 import yaml
-from builders import write_scenario
+from builders import write_dump, write_scenario
 
 from harness import config
 from harness.artifacts.nodes import NodeDoc, NodesRecord
 from harness.artifacts.rundir import ScenarioDir
+from harness.checks.base import CheckContext
 from harness.checks.disk import check_disk
 from harness.checks.layout import check_layout
 from harness.errors import HarnessError, InfraError
@@ -325,6 +326,92 @@ def test_a_node_over_its_budget_and_a_node_lost_are_failures_naming_it(good_case
     lines = check_layout(ctx).problems
     assert any("held rank1's dumps, Ray placed rank 1 on no node" in line for line in lines)
     assert any("ranks [1]: Ray placed no worker of this run with that RANK" in line for line in lines)
+
+
+def placed(*ranks_of_nodes: list[int], dump_ranks: list[list[int]] | None = None) -> NodesRecord:
+    """A nodes.json of ``len(ranks_of_nodes)`` nodes, node ``i`` holding the ranks Ray placed there (the first the
+    head) and, unless said, the dump dirs of those same ranks."""
+    held = dump_ranks if dump_ranks is not None else [list(r) for r in ranks_of_nodes]
+    return NodesRecord(
+        job="harness-x",
+        nodes=[
+            NodeDoc(
+                node_id=f"{i}" * 56,
+                ip=f"10.0.0.{i + 1}",
+                hostname=f"n{i}",
+                head=i == 0,
+                ranks=list(ranks),
+                bytes=1000 * len(held[i]),
+                dump_ranks=held[i],
+            )
+            for i, ranks in enumerate(ranks_of_nodes)
+        ],
+        placement="test",
+        complete=True,
+    )
+
+
+def test_which_nodes_must_hold_dumps_follows_the_rank_subset_and_rays_placement():
+    """The nodes that must hold dumps are those Ray placed a selected rank on, whatever the rank order says."""
+    got = {n.hostname: mine for n, mine in placed([0], [1]).holders([1])}
+    assert got == {"n0": [], "n1": [1]}
+    assert {n.hostname: mine for n, mine in placed([1], [0]).holders([1])} == {"n0": [1], "n1": []}  # Ray's order
+    four = placed([0, 2], [1, 3])
+    assert {n.hostname: mine for n, mine in four.holders([2, 3])} == {"n0": [2], "n1": [3]}
+    assert {n.hostname: mine for n, mine in four.holders([3])} == {"n0": [], "n1": [3]}
+    assert {n.hostname: mine for n, mine in four.holders(range(4))} == {"n0": [0, 2], "n1": [1, 3]}
+
+
+@pytest.fixture
+def rank1_case(tmp_path: Path) -> CheckContext:
+    """Two ranks, precision_debugger.ranks [1]: rank 1's dumps only, as msprobe's rank filter leaves them."""
+    scenario = load_scenario(write_scenario(tmp_path, precision_debugger={"ranks": [1]}))
+    sdir = ScenarioDir(tmp_path / "results" / scenario.name)
+    for step in scenario.precision_debugger.steps:
+        for stage in scenario.precision_debugger.stages:
+            write_dump(sdir.run("on").dumps, step, stage, 1)
+    return CheckContext(scenario, sdir)
+
+
+def test_a_rank_subset_on_two_nodes_expects_dumps_on_the_selected_ranks_node_only(rank1_case):
+    ctx = rank1_case
+    placed([0], [1], dump_ranks=[[], [1]]).write(ctx.dir.run("on").nodes)
+    layout, disk = check_layout(ctx), check_disk(ctx)
+    assert layout.passed, layout.problems
+    assert layout.figures == {"layout.expected_dirs": 4, "layout.found_dirs": 4}
+    assert layout.notes == [
+        "head node 10.0.0.1 (n0, 00000000): ranks [0] (Ray), expected no dumps (expected ranks [1]), rank dirs [] "
+        "gathered",
+        "node 10.0.0.2 (n1, 11111111): ranks [1] (Ray), expected the dumps of ranks [1], rank dirs [1] gathered",
+    ]
+    assert disk.passed and [k for k in disk.figures if k.startswith("disk.node")] == ["disk.node1_bytes"]
+    assert disk.notes[-1] == "per node: node1 node 10.0.0.2 (n1, 11111111) ranks [1]: 0.00 MB"
+
+
+def test_a_rank_subset_fails_a_node_of_an_unselected_rank_that_holds_dumps_naming_it(rank1_case):
+    ctx = rank1_case
+    write_dump(ctx.dir.run("on").dumps, 2, "actor_update", 0)  # msprobe ignored its rank filter on rank 0
+    placed([0], [1], dump_ranks=[[0], [1]]).write(ctx.dir.run("on").nodes)
+    head = "head node 10.0.0.1 (n0, 00000000)"
+    assert check_layout(ctx).problems == [
+        f"{head} (ranks [0]) held the dumps of ranks [0], not among the expected ranks [1]",
+        f"unexpected dump dir step_2/actor_update/step0/rank0 on {head}: rank 0 is not among the expected ranks [1]",
+    ]
+    assert check_disk(ctx).figures["disk.node0_bytes"] == 1000  # the bytes it held are reported, never hidden
+
+
+def test_a_rank_subset_whose_node_lost_its_dumps_fails_naming_that_node_only(rank1_case):
+    ctx = rank1_case
+    for d in ctx.dir.run("on").dumps.glob("step_*/*/step0/rank1"):
+        for f in d.iterdir():
+            f.unlink()
+        d.rmdir()
+    placed([1], [0], dump_ranks=[[], []]).write(ctx.dir.run("on").nodes)  # Ray placed rank 1 on the head this time
+    lines = check_layout(ctx).problems
+    head = "head node 10.0.0.1 (n0, 00000000)"
+    assert f"{head} (ranks [1]): of its 4 expected dump dirs, none reached the results dir" in lines
+    assert f"missing dump dir step_2/actor_update/step0/rank1 on {head}" in lines
+    assert not [line for line in lines if "10.0.0.2" in line]
 
 
 # --- a job's end, with a fake Job Submission client ----------------------------------------------------------------

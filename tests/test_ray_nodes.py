@@ -7,7 +7,9 @@ nodes, a results dir the head does not share: one line each, exit 2); a run kill
 no actor of it alive, every node's run dir removed); the scenario off and on, held before gathering (rank 1's dumps on
 the worker's disk only), then every check passing with both ranks' dumps in the results dir, byte for byte the
 worker's, each with its node; a held-back node (its dumps deleted before gathering) failing the layout check by name;
-the harness SIGKILLed mid-training (its job stops itself once the harness's lease is stale, nothing of it left);
+a subset of the ranks dumping (precision_debugger.ranks [1]: only rank 1's node holds dumps, and the checks expect
+exactly those); verl's finish hook on one rank a node (once each, after the last profiled step, listing what its node
+held); the harness SIGKILLed mid-training (its job stops itself once the harness's lease is stale, nothing of it left);
 the worker container killed mid-run (a clear infrastructure error naming it), then nothing left: no job running, no
 actor alive, no container, no Ray process. The token never appears in the harness's output or the results dir.
 
@@ -17,6 +19,7 @@ needs the Docker engine (``eval "$(bash .ci/dockerd.sh start)"``)."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import signal
@@ -47,6 +50,8 @@ pytestmark = [pytest.mark.heavy, pytest.mark.integration, pytest.mark.xdist_grou
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "scenarios" / "two_nodes_fsdp_l1.yaml"
 NAME = SCENARIO.stem
+RANK1 = ROOT / "scenarios" / "two_nodes_rank1_fsdp_l1.yaml"  # precision_debugger.ranks [1]
+HOOK = ROOT / "scenarios" / "two_nodes_finish_hook_fsdp_l1.yaml"  # verl's finish hook on ranks [0, 1]
 REQUIRED = os.environ.get("HARNESS_REQUIRE_DOCKER") == "1"
 Pause = Callable[[], None]
 
@@ -265,6 +270,99 @@ def test_a_held_back_node_fails_naming_it_and_its_ranks(cluster):
         f"layout: {worker}" in out and "(ranks [1]): of its 6 expected dump dirs, none reached the results dir" in out
     )
     assert f"missing dump dir step_2/actor_update/step0/rank1 on {worker}" in out
+
+
+def test_a_rank_subset_dumps_on_its_ranks_node_only_and_the_checks_expect_exactly_that(cluster):
+    """precision_debugger.ranks [1] (msprobe's rank filter) on two nodes, one rank each: only the node Ray placed rank
+    1 on holds dumps, on its disk before gathering and in the results dir after; layout expects exactly rank 1's dirs
+    on that node and none on the other, disk has that node's figure only; every check passes."""
+    nodes, results = cluster
+    name = RANK1.stem
+    seen: dict[str, Any] = {}
+
+    def before_gathering() -> None:
+        seen["head"], seen["worker"] = nodes.files("head"), nodes.files("worker")
+
+    watch = Watch(results / name, pauses={"on": before_gathering})
+    watch.start()
+    rc, out, seconds = harness(nodes, results, RANK1, watch.env)
+    watch.join(timeout=60)
+    print(f"ranks [1] on two nodes: exit {rc} in {seconds:.1f}s")
+    assert watch.error is None, watch.error
+    assert rc == 0, out[-4000:]
+    record = yaml.safe_load((results / name / "on" / "nodes.json").read_text())
+    by_ip = {ip: node for node, ip in nodes.ips.items()}
+    placed = {by_ip[n["ip"]]: n for n in record["nodes"]}
+    holder = next(node for node, n in placed.items() if n["ranks"] == [1])  # Ray's placement, not rank order
+    other = next(node for node in placed if node != holder)
+    assert placed[other]["ranks"] == [0] and record["complete"] is True
+    # before gathering: rank 1's dumps on its node's disk, not a dump file on the other node's
+    assert rank_files(seen[holder], 1)
+    assert [p for p in seen[other] if "/dumps/" in p] == []
+    assert placed[holder]["dump_ranks"] == [1] and placed[other]["dump_ranks"] == [] and placed[other]["bytes"] == 0
+    # after: rank 1's dumps alone in the results dir, byte for byte its node's
+    dumps = results / name / "on" / "dumps"
+    assert {p.parent.name for p in dumps.rglob("dump.json")} == {"rank1"}
+    for rel, sha in rank_files(seen[holder], 1).items():
+        assert hashlib.sha256((dumps / rel).read_bytes()).hexdigest() == sha, rel
+    doc = yaml.safe_load((results / name / "results.json").read_text())
+    verdicts = {check: c["passed"] for check, c in doc["checks"].items()}
+    assert verdicts == dict.fromkeys(("crash", "layout", "contents", "overhead", "disk"), True), verdicts
+    layout, disk = doc["checks"]["layout"], doc["checks"]["disk"]["figures"]
+    assert layout["figures"] == {"layout.expected_dirs": 6, "layout.found_dirs": 6}  # 2 steps x 3 stages, rank 1
+    notes = {n.split(":", 1)[0]: n for n in layout["notes"] if "(Ray)" in n}
+    assert len(notes) == 2
+    holder_note = next(n for n in notes.values() if nodes.ips[holder] + " " in n)
+    other_note = next(n for n in notes.values() if nodes.ips[other] + " " in n)
+    assert "ranks [1] (Ray), expected the dumps of ranks [1], rank dirs [1] gathered" in holder_note
+    assert "ranks [0] (Ray), expected no dumps (expected ranks [1]), rank dirs [] gathered" in other_note
+    assert sorted(k for k in disk if k.startswith("disk.node")) == ["disk.node1_bytes"]  # node1: the node of rank 1
+    assert disk["disk.node1_bytes"] == sum((dumps / rel).stat().st_size for rel in rank_files(seen[holder], 1))
+    assert nodes.files("head") == {} and nodes.files("worker") == {}
+    no_secret(nodes, out, results)
+
+
+def test_verls_finish_hook_runs_once_a_node_after_the_last_profiled_step_listing_what_its_node_holds(cluster):
+    """finish_hook_cmd on finish_hook_ranks [0, 1] (one rank a node): each rank's hook ran once, on the node Ray placed
+    it on, after step 4 (the last profiled), and listed exactly the dumps that node's disk held before gathering, file
+    for file and byte for byte (sha256); the job gathered each node's listing beside its dumps; layout passes."""
+    nodes, results = cluster
+    name = HOOK.stem
+    seen: dict[str, Any] = {}
+
+    def before_gathering() -> None:
+        seen["head"], seen["worker"] = nodes.files("head"), nodes.files("worker")
+
+    watch = Watch(results / name, pauses={"on": before_gathering})
+    watch.start()
+    rc, out, seconds = harness(nodes, results, HOOK, watch.env)
+    watch.join(timeout=60)
+    print(f"finish hook on two nodes: exit {rc} in {seconds:.1f}s")
+    assert watch.error is None, watch.error
+    assert rc == 0, out[-4000:]
+    doc = yaml.safe_load((results / name / "results.json").read_text())
+    verdicts = {check: c["passed"] for check, c in doc["checks"].items()}
+    assert verdicts == dict.fromkeys(("crash", "layout", "contents", "overhead", "disk"), True), verdicts
+    record = yaml.safe_load((results / name / "on" / "nodes.json").read_text())
+    by_ip = {ip: node for node, ip in nodes.ips.items()}
+    node_of = {n["ranks"][0]: by_ip[n["ip"]] for n in record["nodes"]}
+    assert sorted(node_of) == [0, 1] and set(node_of.values()) == {"head", "worker"}
+    hooks = results / name / "on" / "finish_hook"
+    assert sorted(p.name for p in hooks.iterdir()) == ["rank0.jsonl", "rank1.jsonl"]
+    for rank, node in node_of.items():
+        lines = (hooks / f"rank{rank}.jsonl").read_text().splitlines()
+        assert len(lines) == 1, lines  # once, not once a profiled step or once a role
+        run = json.loads(lines[0])
+        assert run["rank"] == rank and run["host"] == node and run["refused"] == []
+        listed = {f["path"]: f["sha256"] for f in run["files"]}
+        assert listed == rank_files(seen[node], rank)  # what its node's disk held, before gathering
+        assert any(p.startswith("step_4/actor_update/step0/") for p in listed)  # after the last profiled step
+        notes = [n for n in doc["checks"]["layout"]["notes"] if n.startswith(f"finish hook: rank {rank} on ")]
+        assert len(notes) == 1 and f"node {nodes.ips[node]} (" in notes[0] and "ran 1 time(s)" in notes[0], notes
+    log = (results / name / "on" / "train.log").read_text(errors="replace")
+    assert log.index("[Profiler][finish_hook]") > log.index("step:3 ")  # it ran at step 4, the last profiled
+    assert nodes.files("head") == {} and nodes.files("worker") == {}
+    no_secret(nodes, out, results)
 
 
 def test_a_sigkilled_harness_leaves_a_job_that_stops_itself_and_nothing_behind(cluster, tmp_path):

@@ -7,6 +7,7 @@ and what could not be. The checks read it to judge layout and disk per node and 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
 
@@ -66,6 +67,14 @@ class NodesRecord(Versioned):
         """`` on node ...`` for a line about ``rank``'s dumps, or "" when Ray placed no such rank."""
         node = self.node_of(rank)
         return f" on {node.name}" if node else ""
+
+    def holders(self, ranks: Iterable[int]) -> list[tuple[NodeDoc, list[int]]]:
+        """Each node with those of ``ranks`` (the ranks that dump: precision_debugger.ranks, all by default) that Ray
+        placed on it: the rank dirs its disk must hold. An empty list: a node whose ranks all lie outside the subset,
+        which must hold no dumps at all. Read from Ray's placement, never from rank order: Ray decides which node a
+        rank lands on, so which nodes a subset of ranks touches is known only after the run."""
+        wanted = set(ranks)
+        return [(n, sorted(wanted & set(n.ranks))) for n in self.nodes]
 
     def numbered(self) -> list[tuple[int, NodeDoc]]:
         """The nodes that held ranks, numbered by their lowest rank (node0 holds rank 0): a figure's name stays the

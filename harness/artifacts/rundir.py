@@ -46,6 +46,11 @@ class RunDir:
         return self.root / "run.json"
 
     @property
+    def finish_hook(self) -> Path:
+        """What verl's finish hook recorded, one listing a run of it (``harness.artifacts.finish_hook``)."""
+        return self.root / "finish_hook"
+
+    @property
     def nodes(self) -> Path:
         """nodes.json: a run on a Ray cluster's nodes (``harness.artifacts.nodes``)."""
         return self.root / "nodes.json"

@@ -1,4 +1,5 @@
-"""Disk: dump bytes per step, per stage, per rank and in total, against the scenario's budgets.
+"""Disk: dump bytes per step, per stage, per rank, per node (a run on a Ray cluster) and in total, against the
+scenario's budgets.
 
 A run the monitor stopped at the dump cap (``harness.training.monitor``) fails here first, with how far it got."""
 
@@ -40,8 +41,13 @@ def check_disk(ctx: CheckContext) -> CheckResult:
         elif limit is not None and n > limit:
             res.problems.append(f"{what}: {mb(n)} > budgets.disk.{field} {mb(limit)}")
 
-    nodes = ctx.nodes.numbered() if ctx.nodes else []
-    for index, node in nodes:  # what each node's own disk held: the budget a node's disk has to give
+    # what each node's own disk held: the budget a node's disk has to give. The nodes of the ranks that dump, and any
+    # other that held dumps all the same: a node whose ranks all lie outside precision_debugger.ranks has no figure
+    # (0 bytes there is what the subset asks for, and layout fails it should it hold any)
+    dumping = set(ctx.scenario.expected_ranks)
+    numbered = ctx.nodes.numbered() if ctx.nodes else []
+    nodes = [(i, n) for i, n in numbered if dumping & set(n.ranks) or n.bytes]
+    for index, node in nodes:
         res.figures[fig.disk_node(index)] = node.bytes
 
     over("all dumps", total, budget.max_total, "max_total")

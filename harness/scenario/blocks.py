@@ -40,6 +40,13 @@ class PrecisionDebuggerSettings(Strict):
     extra_info: bool = True
     async_dump: bool = False
     strict: bool = False
+    finish_hook_ranks: list[Annotated[int, Field(ge=0)]] | None = Field(
+        None,
+        description="verl's finish_hook_cmd (verl #7408, 0.9.1), run once after the last profiled step on these ranks "
+        "(global_profiler.finish_hook_ranks; one rank a node ships that node's save_path): the harness's own command, "
+        "which records every file of the node's save_path, its size and sha256; layout then checks it ran once on "
+        "each, after the last profiled step, and listed what the node held (docs/several-nodes.md). Unset: no hook",
+    )
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -47,6 +54,10 @@ class PrecisionDebuggerSettings(Strict):
     def _check(self) -> PrecisionDebuggerSettings:
         _unique(self.steps)
         _unique(self.stages)
+        if self.finish_hook_ranks is not None:
+            if not self.finish_hook_ranks:
+                raise ValueError("finish_hook_ranks [] selects no rank: name the ranks (one a node), or leave it out")
+            _unique(self.finish_hook_ranks)
         if self.summary_mode != "statistics" and self.task != "statistics":
             raise ValueError("summary_mode applies to task 'statistics' only")
         return self

@@ -83,7 +83,9 @@ class Scenario(Strict):
             raise ValueError(f"no unprofiled step after the {warm} warmup step(s): the overhead check needs one")
         if not [n for n in pd.steps if n > warm]:
             raise ValueError(f"every profiled step is a warmup step (budgets.overhead.warmup_steps {warm})")
-        if bad := [r for r in pd.ranks + (self.expect.ranks or []) if r >= self.world_size]:
+        if bad := [
+            r for r in pd.ranks + (self.expect.ranks or []) + (pd.finish_hook_ranks or []) if r >= self.world_size
+        ]:
             raise ValueError(f"ranks {bad} do not exist with world_size {self.world_size}")
         if bad := [s for s in self.expect.steps or [] if s not in pd.steps]:
             raise ValueError(f"expect.steps {bad} are not profiled (precision_debugger.steps)")

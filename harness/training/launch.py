@@ -47,6 +47,11 @@ class NodeRun:
         return self.root / "msprobe_config.json"
 
     @property
+    def finish_hook(self) -> PurePosixPath:
+        """Where verl's finish hook records what each selected rank would ship (gathered with the dumps)."""
+        return self.root / "finish_hook"
+
+    @property
     def job(self) -> str:
         """The Ray job's submission id."""
         return f"harness-{self.root.name}"

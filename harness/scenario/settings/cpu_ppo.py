@@ -42,6 +42,8 @@ class CpuPpoSettings(Strict):
             raise ValueError(
                 f"workload cpu_ppo forks its ranks on one host: executor local or docker, not {scenario.executor.kind}"
             )
+        if scenario.precision_debugger.finish_hook_ranks is not None:
+            raise ValueError("precision_debugger.finish_hook_ranks is verl's finish hook: workload verl_ppo only")
         if self.dtype == "bfloat16" and scenario.device != "cuda":
             raise ValueError("workload.dtype bfloat16 needs device cuda")
         wanted = CRITIC_STAGES & (set(scenario.precision_debugger.stages) | set(scenario.expected_stages))

@@ -10,8 +10,9 @@ dump complete: msprobe has stopped), whatever verl's version, whichever ranks la
 (its partial dumps are evidence); it streams the files back through Ray's object store to the job's driver, which
 writes them into the run dir and checks each one's size and sha256 against what the node read.
 
-What is sent: the regular files under the node's ``dumps/`` (verl's save_path) and its ``metrics.jsonl`` (where Ray
-placed the trainer), nothing else. A symbolic link, a FIFO or a device there is refused (named, never followed or
+What is sent: the regular files under the node's ``dumps/`` (verl's save_path), its ``metrics.jsonl`` (where Ray
+placed the trainer) and its ``finish_hook/`` (what verl's finish hook listed there, a scenario that sets one), nothing
+else. A symbolic link, a FIFO or a device there is refused (named, never followed or
 opened), as the local dump reader does. The node-side functions use the standard library and Ray only: every node
 imports them."""
 
@@ -29,7 +30,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 
 CHUNK = 4 << 20  # bytes a message: a dump of GBs streams through the object store without holding it whole
-SENT = ("dumps", "metrics.jsonl")  # what a node's run dir holds that the run dir gets
+SENT = ("dumps", "metrics.jsonl", "finish_hook")  # what a node's run dir holds that the run dir gets
 RANK_DIR = "rank"
 
 

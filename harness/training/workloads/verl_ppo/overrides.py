@@ -4,10 +4,13 @@ must resolve them to."""
 from __future__ import annotations
 
 import re
+import shlex
 import sys
 from collections.abc import Iterable
+from pathlib import PurePath
 from typing import Any
 
+from harness.artifacts import finish_hook
 from harness.artifacts.rundir import RunDir
 from harness.scenario.blocks import ScenarioView
 from harness.scenario.settings.verl_ppo import VerlPpoSettings
@@ -65,6 +68,14 @@ def cluster_overrides(config_name: str, python: str | None, on_nodes: str | None
     key = "ray_kwargs.ray_init.runtime_env.py_executable"
     worker = on_nodes or python or sys.executable
     return {key: worker} if defines(compose(config_name, [], python), key) else {}
+
+
+def finish_hook_overrides(ranks: list[int], out: PurePath, worker_python: str) -> dict[str, Any]:
+    """verl's finish hook (verl #7408): on ``ranks``, once after the last profiled step, the harness's command that
+    records what the rank's node holds in its save_path (``harness.artifacts.finish_hook``) into ``out``, in the
+    interpreter verl's workers run (the hook is their child, with their environment)."""
+    command = shlex.join([worker_python, "-m", finish_hook.__name__, str(out)])
+    return {"global_profiler.finish_hook_cmd": command, "global_profiler.finish_hook_ranks": list(ranks)}
 
 
 def build_overrides(
@@ -165,5 +176,12 @@ def build_overrides(
                 {f"{block}.enable": True, f"{block}.tool": "precision_debugger", f"{block}.save_path": str(dumps)}
             )
             expected.update({f"{block}.tool_config.precision_debugger.{k}": v for k, v in tool.items()})
+        if pd.finish_hook_ranks is not None:
+            hook = finish_hook_overrides(pd.finish_hook_ranks, node.finish_hook if node else run.finish_hook,
+                                         (node.python if node else None) or python or sys.executable)  # fmt: skip
+            ov.update(hook)
+            expected.update(hook)
+            for block in role_profilers(pd.stages):  # each role's profiler reads them from global_profiler
+                expected.update({f"{block}.{k.split('.', 1)[1]}": v for k, v in hook.items()})
     overrides = [*strategy, *(f"{k}={hydra_value(v)}" for k, v in ov.items()), *s.overrides]
     return config_name, overrides, expected
