@@ -1,7 +1,12 @@
 """Reading inputs and writing results without surprises: a named file that is a FIFO, a device or a link is refused
 before it is opened (a FIFO would hang the read), inputs have a size cap, and every record is written whole or not
 at all (temp file + ``os.replace``: a full disk leaves the previous file, never a half-written one, and a link at
-the path is replaced, never followed). A full disk is an InfraError saying how much space is left."""
+the path is replaced, never followed). A full disk is an InfraError saying how much space is left.
+
+The one way to write a file: ``write_atomic`` for a whole file, ``open_to_write`` for one written as it goes (a log,
+an appended listing). Neither follows a link at the path, both keep the mode of the file they replace or extend (a
+new one gets the umask's, as ``open`` would give it: a history appended by a nightly stays readable by the page that
+publishes it), and a place that cannot be written is one line naming it (``OutputError``), never a traceback."""
 
 from __future__ import annotations
 
@@ -14,17 +19,23 @@ import stat
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, ClassVar, Self
+from typing import IO, Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harness.errors import HarnessError, InfraError
+from harness.outside import redact
 
 MB = 1 << 20
 
 
 class InputError(ValueError):
     """A file that cannot be read as the input it should be; the message says why, in a few words."""
+
+
+class OutputError(HarnessError):
+    """A place the harness was told to write that cannot take the file: a link, a directory, a read-only or
+    unwritable place. Bad input of whoever named it (exit 2), never a harness bug and never a verdict."""
 
 
 def read_text(path: Path, max_bytes: int = MB, follow: bool = True) -> str:
@@ -93,14 +104,47 @@ def disk_full(path: Path, what: str) -> InfraError:
     return InfraError(f"no space left writing {path} ({what}): {free_space(path.parent)}; free some space, rerun")
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _new_mode(path: Path) -> int:
+    """The mode a write to ``path`` gives: the existing regular file's, else what ``open`` gives a new file."""
+    with contextlib.suppress(OSError):
+        st = os.lstat(path)
+        if stat.S_ISREG(st.st_mode):
+            return stat.S_IMODE(st.st_mode)
+    return 0o666 & ~_umask()
+
+
+def _cannot_write(path: Path, exc: OSError, size: str) -> HarnessError:
+    """A failed write as one line: a full disk is the runner's (InfraError), a place that refuses the file is the
+    input of whoever named it (OutputError)."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return disk_full(path, size)
+    if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        where = "a read-only filesystem" if exc.errno == errno.EROFS else "a place this user may not write"
+        return OutputError(f"{path}: cannot write: {where} ({exc.strerror}); write elsewhere or make it writable")
+    if exc.errno == errno.ELOOP:
+        return OutputError(f"{path}: a symbolic link: files are written in place, never through a link (remove it)")
+    return OutputError(f"{path}: cannot write: {exc.strerror}")
+
+
 def write_atomic(path: Path, data: str | bytes) -> None:
     """Write ``path`` whole or not at all: a temp file in the same directory, then ``os.replace``. A link at
-    ``path`` is replaced, never followed. ENOSPC/EDQUOT: an InfraError naming the file and the free space."""
+    ``path`` is replaced, never followed; the mode of the file replaced is kept. A full disk is an InfraError naming
+    the file and the free space, a place that refuses the file an OutputError."""
     raw = data.encode() if isinstance(data, str) else data
     tmp = None
     try:
+        if os.path.isdir(path) and not os.path.islink(path):
+            raise IsADirectoryError(errno.EISDIR, "is a directory")
+        mode = _new_mode(path)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), mode)
             f.write(raw)
             f.flush()
             os.fsync(f.fileno())
@@ -109,9 +153,26 @@ def write_atomic(path: Path, data: str | bytes) -> None:
         if tmp is not None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise disk_full(path, f"{len(raw)} bytes") from None
-        raise InfraError(f"cannot write {path}: {exc.strerror}") from None
+        raise _cannot_write(path, exc, f"{len(raw)} bytes") from None
+
+
+def open_to_write(path: Path, append: bool = False, binary: bool = False) -> IO[Any]:
+    """``path`` opened for writing as it goes (truncated, or ``append``ed to), never through a link (``O_NOFOLLOW``)
+    and only where it is a regular file (a FIFO would block, a device would take the bytes); a new file gets the
+    umask's mode, an existing one keeps its own. OutputError or InfraError in one line otherwise."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | (os.O_APPEND if append else 0)
+    try:
+        fd = os.open(path, flags, 0o666)
+    except OSError as exc:
+        raise _cannot_write(path, exc, "a stream") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):  # truncated only once it is known to be a regular file
+        os.close(fd)
+        raise OutputError(f"{path}: cannot write: {_kind(st.st_mode)}, not a file (remove it or write elsewhere)")
+    os.set_blocking(fd, True)
+    if not append:
+        os.ftruncate(fd, 0)
+    return os.fdopen(fd, "ab") if binary else os.fdopen(fd, "a", encoding="utf-8")
 
 
 def in_place(root: Path, path: Path) -> Path:
@@ -134,7 +195,9 @@ def output_path(path: str | Path, option: str, inputs: Iterable[str | Path] = ()
     written as ``R/<scenario>/results.json`` replaced a results file, and every later command failed on it), and a
     directory output never holds one. A file output that is a directory, a directory output that is a file, or a
     parent that is not a directory: HarnessError, one line naming ``option``."""
-    out = Path(path).resolve()  # a link to an input is that input
+    if Path(path).is_symlink():  # resolved, a dangling link would name its target, wherever it points
+        raise OutputError(f"{option} {path}: a symbolic link: outputs are written in place, never through a link")
+    out = Path(path).resolve()
     for given in inputs:
         src = Path(given).resolve()
         if out == src or src in out.parents:
@@ -210,4 +273,6 @@ class Versioned(BaseModel):
         return cls.of(doc)
 
     def write(self, path: Path) -> None:
-        write_atomic(path, self.model_dump_json(indent=1) + "\n")
+        """Whole, never through a link, every credential redacted (``harness.outside``): fields that came from
+        outside (a server's message, a commit's subject) are stored as they would be shown."""
+        write_atomic(path, redact(self.model_dump_json(indent=1)) + "\n")

@@ -12,12 +12,26 @@ from pathlib import Path
 from harness import outcomes
 from harness.cli.parser import build, unprintable
 from harness.errors import HarnessError, one_line, unexpected
+from harness.outside import RedactingStream
 from harness.pipeline.options import executor_choice
 from harness.safeio import write_atomic
 from harness.signals import describe, interrupts
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Every line the command prints goes through ``harness.outside``'s redaction: a credential a server echoed,
+    or one in a URL an error line names, is never shown, whichever module printed it."""
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = RedactingStream(out), RedactingStream(err)
+    try:
+        return _main(argv)
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        sys.stdout, sys.stderr = out, err
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build()
     argv = sys.argv[1:] if argv is None else argv
     if bad := next((a for a in argv if not a.isprintable()), None):
