@@ -65,6 +65,14 @@ CLASSES = {
     "3.15": "#57 a training that outlives its SIGKILLed harness",
     "3.16": "#57 a scenario its workload refuses under --executor",
     "4.1": "#71 a Ray cluster: its address, the executor it needs, a cluster out of reach",
+    "5.1": "#82 forged annotations: a field from outside printed as a workflow command",
+    "5.2": "#82 links followed on write",
+    "5.3": "#82 secrets shown or stored",
+    "5.4": "#82 outside servers steering or stalling the run",
+    "5.5": "#82 options smuggled into tools",
+    "5.6": "#82 inputs that are not what they claim",
+    "5.7": "#82 tracebacks and harness errors on bad input",
+    "5.8": "#82 leftovers and env keys a cluster refuses",
 }
 
 
@@ -645,6 +653,31 @@ SHA = "1" + "a" * 39  # a sha that starts with a digit: the old version pattern'
 REAL_CPU = str(ROOT / "scenarios" / "real_fsdp_l1.yaml")  # verl's trainer, device cpu: the local executor only
 STAGE_OFF = {"required_patterns": {"ref_compute_log_prob": ["^x"]}}
 FILLED = "$PY -m harness {} && exit 0 || exit $?"
+
+
+def history_linked(dangling_link: bool) -> Callable[[Path, contextlib.ExitStack], Case]:
+    """history append to a HISTORY that is a link out of the dir: its target must be neither created nor written."""
+
+    def make(tmp: Path, _: contextlib.ExitStack) -> Case:
+        target = tmp / "outside" / "made.json"
+        target.parent.mkdir()
+        if not dangling_link:
+            target.write_text("{}")
+        (tmp / "h.json").symlink_to(target)
+        return ["history", "append", str(tmp / "h.json"), str(results(tmp))]
+
+    return make
+
+
+def history_there(tmp: Path) -> list[str]:
+    """history check of an empty history that exists."""
+    (tmp / "h.json").write_text('{"schema_version": 4}')
+    return ["history", "check", str(tmp / "h.json")]
+
+
+def dangling(tmp: Path) -> Path:
+    (tmp / "h.json.link").symlink_to(tmp / "nowhere" / "check.json")
+    return tmp / "h.json.link"
 
 
 def _rows() -> list[Row]:
@@ -1632,6 +1665,28 @@ def _rows() -> list[Row]:
     add("3.11", "validate: a 100-character name (accepted)", lambda t, _: scenario(t, yaml.safe_dump(BASE), "a" * 100 + ".yaml"), 0, "ok  aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa")
     add("3.13", "bisect: two files named tiny_case", lambda t, s: ["bisect", *two_names("validate")(t, s)[1:], "--verl-repo", str(t), "--good", "a", "--bad", "b"], 2, "INVALID SCENARIO: T/b/scenarios/tiny_case.yaml: scenario name 'tiny_case' is also T/a/scenarios/tiny_case.yaml's: one results dir each (rename one)")
     add("3.16", "pytest scenarios/ -k tiny_fsdp_l1 --executor docker --collect-only", lambda t, _: ["pytest", "--collect-only", "-q", "--executor", "docker", "-k", "tiny_fsdp_l1", f"--harness-results={t / 'r'}", str(ROOT / "scenarios")], 0, "5/… tests collected (… deselected) in …", child=True)
+    # --- #82: the shared helpers ---------------------------------------------------------------------------------
+    for where in ("a dangling link", "a link to a file outside"):
+        add("5.2", f"history append: HISTORY is {where}", history_linked(where == "a dangling link"), 2,
+            "ERROR: HISTORY T/h.json: a symbolic link: outputs are written in place, never through a link")  # fmt: skip
+    add("5.2", "history check --json: a dangling link", lambda t, _: history_there(t) + ["--json", str(dangling(t))],
+        2, "ERROR: --json T/h.json.link: a symbolic link: outputs are written in place, never through a link")  # fmt: skip
+    add("5.3", "run --ray-address with a password", lambda t, _: ["run", two, "--ray-address",
+        "http://bob:pa55word@h:8265", "--results", str(t / "r")], 2,
+        "ERROR: --ray-address: 'http://***@h:8265' is not the address of a Ray cluster's dashboard (the Job Submission API): http://HEAD:8265 or https://HOST[:PORT]")  # fmt: skip
+    add("5.3", "HARNESS_RAY_ADDRESS with a token as user", lambda t, _: [
+        "HARNESS_RAY_ADDRESS=ray://0123456789abcdef@h:10001", "run", two, "--results", str(t / "r")], 2,
+        "ERROR: HARNESS_RAY_ADDRESS: 'ray://***@h:10001' is not the address of a Ray cluster's dashboard (the Job Submission API): http://HEAD:8265 or https://HOST[:PORT]")  # fmt: skip
+    add("5.3", "history append: a results dir named with a GitHub token", lambda t, _: [
+        "history", "append", str(t / "h.json"), str(t / ("ghp_" + "x1" * 18))], 2,
+        "HISTORY ERROR: no results directory T/***")  # fmt: skip
+
+    # --- #82: the history -----------------------------------------------------------------------------------------
+
+    # --- #82: the Ray executors -----------------------------------------------------------------------------------
+
+    # --- #82: tools, the finish hook, the places the harness writes -----------------------------------------------
+
     return rows
 
 
