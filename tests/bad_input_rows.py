@@ -1659,7 +1659,7 @@ def _rows() -> list[Row]:
     add("4.1", "run --ray-address ray://h:10001 (Ray Client's, not the dashboard's)", lambda t, _: ["run", two, "--ray-address", "ray://h:10001", "--results", str(t / "r")], 2, "ERROR: --ray-address: 'ray://h:10001' is not the address of a Ray cluster's dashboard (the Job Submission API): http://HEAD:8265 or https://HOST[:PORT]")
     add("4.1", "run --executor docker --ray-address URL", lambda t, _: ["run", two, "--executor", "docker", "--ray-address", "http://h:8265", "--results", str(t / "r")], 2, "ERROR: --ray-address with --executor docker: a cluster's runs are the ray executor's")
     add("4.1", "HARNESS_RAY_ADDRESS=garbage run", lambda t, _: ["HARNESS_RAY_ADDRESS=garbage", "run", two, "--results", str(t / "r")], 2, "ERROR: HARNESS_RAY_ADDRESS: 'garbage' is not the address of a Ray cluster's dashboard (the Job Submission API): http://HEAD:8265 or https://HOST[:PORT]")
-    add("4.1", "run --ray-address of a port nothing listens on", lambda t, _: ["run", two, "--heavy", "--ray-address", "http://127.0.0.1:9", "--results", str(t / "r")], 2, "INFRASTRUCTURE ERROR (not a check verdict): scenario two_nodes_fsdp_l1: off run: the Ray cluster at http://127.0.0.1:9 is not reachable: Failed to connect to Ray at address: http://127.0.0.1:9. (its dashboard, where the Job Submission API answers: http://HEAD:8265)", child=True)
+    add("4.1", "run --ray-address of a port nothing listens on", lambda t, _: ["run", two, "--heavy", "--ray-address", "http://127.0.0.1:9", "--results", str(t / "r")], 2, "INFRASTRUCTURE ERROR (not a check verdict): scenario two_nodes_fsdp_l1: off run: the Ray cluster at http://127.0.0.1:9: GET /api/version: ConnectionError: …Failed to establish a new connection… (its dashboard, where the Job Submission API answers: http://HEAD:8265)", child=True)
     add("2.2", "compare --repeats 101", compare("--repeats", "101"), 2, "python -m harness compare: error: argument --repeats: expected a whole number from 1 to 100 runs per side, got '101'")
     add("2.2", "compare --repeats -1", compare("--repeats", "-1"), 2, "python -m harness compare: error: argument --repeats: expected a whole number from 1 to 100 runs per side, got '-1'")
     add("3.11", "validate: a 100-character name (accepted)", lambda t, _: scenario(t, yaml.safe_dump(BASE), "a" * 100 + ".yaml"), 0, "ok  aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa")
@@ -1684,6 +1684,58 @@ def _rows() -> list[Row]:
     # --- #82: the history -----------------------------------------------------------------------------------------
 
     # --- #82: the Ray executors -----------------------------------------------------------------------------------
+    from fake_servers import STARTED, drip, ev
+    from ray_bad_input import (
+        cluster_env,
+        lease_taken,
+        ray,
+        ray_redirected,
+        rayjob,
+        rayjob_leftovers,
+        rayjob_redirected,
+        state_error,
+        token_echoed,
+    )
+
+    forged = "ok\n::error title=merged::all good, merge it"
+    off_run = "INFRASTRUCTURE ERROR (not a check verdict): scenario two_nodes_fsdp_l1: off run:"
+    add("5.1", "run (rayjob): the submitter's job_id forges a workflow command", rayjob(post=(200, json.dumps({"job_id": forged}))), 2,
+        f"{off_run} the RayJob submitter at http://127.0.0.1:… answered HTTP 200 a job_id that is not a job's name: 'ok\\n::error title=merged::all good, merge it'")  # fmt: skip
+    add("5.1", "run (rayjob): the submitter's refusal forges a workflow command", rayjob(post=(503, json.dumps({"detail": forged}))), 2,
+        f"{off_run} the RayJob submitter at http://127.0.0.1:… refused the job: HTTP 503: ok\\n::error title=merged::all good, merge it")  # fmt: skip
+    add("5.1", "run (rayjob): the job's final message forges a workflow command", rayjob(watches=[[STARTED, ev("final", status="TIMEOUT", message=forged)]]), 2,
+        f"{off_run} RayJob rayjob-1 ended TIMEOUT at the submitter (its own limit, not the scenario's) (ok\\n::error title=merged::all good, merge it)")  # fmt: skip
+    add("5.1", "run (ray): the cluster's refusal in the old ##[ form", ray({"POST /api/jobs/": (500, "##[error]all good, merge it")}), 2,
+        f"{off_run} the Ray cluster at http://127.0.0.1:… refused the job: Request failed with status code 500: #\\#[error]all good, merge it.")  # fmt: skip
+    add("5.3", "run (ray): the dashboard's 403 page echoes the token of RAY_AUTH_TOKEN_PATH", token_echoed("GET /api/jobs/", lambda t: (403, f"unknown credential {t} for this cluster")), 2,
+        "the token: in 0 line(s) printed, in 0 of … files of the results dir")  # fmt: skip
+    add("5.3", "run (ray): the refusal of the job echoes the token", token_echoed("POST /api/jobs/", lambda t: (500, f"quota exceeded for {t}")), 2,
+        "the token: in 0 line(s) printed, in 0 of … files of the results dir")  # fmt: skip
+    add("5.3", "run (ray): the state API's error echoes the token", token_echoed("GET /api/v0/nodes", state_error), 2,
+        "the token: in 0 line(s) printed, in 0 of … files of the results dir")  # fmt: skip
+    add("5.4", "run (rayjob): the DELETE redirected to another host", rayjob_redirected, 2,
+        "harness: DELETE of run 4242's RayJobs at http://127.0.0.1:… failed: the RayJob submitter at http://127.0.0.1:…: DELETE /api/v1/workflows/4242 was redirected to another host (http://127.0.0.1:…/api/v1/workflows/4242?attempt=1): not followed")  # fmt: skip
+    add("5.4", "run (ray): the dashboard redirects to another host", ray_redirected, 2,
+        f"{off_run} the Ray cluster at http://127.0.0.1:…: GET /api/version was redirected to another host (…): not followed (its dashboard, where the Job Submission API answers: http://HEAD:8265)")  # fmt: skip
+    add("5.4", "run (rayjob): the submitter drips its answer to the POST", rayjob(timeout_s=3, post=drip), 2,
+        f"{off_run} the RayJob submitter at http://127.0.0.1:…: POST /api/v1/rayjobs not answered within 3 s (a server that stalls or drips its answer)", child=True)  # fmt: skip
+    add("5.4", "run (rayjob): a watch event that is a JSON list", rayjob(watches=[[STARTED, "[1, 2]", ev("final", status="TIMEOUT")]]), 2,
+        f"{off_run} RayJob rayjob-1 ended TIMEOUT at the submitter (its own limit, not the scenario's)")  # fmt: skip
+    add("5.4", "run (rayjob): a final event whose status is a list", rayjob(watches=[[STARTED, json.dumps({"type": "final", "status": ["SUCCEEDED"]})]]), 2,
+        f"{off_run} RayJob rayjob-1 ended '[\"SUCCEEDED\"]', not one of verl's SUCCEEDED, FAILED, TIMEOUT, NOT_FOUND")  # fmt: skip
+    add("5.4", "run (rayjob): SUCCEEDED, nothing gathered", rayjob(gathers=False), 2,
+        f"{off_run} RayJob rayjob-1 ended SUCCEEDED with nothing gathered (no nodes.json in the run dir T/cache/results/two_nodes_fsdp_l1/off): not the end of the harness's job script (train.log has the job's log)")  # fmt: skip
+    add("5.2", "run (rayjob): the job leaves a link at the lease's name", lease_taken("a link"), 2,
+        "harness: cannot renew the Ray job's lease: T/cache/results/two_nodes_fsdp_l1/off/.ray-lease: a symbolic link: files are written in place, never through a link (remove it)")  # fmt: skip
+    add("5.7", "run (rayjob): the job replaces the lease by a directory", lease_taken("a directory"), 2,
+        "harness: the Ray job's lease T/cache/results/two_nodes_fsdp_l1/off/.ray-lease is not removed: Is a directory")  # fmt: skip
+    add("5.8", "run (rayjob): what a run leaves in the shared cache", rayjob_leftovers, 2,
+        "left in the shared cache's harness-jobs/: nothing")  # fmt: skip
+    for kind, key in (("rayjob", "A=B"), ("ray", "MY VAR"), ("ray", "")):
+        add("5.8", f"validate: executor.{kind}.env key {key!r}", cluster_env(kind, {"HF_HUB_OFFLINE": "1", key: "1"}), 2,
+            f"T/scenarios/two_nodes_fsdp_l1.yaml:…: executor.{kind}.env: key '{key}' is not a variable name every node takes: letters, digits and '_', not starting with a digit")  # fmt: skip
+    add("5.8", "validate: executor.rayjob.env value with a NUL", cluster_env("rayjob", {"A": "x\x00y"}), 2,
+        "T/scenarios/two_nodes_fsdp_l1.yaml:…: executor.rayjob.env: A: its value holds a NUL byte, which no process environment can hold")  # fmt: skip
 
     # --- #82: tools, the finish hook, the places the harness writes -----------------------------------------------
 
