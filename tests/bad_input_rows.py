@@ -1669,7 +1669,7 @@ def _rows() -> list[Row]:
     for where in ("a dangling link", "a link to a file outside"):
         add("5.2", f"history append: HISTORY is {where}", history_linked(where == "a dangling link"), 2,
             "ERROR: HISTORY T/h.json: a symbolic link: outputs are written in place, never through a link")  # fmt: skip
-    add("5.2", "history check --json: a dangling link", lambda t, _: history_there(t) + ["--json", str(dangling(t))],
+    add("5.2", "history check --json: a dangling link", lambda t, _: [*history_there(t), "--json", str(dangling(t))],
         2, "ERROR: --json T/h.json.link: a symbolic link: outputs are written in place, never through a link")  # fmt: skip
     add("5.3", "run --ray-address with a password", lambda t, _: ["run", two, "--ray-address",
         "http://bob:pa55word@h:8265", "--results", str(t / "r")], 2,
