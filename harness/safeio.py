@@ -196,7 +196,8 @@ def output_path(path: str | Path, option: str, inputs: Iterable[str | Path] = ()
     output: itself). Never one of the command's ``inputs`` nor inside one (a results dir being read: a baseline
     written as ``R/<scenario>/results.json`` replaced a results file, and every later command failed on it), and a
     directory output never holds one. A file output that is a directory, a directory output that is a file, or a
-    parent that is not a directory: HarnessError, one line naming ``option``."""
+    parent that is not a directory: HarnessError, one line naming ``option``; a place this user cannot write (a
+    read-only mount, another user's dir): OutputError, said before anything is run or written there."""
     if Path(path).is_symlink():  # resolved, a dangling link would name its target, wherever it points
         raise OutputError(f"{option} {path}: a symbolic link: outputs are written in place, never through a link")
     out = Path(path).resolve()
@@ -212,10 +213,20 @@ def output_path(path: str | Path, option: str, inputs: Iterable[str | Path] = ()
             raise HarnessError(f"{option} {path}: {'not a directory' if directory else 'is a directory (name a file)'}")
         if blocked := next((p for p in out.parents if p.exists() and not p.is_dir()), None):
             raise HarnessError(f"{option} {path}: {blocked} is not a directory")
-        (out if directory else out.parent).mkdir(parents=True, exist_ok=True)
+        folder = out if directory else out.parent
+        folder.mkdir(parents=True, exist_ok=True)
+        writable(folder)
     except OSError as exc:
-        raise HarnessError(f"{option} {path}: {exc.strerror}") from None
+        raise cannot_write(out, exc, named=f"{option} {path}") from None
     return out
+
+
+def writable(where: Path) -> None:
+    """OSError where a file cannot be made in the directory ``where`` (a read-only mount, another user's dir): a
+    file made and removed, what every later write there needs."""
+    fd, probe = tempfile.mkstemp(dir=where, prefix=".harness-writable.")
+    os.close(fd)
+    os.unlink(probe)
 
 
 def validation_line(exc: ValidationError) -> str:
