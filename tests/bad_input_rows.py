@@ -1735,7 +1735,7 @@ def _rows() -> list[Row]:
 
         return make
 
-    def read_only(made: Callable[[Path], Path], *words: str, lock: bool = False) -> Callable[..., Case]:
+    def read_only_history(made: Callable[[Path], Path], *words: str, lock: bool = False) -> Callable[..., Case]:
         """``history WORDS`` (``{H}`` the history ``made`` in T/ro, ``{T}`` the row's dir) with T/ro read only: a
         mount namespace of its own where T/ro is bound read only (``lock``: the history's lock file left there)."""
 
@@ -1808,16 +1808,16 @@ def _rows() -> list[Row]:
     add("5.6", "history bisects: a range whose good commit is an option", lambda t, _: ["history", "bisects", str(
         check_doc("tiny_x", "--output=/tmp/x")(t))], 2,
         "HISTORY ERROR: T/c.json: findings.0.range.good: String should match pattern '^[0-9a-f]{7,64}$': not a harness history check JSON: pass the file history check --json wrote")  # fmt: skip
-    add("5.7", "history check: a history on a read-only mount", read_only(hist(), "check", "{H}"), 0,
+    add("5.7", "history check: a history on a read-only mount", read_only_history(hist(), "check", "{H}"), 0,
         "history check: PASS", child=True)  # fmt: skip
-    add("5.7", "history check: a history on a read-only mount, its lock file beside it", read_only(hist(n=4),
+    add("5.7", "history check: a history on a read-only mount, its lock file beside it", read_only_history(hist(n=4),
         "check", "{H}", lock=True), 0, "history check: PASS", child=True)  # fmt: skip
-    add("5.7", "history publish: a history on a read-only mount", read_only(hist(), "publish", "{H}", "--out",
+    add("5.7", "history publish: a history on a read-only mount", read_only_history(hist(), "publish", "{H}", "--out",
         "{T}/site"), 0, "T/site/index.html: 1 scenarios, 1 charts over 3 nights", child=True)  # fmt: skip
     cannot = "cannot write: a read-only filesystem (Read-only file system); write elsewhere or make it writable"
-    add("5.7", "history append: a history on a read-only mount", lambda t, s: read_only(hist(), "append", "{H}",
+    add("5.7", "history append: a history on a read-only mount", lambda t, s: read_only_history(hist(), "append", "{H}",
         str(results(t)))(t, s), 2, f"ERROR: HISTORY T/ro/h.json: {cannot}", child=True)  # fmt: skip
-    add("5.7", "history accept: a history on a read-only mount", read_only(hist(n=12, step_at=9), "accept", "{H}",
+    add("5.7", "history accept: a history on a read-only mount", read_only_history(hist(n=12, step_at=9), "accept", "{H}",
         change_at(9), "--reason", "r"), 2, f"ERROR: HISTORY T/ro/h.json: {cannot}", child=True)  # fmt: skip
     add("5.7", "history check: `nights` a number", history("check", "{H}", made=lambda t: file_at(t, "h.json").write_text(
         '{"schema_version": 4, "nights": 5}') and t / "h.json"), 2, "HISTORY ERROR: T/h.json: nights: Input should be a valid list: not a harness history")  # fmt: skip

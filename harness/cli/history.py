@@ -105,8 +105,8 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
     path = _existing(args.history)
     web_url(args.verl_url, "--verl-url")
-    history = History.read(path)  # before --out is made: a history refused leaves nothing behind
     out = output_path(args.out, "--out", [path], directory=True)
+    history = History.read(path)
     site = publish(history, out, args.verl_url.rstrip("/"))
     print(f"{site.index}: {len(site.pages)} scenarios, {site.charts} charts over {len(history.nights)} nights")
     return 0

@@ -10,7 +10,8 @@ two harness versions): nothing is read as if it were this schema.
 A history is data from outside the harness (a pull request's run may have written the file; a person edits it by
 hand), so its reader trusts none of it and checks what each field claims to be: every text field (a runner's name,
 verl's version, a crash's line, an accepted change's reason) is kept and shown as one line (``harness.outside.shown``:
-a line break escaped, a workflow command defused); a verl commit is a commit (hex); a scenario's name is one the
+a line break escaped, a workflow command defused); what the harness names (a figure, a night's id, a digest) is a
+name; a verl commit is a commit (hex); a scenario's name is one the
 scenario loader accepts (never one of the page of the nights' own files); an overhead sample, the on/off ratio of two
 measured step times, is a positive normal number (a subnormal one read as an improvement of "0.00x" and passed); and
 each results dir's runs are in one night once (a night copied twice changed the verdict).
@@ -28,7 +29,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, FiniteFloat, field_validator, model_validator
 
-from harness.artifacts.figures import FIRST_PROFILED, OVERHEAD_PROFILED, overhead_stage, step_of_sample
+from harness.artifacts.figures import FIRST_PROFILED, OVERHEAD_PROFILED, SAMPLE_KEY, overhead_stage, step_of_sample
 from harness.errors import HarnessError
 from harness.gate.baseline import floor
 from harness.outcomes import DuetMode
@@ -77,6 +78,10 @@ def _measured(value: float) -> float:
 Text = Annotated[str, AfterValidator(lambda text: shown(text, TEXT_LIMIT))]
 ScenarioName = Annotated[str, AfterValidator(_scenario)]
 Commit = Annotated[str, Field(pattern=r"^[0-9a-f]{7,64}$")]  # a git object name, never an option or a line
+# what the harness names (a figure, a night's id, a digest) and a sample's key (``step4.rank0``): checked by pattern,
+# never a line or a command of their own (a history holds hundreds of thousands of them: shown's cost is not spent)
+Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.\-]{1,200}$")]
+SampleKey = Annotated[str, Field(pattern=SAMPLE_KEY.pattern)]
 Ratio = Annotated[FiniteFloat, AfterValidator(_ratio)]
 Figure = Annotated[FiniteFloat, AfterValidator(_measured)]
 
@@ -109,8 +114,8 @@ class Identity(_Model):
     runner: Text  # the machine's name: shown, not keyed (a hosted runner's name changes every night)
     # what measured: the harness's own commit and each scenario file's sha256 (None, absent: a schema-2 night, unknown).
     # A change of either moves overhead figures without any change of verl: an environment change, never blamed on it
-    harness: Text | None = None
-    scenarios: dict[ScenarioName, Text] = {}
+    harness: Name | None = None
+    scenarios: dict[ScenarioName, Name] = {}
 
     def same_night(self, other: Identity) -> bool:
         """Two results dirs of one night: the same identity, the scenario files they share the same (the Ascend
@@ -136,12 +141,12 @@ class ScenarioRun(_Model):
     step and rank) and tolerance, as ``first_apart`` makes them. A run whose training crashed or failed is kept,
     marked, and is no point of any series."""
 
-    source: Text  # the results.json's fingerprint: the same results dir (or a copy of it) is appended once
+    source: Name  # the results.json's fingerprint: the same results dir (or a copy of it) is appended once
     status: RunStatus
     why: list[Text] = []  # the crash or error lines of a run that is not ``ok``
-    figures: dict[Text, Figure] = {}
-    samples: dict[Text, dict[Text, Ratio]] = {}
-    tolerances: dict[Text, Annotated[Figure, Field(ge=0)]] = {}
+    figures: dict[Name, Figure] = {}
+    samples: dict[Name, dict[SampleKey, Ratio]] = {}
+    tolerances: dict[Name, Annotated[Figure, Field(ge=0)]] = {}
 
 
 class Duet(_Model):
@@ -152,13 +157,13 @@ class Duet(_Model):
 
     mode: DuetMode
     base_commit: Commit | None = None
-    base_night: Text | None = None
+    base_night: Name | None = None
     exit_code: int
     verdict: Text
     lines: list[Text] = []
-    regressed: dict[ScenarioName, list[Text]] = {}  # per scenario, the overhead figures decided REGRESSED (schema 4)
+    regressed: dict[ScenarioName, list[Name]] = {}  # per scenario, the overhead figures decided REGRESSED (schema 4)
     base_runs: dict[ScenarioName, list[ScenarioRun]] = {}
-    ratios: dict[ScenarioName, dict[Text, Ratio]] = {}
+    ratios: dict[ScenarioName, dict[Name, Ratio]] = {}
 
 
 class Night(_Model):
@@ -166,7 +171,7 @@ class Night(_Model):
     one night with two runs), and its duet where one ran."""
 
     schema_version: int = SCHEMA
-    id: Text
+    id: Name
     identity: Identity
     appended: Text  # when it was appended (UTC, ISO 8601)
     results: list[Text] = []  # the results dirs it came from, as given
