@@ -167,19 +167,29 @@ class Session:
         stored beside the run before results.json."""
         if runs.dir.root not in self._judged:
             ctx = CheckContext(scenario, runs.dir, gate_timing, hold)
-            found = [run_check(name, check, ctx) for name, check in CHECKS.items()]
-            found += [not_checked(ctx, gap_name(gap)) or check_gap(ctx, gap) for gap in scenario.expect.known_gaps]
-            on = runs.dir.run("on")
-            facts = ctx.reads.facts(ctx.tree) if on.dumps.is_dir() else None
-            if beside is not None:
-                observed = observe_doc(results_doc(scenario, runs, found), runs.dir.root, facts)
-                found.append(not_checked(ctx, beside.name) or beside(scenario.name, observed))
-            doc = results_doc(scenario, runs, found)
-            if facts is not None:
-                facts.write(on.dump_facts)
-            doc.write(runs.dir.results)
-            self._judged[runs.dir.root] = Judged(found, doc, observe_doc(doc, runs.dir.root, facts), ctx.reads)
+            try:
+                self._judged[runs.dir.root] = self._judged_now(scenario, runs, ctx, beside)
+            except BaseException:  # a check that raised: nothing recorded, and no dump left open
+                ctx.reads.close()
+                raise
         return self._judged[runs.dir.root]
+
+    @staticmethod
+    def _judged_now(scenario: Scenario, runs: ScenarioRuns, ctx: CheckContext, beside: Beside | None) -> Judged:
+        """What judging ``runs`` makes: every verdict, the dumps' facts (stored before results.json, which a reader
+        finds them beside) and results.json, written once each, and what the judge of two sides reads of them."""
+        found = [run_check(name, check, ctx) for name, check in CHECKS.items()]
+        found += [not_checked(ctx, gap_name(gap)) or check_gap(ctx, gap) for gap in scenario.expect.known_gaps]
+        on = runs.dir.run("on")
+        facts = ctx.reads.facts(ctx.tree) if on.dumps.is_dir() else None
+        if beside is not None:
+            observed = observe_doc(results_doc(scenario, runs, found), runs.dir.root, facts)
+            found.append(not_checked(ctx, beside.name) or beside(scenario.name, observed))
+        doc = results_doc(scenario, runs, found)
+        if facts is not None:
+            facts.write(on.dump_facts)
+        doc.write(runs.dir.results)
+        return Judged(found, doc, observe_doc(doc, runs.dir.root, facts), ctx.reads)
 
     def evaluate(
         self, scenario: Scenario, env: TargetEnv, results: Path | None = None
@@ -237,7 +247,7 @@ class Session:
         try:
             for n, (side, i) in enumerate(order):
                 if n % 2 == 0 and i >= policy.repeats:
-                    verdict = verdict or _judged(name, sides, policy)
+                    verdict = verdict or _verdict_of(name, sides, policy)
                     if verdict.status != "inconclusive":
                         break
                     spent, pair = time.monotonic() - started, (time.monotonic() - started) / i
@@ -265,7 +275,7 @@ class Session:
                 sides[side].append(judged[(side, i)].observed)
                 verdict = None
             out.observed[name] = sides
-            sc = verdict or _judged(name, sides, policy)
+            sc = verdict or _verdict_of(name, sides, policy)
             if "overhead" not in policy.families and not scenario.budgets.overhead.compare:
                 sc.notes.append(OVERHEAD_NOT_COMPARED)
             sc.errors = errors + sc.errors
@@ -290,7 +300,7 @@ class Session:
             self.release()
 
 
-def _judged(name: str, sides: dict[str, list[Observation]], policy: ComparePolicy) -> ScenarioVerdict:
+def _verdict_of(name: str, sides: dict[str, list[Observation]], policy: ComparePolicy) -> ScenarioVerdict:
     """Head's runs against base's under ``policy`` (``harness.gate.judge``)."""
     return judge(name, Side.of_runs(sides["base"]), Side.of_runs(sides["head"]), policy)
 
