@@ -178,7 +178,7 @@ class DumpFile:
         self.names, self.md5 = Counter(), False
         try:
             with self.opened() as f, _collector_paused():
-                w = _Window(f)
+                w = _Window(f, digest=True)
                 for batch in _document(w, self):
                     self.names.update(map(normalise, batch))
                     if w.md5 and not self.md5:
@@ -192,6 +192,8 @@ class DumpFile:
     def _read_whole(self, w: _Window, made: bool = False) -> None:
         """The end of a whole read: the summary made (``made``: by :meth:`batches`, which folds the names), or the
         known one's digest checked against the bytes read."""
+        if w.hash is None:  # nothing to make, nothing to check
+            return
         digest = w.hash.hexdigest()
         if self.summary is None:
             if made:
@@ -215,7 +217,7 @@ class DumpFile:
         the last entry's end) where msprobe's layout cuts them, None otherwise: two runs of one text are the same
         entries, told without comparing their values (:func:`run_texts` splits one into its entries')."""
         with self.opened() as f, _collector_paused():
-            w = _Window(f, keep=True)
+            w = _Window(f, keep=True, digest=self.summary is not None)
             for batch in _document(w, self):
                 yield batch, w.text
             self._read_whole(w)
@@ -231,7 +233,7 @@ class DumpFile:
         tried), so that its runs go on ending where the other's do. ``send(None)`` or ``next()``: the next run of
         about BATCH characters. The compare's bench: most of its entries are the same text as the target's."""
         with self.opened() as f, _collector_paused():
-            w = _Window(f, keep=True, lazy=True)
+            w = _Window(f, keep=True, lazy=True, digest=self.summary is not None)
             w.follow = yield SKIPPED, None
             for batch in _document(w, self):
                 w.follow = yield batch, w.texts
@@ -282,7 +284,7 @@ def _collector_paused() -> Iterator[None]:
 class _Window:
     """The unread text of a file: ``buf[pos:]``, refilled as the parse moves on."""
 
-    def __init__(self, f: BinaryIO, keep: bool = False, lazy: bool = False) -> None:
+    def __init__(self, f: BinaryIO, keep: bool = False, lazy: bool = False, digest: bool = False) -> None:
         self.f = f
         self.keep = keep  # the last members' text kept in ``text`` (DumpFile.runs)
         self.lazy = lazy  # and, where they are, the members not parsed
@@ -292,7 +294,8 @@ class _Window:
         self.decode = codecs.getincrementaldecoder("utf-8")().decode
         self.buf, self.pos, self.base, self.eof = "", 0, 0, False
         self.md5, self.tail = False, ""  # whether the text read so far holds '"md5"'; the last read's end, for a seam
-        self.hash, self.read = hashlib.sha256(), 0  # of the bytes read so far: a whole read's digest and size
+        # the bytes read so far: a whole read's digest (``digest``: where it is made or checked) and size
+        self.hash, self.read = hashlib.sha256() if digest else None, 0
 
     def more(self) -> bool:
         """Read on; at least as much as is held, so that retrying one long value stays linear."""
@@ -303,7 +306,8 @@ class _Window:
             raise self.error(f"a value longer than {MAX_VALUE >> 20} MB")
         raw = self.f.read(max(CHUNK, len(keep)))
         self.eof = not raw
-        self.hash.update(raw)
+        if self.hash is not None:
+            self.hash.update(raw)
         self.read += len(raw)
         self.base += self.pos
         text = self.decode(raw, final=self.eof)
