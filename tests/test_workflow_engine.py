@@ -1,0 +1,92 @@
+"""Every path a caller can take, run end to end by a real workflow engine (nektos/act, tests/workflow_engine.py): the
+caller verl adds (printed by ``python -m harness caller``, pinned to this working tree's commit) calling this
+repository's reusable workflows, on events as GitHub sends them, against the fake API (tests/fake_github.py). Each
+test prints the engine's run (each job, its conclusion, its annotations, the run's minutes). The paths that train
+verl's real trainer are the heavy tier; the light ones run the embedded CPU scenarios, and the Ascend and
+multi-node workflows run with their runner stood in (docs/workflow-engine.md)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from workflow_engine import HARNESS_REPO, ROOT, Engine, Run, git, snapshot
+
+from harness.cli.caller import caller
+
+VERL = "verl-project/verl"
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="session")
+def harness_commit(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    src = tmp_path_factory.mktemp("harness") / "src"
+    return src, snapshot(src)
+
+
+@pytest.fixture(scope="session")
+def runner_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The runner's warm environment: a venv of its own over this project's installed packages (a ``.pth``), so a
+    workflow's ``pip install`` lands here, never in the project's venv, and no harness is installed in it (each
+    workflow's checkout is the harness it runs)."""
+    venv = tmp_path_factory.mktemp("runner") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    purelib = subprocess.run([sys.executable, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    ours = next(venv.glob("lib/python3*/site-packages"))
+    (ours / "runner.pth").write_text(purelib + "\n")
+    pip = venv / "bin" / "pip"
+    pip.write_text(f"#!/bin/sh\nexec {venv}/bin/python -m pip \"$@\"\n")
+    pip.chmod(0o755)
+    return venv
+
+
+@pytest.fixture
+def engine(tmp_path: Path, harness_commit: tuple[Path, str], runner_venv: Path, cache: Path) -> Iterator[Engine]:
+    src, sha = harness_commit
+    world = Engine(tmp_path, src, sha, runner_venv, cache)
+    yield world
+    world.close()
+
+
+def shown(run: Run) -> Run:
+    print(run.printed())
+    return run
+
+
+def pr_caller(engine: Engine, tmp: Path, scenarios: str = "") -> Path:
+    """verl's caller, as ``python -m harness caller pr`` prints it for this working tree's commit (``scenarios``: the
+    CPU gate's input, the embedded CPU scenarios in the light tier)."""
+    text = caller("pr", engine.harness_sha, HARNESS_REPO)
+    if scenarios:
+        text = text.replace("      harness-repository: ", f"      scenarios: {scenarios}\n      harness-repository: ", 1)
+    path = tmp / "precision-debugger-gate.yml"
+    path.write_text(text)
+    return path
+
+
+def pr_event(number: int, base: str, head: str, head_repo: str = VERL, action: str = "synchronize",
+             label: str | None = None) -> dict:  # fmt: skip
+    event = {"action": action, "number": number, "repository": {"full_name": VERL, "default_branch": "main"},
+             "pull_request": {"number": number, "base": {"sha": base, "ref": "main", "repo": {"full_name": VERL}},
+                              "head": {"sha": head, "ref": "pr", "repo": {"full_name": head_repo}}}}  # fmt: skip
+    if label:
+        event["label"] = {"name": label}
+    return event
+
+
+def test_a_pull_request_that_does_not_touch_the_integration_skips_the_gate_and_passes(engine, tmp_path):
+    """A README change: the changes job reads the files API (nothing checked out), finds no integration file; the
+    CPU and Ascend gates are skipped and cpu-gate-verdict, the required check, passes."""
+    token = engine.api.token("pr-token", pull_requests="read")
+    engine.api.pull(VERL, 7, files=[{"filename": "README.md", "status": "modified", "patch": "@@ -1 +1 @@\n-a\n+b"}])
+    run = shown(engine.run(pr_caller(engine, tmp_path), "pull_request", pr_event(7, "a" * 40, "b" * 40),
+                           repository=VERL, ref="refs/pull/7/merge", sha="c" * 40, token=token))  # fmt: skip
+    assert run.result("changes") == "success", run.log[-3000:]
+    assert "integration files changed: none" in "\n".join(run.job("changes").lines)
+    assert run.result("cpu-gate") == "skipped" and run.result("ascend-gate") == "skipped"
+    assert run.result("cpu-gate-verdict") == "success" and run.conclusion == "success"
