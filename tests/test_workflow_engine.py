@@ -90,3 +90,45 @@ def test_a_pull_request_that_does_not_touch_the_integration_skips_the_gate_and_p
     assert "integration files changed: none" in "\n".join(run.job("changes").lines)
     assert run.result("cpu-gate") == "skipped" and run.result("ascend-gate") == "skipped"
     assert run.result("cpu-gate-verdict") == "success" and run.conclusion == "success"
+
+
+def pr_files(repo: Path, base: str, head: str) -> list[dict]:
+    """The files API's answer for a pull request from ``base`` to ``head``: each file's name, status and patch."""
+    out = []
+    for line in git("diff", "--name-status", "-M", f"{base}..{head}", cwd=repo).splitlines():
+        status, *names = line.split("\t")
+        patch = git("diff", f"{base}..{head}", "--", *names, cwd=repo).split("\n@@", 1)
+        entry = {"filename": names[-1], "status": {"M": "modified", "A": "added", "D": "removed"}.get(status[0],
+                 "renamed"), "patch": "@@" + patch[1] if len(patch) > 1 else None}  # fmt: skip
+        if len(names) > 1:
+            entry["previous_filename"] = names[0]
+        out.append(entry)
+    return out
+
+
+# the light tier's gate: the embedded CPU scenario, one run a side, structure and disk (compare's options, passed as a
+# runner's environment: the reusable workflow's own defaults are the heavy tier's)
+LIGHT = {"CPU_GATE_REPEATS": "--repeats 1 --max-repeats 1 --judge disk,structure"}
+
+
+def gate(engine: Engine, tmp: Path, repo, head: str, number: int, *, head_repo: str = VERL, action: str = "synchronize",
+         label: str | None = None, labels: tuple[str, ...] = (), token: str | None = None) -> Run:  # fmt: skip
+    engine.remote(VERL, repo.path)
+    engine.api.pull(VERL, number, files=pr_files(repo.path, repo.release, head),
+                    labels=[{"name": n} for n in labels])  # fmt: skip
+    token = token or engine.api.token(f"pr-token-{number}", pull_requests="read")
+    event = pr_event(number, repo.release, head, head_repo, action, label)
+    return shown(engine.run(pr_caller(engine, tmp, "scenarios/tiny_fsdp_l0.yaml"), "pull_request", event,
+                            repository=VERL, ref=f"refs/pull/{number}/merge", sha=head, token=token, env=LIGHT))
+
+
+@pytest.mark.trains
+def test_a_breaking_head_fails_the_gate_its_finding_read_first(engine, tmp_path, repo):
+    """``bad``: verl's integration no longer dumps actor_update. The CPU gate goes red, its first annotation the
+    finding on verl (not the job's own line), and the required check fails with it; the Ascend gate runs only on
+    verl's own runners' branches (skipped: its runner label has no runner here, tests below stand it in)."""
+    run = gate(engine, tmp_path, repo, repo.bad, 11)
+    assert run.result("cpu-gate/cpu-gate") == "failure", run.log[-5000:]
+    first = run.job("cpu-gate/cpu-gate").first()
+    assert first.startswith("REGRESSED tiny_fsdp_l0") and "actor_update" in first, run.printed()
+    assert run.result("cpu-gate-verdict") == "failure"

@@ -76,6 +76,25 @@ def snapshot(out: Path) -> str:
     return git("rev-parse", "HEAD", cwd=out)
 
 
+def pythons() -> str:
+    """The host's Pythons a workflow asks setup-python for, version=executable (found here, where pyenv's shims
+    work: a run's HOME is its own)."""
+    found = []
+    root = subprocess.run(["pyenv", "root"], capture_output=True, text=True, check=False) if shutil.which(
+        "pyenv") else None  # fmt: skip
+    for version in ("3.11", "3.12"):
+        candidates = [shutil.which(f"python{version}")]
+        if root and root.returncode == 0:  # pyenv's shims answer for its global version only
+            candidates += sorted(Path(root.stdout.strip()).glob(f"versions/{version}.*/bin/python{version}"))
+        for exe in filter(None, candidates):
+            proc = subprocess.run([str(exe), "-c", "import sys; print(sys.executable)"], capture_output=True,
+                                  text=True, check=False)  # fmt: skip
+            if proc.returncode == 0:
+                found.append(f"{version}={proc.stdout.strip()}")
+                break
+    return os.pathsep.join(found)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -181,6 +200,7 @@ class Engine:
         token: str,
         env: dict[str, str] | None = None,
         secrets: dict[str, str] | None = None,
+        variables: dict[str, str] | None = None,
         job: str | None = None,
         matrix: list[str] = (),  # type: ignore[assignment]
         timeout: float = 1800,
@@ -207,7 +227,7 @@ class Engine:
             "ACT_STANDIN_VENV": str(self.venv), "HARNESS_CACHE_DIR": str(self.cache),
             "HTTPS_PROXY": f"http://127.0.0.1:{self.api.port}", "SSL_CERT_FILE": str(self.api.authority),
             "NO_PROXY": "127.0.0.1,localhost", "GH_CONFIG_DIR": str(where / "home" / ".config" / "gh"),
-            "PATH": f"{Path(gh()).parent}:{os.environ['PATH']}",
+            "PATH": f"{Path(gh()).parent}:{os.environ['PATH']}", "ACT_PYTHONS": pythons(),
         }  # fmt: skip
         ghenv |= env or {}
         port = free_port()
@@ -224,6 +244,8 @@ class Engine:
             argv += ["--env", f"{key}={value}"]
         for key, value in (secrets or {}).items():
             argv += ["-s", f"{key}={value}"]
+        for key, value in (variables or {}).items():
+            argv += ["--var", f"{key}={value}"]
         if job:
             argv += ["-j", job]
         for m in matrix:
@@ -237,6 +259,7 @@ class Engine:
         minutes = (time.monotonic() - began) / 60
         jobs = parse(proc.stdout)
         out = Run(run_id, proc.returncode, jobs, minutes, proc.stdout[-200_000:] + proc.stderr[-20_000:])
+        (where / "act.log").write_text(proc.stdout + proc.stderr)
         fields = {"event": event, "head_branch": ref.removeprefix("refs/heads/"), "path":
                   f".github/workflows/{workflow.name}", "head_repository": {"full_name": repository},
                   "conclusion": out.conclusion, "head_sha": sha}  # fmt: skip
@@ -256,7 +279,7 @@ def parse(stdout: str) -> dict[str, JobRun]:
         if not name:
             continue
         parts = name.split("/")  # WORKFLOW/JOB, or CALLER_JOB/CALLED_WORKFLOW/JOB: named without the workflows
-        name = "/".join(parts[1:] if len(parts) == 2 else [parts[0], *parts[2:]])
+        name = "/".join(p.strip() for p in (parts[1:] if len(parts) == 2 else [parts[0], *parts[2:]]))
         if entry.get("matrix"):
             name += " (" + ", ".join(str(v) for v in entry["matrix"].values()) + ")"
         j = jobs.setdefault(name, JobRun(name))
@@ -266,4 +289,6 @@ def parse(stdout: str) -> dict[str, JobRun]:
             j.annotations.append((entry["command"], entry.get("kvPairs", {}).get("title", ""), entry.get("arg", "")))
         elif entry.get("raw_output"):
             j.lines += entry.get("msg", "").splitlines()
+        elif entry.get("level") == "error" or "stepResult" in entry:
+            j.lines.append(entry.get("msg", ""))
     return jobs

@@ -129,6 +129,7 @@ def build() -> argparse.ArgumentParser:
     p.add_argument("--run", default="", metavar="URL", help="the night's CI run")
     p.add_argument("--page", action="append", default=[], metavar="URL", help="the page of the nights")
     p.add_argument("--out", required=True, metavar="FILE", help="the issue's body (written only if there is one)")
+    p.add_argument("--state", metavar="FILE", help="verdict, green (close the open issue) or undecided (an error)")
     p.set_defaults(func=issue.cmd_issue)
     p = sub.add_parser("caller", help="the workflow verl adds to call this harness, pinned to one of its commits")
     p.add_argument("kind", choices=list(caller.CALLERS), help="pr: the pull-request gates; nightly; multinode")

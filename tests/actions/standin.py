@@ -11,7 +11,8 @@ Inputs come as the runner gives them to an action (``INPUT_<NAME>``, upper case,
   fails as GitHub's "Repository not found". Where the clone is the harness (it has ``.ci/setup``) and
   ``ACT_STANDIN_VENV`` names one, ``.venv`` links the runner's warm environment (a hosted runner's pip cache, here
   already installed: the engine's tests do not reinstall torch on every run).
-- setup-python: the named ``pythonX.Y`` of the host, first on PATH; ``python-path`` its executable.
+- setup-python: the host's ``pythonX.Y`` (``ACT_PYTHONS``: version=executable, as the engine found them), first on
+  PATH; ``python-path`` its executable.
 - cache-restore / cache-save: act's own cache server (``ACTIONS_CACHE_URL``), its protocol as actions/cache speaks it.
 - upload-artifact / download-artifact: act's own artifact server (``ACTIONS_RUNTIME_URL``), its v3 protocol: one
   folder a run, so a ``run-id`` names another run's artifacts as GitHub's API does.
@@ -91,11 +92,10 @@ def checkout() -> None:
 
 def setup_python() -> None:
     version = inp("python-version")
-    found = shutil.which(f"python{version}")
-    if not found:
+    known = dict(p.split("=", 1) for p in os.environ.get("ACT_PYTHONS", "").split(os.pathsep) if "=" in p)
+    exe = known.get(version)
+    if not exe:
         fail(f"The version '{version}' with architecture 'x64' was not found for this operating system.")
-    exe = subprocess.run([found, "-c", "import sys; print(sys.executable)"], capture_output=True, text=True,
-                         check=True).stdout.strip()  # fmt: skip
     shim = Path(os.environ["RUNNER_TEMP"]) / f"python{version}" / "bin"
     shim.mkdir(parents=True, exist_ok=True)
     for name in ("python", "python3", f"python{version}"):
