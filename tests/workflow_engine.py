@@ -229,6 +229,10 @@ class Engine:
             "NO_PROXY": "127.0.0.1,localhost", "GH_CONFIG_DIR": str(where / "home" / ".config" / "gh"),
             "PATH": f"{Path(gh()).parent}:{os.environ['PATH']}", "ACT_PYTHONS": pythons(),
         }  # fmt: skip
+        for conf in (Path.home() / ".config" / "pip" / "pip.conf", Path.home() / ".pip" / "pip.conf"):
+            if conf.is_file():  # this host's package index for pip, as a runner's own pip configuration names its
+                ghenv["PIP_CONFIG_FILE"] = str(conf)
+                break
         ghenv |= env or {}
         port = free_port()
         argv = [
