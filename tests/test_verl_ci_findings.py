@@ -19,7 +19,6 @@ import yaml
 from fake_github import FakeGitHub
 
 from harness import job, outcomes
-from harness.cli.caller import CALLERS, caller
 from harness.training.executors import local
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -248,9 +247,11 @@ def test_the_history_token_never_reaches_a_command_line(tmp_path):
 def test_the_caller_examples_are_what_the_command_prints_for_a_commit_of_this_repository():
     """The examples held ``OWNER`` and a placeholder sha: a maintainer could not paste them. Each is what ``python -m
     harness caller KIND --ref SHA`` prints for the commit it pins, and that commit is one of this repository's."""
+    from harness.cli.caller import CALLERS, caller
+
     for kind, name in CALLERS.items():
         text = (ROOT / "docs" / name).read_text()
-        assert "OWNER" not in text and "0123456789abcdef" not in text, name
+        assert "OWNER/verl-msprobe-harness" not in text and "0123456789abcdef" not in text, name
         (pinned,) = set(re.findall(r"\.yml@([0-9a-f]{40})", text))
         (repository,) = set(re.findall(r"uses: ([\w.-]+/[\w.-]+)/\.github/workflows/", text))
         assert caller(kind, pinned, repository) == text, name
@@ -316,6 +317,8 @@ def test_each_nightly_keeps_one_issue_opened_commented_and_closed_by_its_nights(
 
 
 def test_every_caller_kind_prints():
+    from harness.cli.caller import CALLERS, caller
+
     for kind in CALLERS:
         assert "uses: verl-project/verl-msprobe-harness/.github/workflows/" in caller(kind, "b" * 40,
                                                                                        "verl-project/verl-msprobe-harness")
