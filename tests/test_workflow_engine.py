@@ -142,3 +142,39 @@ def test_a_breaking_head_fails_the_gate_its_finding_read_first(engine, tmp_path,
     assert errors[1].startswith("REGRESSED tiny_fsdp_l0: REGRESSED tiny_fsdp_l0: structure.actor_update"), errors
     assert any("missing dump dir step_2/actor_update" in e for e in errors)
     assert run.result("cpu-gate-verdict") == "failure" and run.result("ascend-gate") == "skipped"
+
+
+def test_the_intended_label_accepts_the_head_it_was_set_on_and_no_later_push(engine, tmp_path):
+    """The label read from the API accepted every later push of the pull request. Now the run of the labelling itself
+    accepts, for the head that event names; a later push with the label still on is judged again (the changes job's
+    ``accept`` output, which the gates' ``accept`` input follows)."""
+    token = engine.api.token("pr-token", pull_requests="read")
+    files = [{"filename": "verl/utils/profiler/precision_debugger_profile.py", "status": "modified", "patch": "+x"}]
+    engine.api.pull(VERL, 9, files=files, labels=[{"name": "precision-debugger-intended"}])
+    said = {}
+    for action, head in (("labeled", "a" * 40), ("synchronize", "b" * 40)):
+        event = pr_event(9, "c" * 40, head, action=action, label="precision-debugger-intended" if action == "labeled"
+                         else None)  # fmt: skip
+        run = shown(engine.run(pr_caller(engine, tmp_path), "pull_request", event, repository=VERL,
+                               ref="refs/pull/9/merge", sha=head, token=token, job="changes"))  # fmt: skip
+        assert run.result("changes") == "success", run.log[-3000:]
+        (said[action],) = [ln for ln in run.job("changes").lines if ln.startswith("label ")]
+    assert said["labeled"] == f"label precision-debugger-intended set on head {'a' * 40} by this run's event: true"
+    assert said["synchronize"].endswith(": false")
+
+
+def test_the_files_api_failing_or_no_token_is_one_line_and_never_a_pass(engine, tmp_path):
+    """The API answering 500, and a run whose token may not read pull requests (a missing secret reads the same): the
+    changes job fails in one line naming the API, the required check fails saying nothing was judged, never a pass
+    and never a verdict on the pull request."""
+    engine.api.pull(VERL, 5, files=[{"filename": "README.md", "status": "modified", "patch": "+x"}])
+    engine.api.fault(r"/pulls/5/files", 500)
+    for token in (engine.api.token("pr-token", pull_requests="read"), engine.api.token("no-pulls", pull_requests="none")):
+        run = shown(engine.run(pr_caller(engine, tmp_path), "pull_request", pr_event(5, "a" * 40, "b" * 40),
+                               repository=VERL, ref="refs/pull/5/merge", sha="c" * 40, token=token))  # fmt: skip
+        changes = run.job("changes").first()
+        assert changes.startswith("precision_debugger changes: the pull request's files could not be read from the API")
+        assert "not a verdict on the pull request" in changes and ("500" in changes or "403" in changes), changes
+        assert run.result("cpu-gate") == "skipped" and run.result("cpu-gate-verdict") == "failure"
+        assert run.job("cpu-gate-verdict").first().startswith("precision_debugger gate: the changes job ended failure")
+        engine.api.faults.clear()
