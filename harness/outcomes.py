@@ -255,9 +255,9 @@ def meaning(code: int, verdicts: bool = True) -> str:
     if not verdicts and code != EXIT_PASS:
         return f"exit {code} of a step that gives no verdict on verl (a set-up, a build, a query)"
     if code == SIGNALLED + KILLED:
-        return (f"killed (signal {KILLED}, exit {code}): out of memory (the kernel's OOM killer, or the runner's memory "
-                "limit, ends a process so; its log's last lines say what it was doing), or the runner stopped it "
-                "by force: not a verdict on verl")
+        return (f"killed (signal {KILLED}, exit {code}): out of memory (the kernel's OOM killer, or the runner's "
+                "memory limit, ends a process so; its log's last lines say what it was doing), or the runner stopped "
+                "it by force: not a verdict on verl")
     if code >= SIGNALLED:
         return f"stopped by signal {code - SIGNALLED} (the job cancelled or past its time limit): not a verdict on verl"
     return EXIT_MEANING.get(code, f"exit {code}, no exit of the harness: {EXIT_MEANING[EXIT_ERROR]}")

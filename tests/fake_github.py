@@ -14,6 +14,7 @@ a status of the test's choosing (a 500 of the API, a 403)."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import re
@@ -254,10 +255,10 @@ def _handler(api: FakeGitHub) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        def log_message(self, format: str, *args: Any) -> None:
             return
 
-        def do_CONNECT(self) -> None:  # noqa: N802
+        def do_CONNECT(self) -> None:
             """``gh`` through its HTTPS proxy: the tunnel to api.github.com is answered here, never forwarded."""
             if self.path.split(":")[0] != API_HOST:
                 self.send_error(403, "only api.github.com")
@@ -272,10 +273,8 @@ def _handler(api: FakeGitHub) -> type[BaseHTTPRequestHandler]:
                 pass
             finally:
                 self.close_connection = True
-                try:
+                with contextlib.suppress(OSError):
                     conn.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
 
         def _serve(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
@@ -292,6 +291,6 @@ def _handler(api: FakeGitHub) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(out)
 
-        do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _serve  # noqa: N815
+        do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _serve
 
     return Handler

@@ -1,6 +1,7 @@
 """The morning after: a night that is a verdict on verl opens or updates one issue in the calling repository
-(.ci/history issue, through the real gh against the fake API: tests/fake_github.py), naming the scenario, the figure, the commit range and the command that reproduces
-it, with the page of the nights, which the history job publishes on the branch (docs/, for GitHub Pages)."""
+(.ci/history issue, through the real gh against the fake API: tests/fake_github.py), naming the scenario, the figure,
+the commit range and the command that reproduces it, with the page of the nights, which the history job publishes on
+the branch (docs/, for GitHub Pages)."""
 
 from __future__ import annotations
 
@@ -102,7 +103,8 @@ def test_a_confirmed_regression_files_one_issue_with_its_range_reproduce_command
     api.calls.clear()
     proc = _issue(tmp_path, api, "write", str(failed))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert api.calls == [("GET", "/repos/verl-project/verl/issues"), ("POST", "/repos/verl-project/verl/issues/1/comments")]
+    assert api.calls == [("GET", "/repos/verl-project/verl/issues"),
+                         ("POST", "/repos/verl-project/verl/issues/1/comments")]  # fmt: skip
     assert REPRODUCE in issue["comments"][0]
 
     api.calls.clear()

@@ -7,7 +7,6 @@ multi-node workflows run with their runner stood in (docs/workflow-engine.md).""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -70,7 +69,8 @@ def pr_caller(engine: Engine, tmp: Path, scenarios: str = "") -> Path:
     CPU gate's input, the embedded CPU scenarios in the light tier)."""
     text = caller("pr", engine.harness_sha, HARNESS_REPO)
     if scenarios:
-        text = text.replace("      harness-repository: ", f"      scenarios: {scenarios}\n      harness-repository: ", 1)
+        given = f"      scenarios: {scenarios}\n      harness-repository: "
+        text = text.replace("      harness-repository: ", given, 1)
     path = tmp / "precision-debugger-gate.yml"
     path.write_text(text)
     return path
@@ -169,7 +169,8 @@ def test_the_files_api_failing_or_no_token_is_one_line_and_never_a_pass(engine, 
     and never a verdict on the pull request."""
     engine.api.pull(VERL, 5, files=[{"filename": "README.md", "status": "modified", "patch": "+x"}])
     engine.api.fault(r"/pulls/5/files", 500)
-    for token in (engine.api.token("pr-token", pull_requests="read"), engine.api.token("no-pulls", pull_requests="none")):
+    tokens = engine.api.token("pr-token", pull_requests="read"), engine.api.token("no-pulls", pull_requests="none")
+    for token in tokens:
         run = shown(engine.run(pr_caller(engine, tmp_path), "pull_request", pr_event(5, "a" * 40, "b" * 40),
                                repository=VERL, ref="refs/pull/5/merge", sha="c" * 40, token=token))  # fmt: skip
         changes = run.job("changes").first()

@@ -222,6 +222,8 @@ class Engine:
         ghenv = {
             "GITHUB_RUN_ID": str(run_id), "GITHUB_RUN_NUMBER": str(run_id), "GITHUB_RUN_ATTEMPT": "1",
             "GITHUB_REPOSITORY": repository, "GITHUB_REPOSITORY_OWNER": owner, "GITHUB_REF": ref, "SHA_REF": sha,
+            # act leaves github.workflow_ref empty: the runner's variable, as GitHub sets it (docs/workflow-engine.md)
+            "GITHUB_WORKFLOW_REF": f"{repository}/.github/workflows/{workflow.name}@{ref}",
             "GITHUB_API_URL": self.api.url, "HOME": str(where / "home"), "RUNNER_TEMP": str(where / "temp"),
             "ACT_STANDINS": str(ACTIONS), "ACT_REMOTES": str(self.remotes), "ACT_ARTIFACTS": str(self.artifacts),
             "ACT_STANDIN_VENV": str(self.venv), "HARNESS_CACHE_DIR": str(self.cache),

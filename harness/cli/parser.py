@@ -133,7 +133,7 @@ def build() -> argparse.ArgumentParser:
     p.set_defaults(func=issue.cmd_issue)
     p = sub.add_parser("caller", help="the workflow verl adds to call this harness, pinned to one of its commits")
     p.add_argument("kind", choices=list(caller.CALLERS), help="pr: the pull-request gates; nightly; multinode")
-    p.add_argument("--ref", required=True, help="the harness commit to pin (a ref of this checkout: its sha is printed)")
+    p.add_argument("--ref", required=True, help="the harness commit to pin (a ref of this checkout)")
     p.add_argument("--repository", default=caller.HOME, metavar="OWNER/NAME", help="where verl finds the harness")
     p.set_defaults(func=caller.cmd_caller)
     p = sub.add_parser("pair", help="the pair a pull-request gate compares: head and its merge base with --base")

@@ -57,7 +57,8 @@ def workspace() -> Path:
 def git(*args: str, cwd: Path | None = None) -> str:
     proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
     if proc.returncode:
-        fail(f"git {' '.join(args)}: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode}")
+        said = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode
+        fail(f"git {' '.join(args)}: {said}")
     return proc.stdout.strip()
 
 
@@ -205,8 +206,8 @@ def upload_artifact() -> None:
     run_id = os.environ["GITHUB_RUN_ID"]
     listed = _get_json(_artifacts_url(run_id)) if (Path(os.environ["ACT_ARTIFACTS"]) / run_id).is_dir() else {}
     if any(a["name"] == name for a in listed.get("value") or []):
-        fail(f"Failed to CreateArtifact: Received non-retryable error: Failed request: (409) Conflict: an artifact "
-             f"with this name already exists on the workflow run")  # fmt: skip
+        fail("Failed to CreateArtifact: Received non-retryable error: Failed request: (409) Conflict: an artifact "
+             "with this name already exists on the workflow run")  # fmt: skip
     req = urllib.request.Request(_artifacts_url(run_id), data=b"{}", method="POST",
                                  headers={"Content-Type": "application/json"})  # fmt: skip
     with urllib.request.urlopen(req, timeout=60) as answer:
