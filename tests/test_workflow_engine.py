@@ -7,6 +7,7 @@ multi-node workflows run with their runner stood in (docs/workflow-engine.md).""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -99,6 +100,27 @@ def test_a_pull_request_that_does_not_touch_the_integration_skips_the_gate_and_p
     assert run.result("cpu-gate-verdict") == "success" and run.conclusion == "success"
 
 
+def verdict(engine: Engine, changes: str, gate_result: str) -> subprocess.CompletedProcess[str]:
+    """The required check's own step (``cpu-gate-verdict``) run as the caller holds it, with the results of the jobs
+    it needs: act stops a run at a failed reusable-workflow call, so the engine never reaches it after a red gate
+    (docs/workflow-engine.md)."""
+    import yaml
+
+    job = yaml.safe_load(caller("pr", engine.harness_sha, HARNESS_REPO))["jobs"]["cpu-gate-verdict"]
+    (step,) = job["steps"]
+    env = {"CHANGES": changes, "GATE": gate_result, "PATH": os.environ["PATH"]}
+    return subprocess.run(["bash", "-e", "-c", step["run"]], env=env, capture_output=True, text=True, check=False)
+
+
+def red_verdict(engine: Engine, run: Run) -> None:
+    """A red gate fails the required check: the engine's run of it where act reached it, else its step as the
+    caller holds it."""
+    if "cpu-gate-verdict" in run.jobs:
+        assert run.result("cpu-gate-verdict") == "failure"
+    else:
+        assert verdict(engine, "success", run.result("cpu-gate")).returncode != 0
+
+
 def pr_files(repo: Path, base: str, head: str) -> list[dict]:
     """The files API's answer for a pull request from ``base`` to ``head``: each file's name, status and patch."""
     out = []
@@ -141,7 +163,8 @@ def test_a_breaking_head_fails_the_gate_its_finding_read_first(engine, tmp_path,
     assert errors[0].startswith("precision_debugger gate: FAIL (exit 1: a regression of head: a verdict on the verl")
     assert errors[1].startswith("REGRESSED tiny_fsdp_l0: REGRESSED tiny_fsdp_l0: structure.actor_update"), errors
     assert any("missing dump dir step_2/actor_update" in e for e in errors)
-    assert run.result("cpu-gate-verdict") == "failure" and run.result("ascend-gate") == "skipped"
+    assert run.result("ascend-gate") == "skipped"
+    red_verdict(engine, run)
 
 
 def test_the_intended_label_accepts_the_head_it_was_set_on_and_no_later_push(engine, tmp_path):
@@ -179,3 +202,43 @@ def test_the_files_api_failing_or_no_token_is_one_line_and_never_a_pass(engine, 
         assert run.result("cpu-gate") == "skipped" and run.result("cpu-gate-verdict") == "failure"
         assert run.job("cpu-gate-verdict").first().startswith("precision_debugger gate: the changes job ended failure")
         engine.api.faults.clear()
+
+
+@pytest.mark.trains
+def test_an_unchanged_head_from_a_fork_passes_with_a_read_only_token_and_no_secret(engine, tmp_path, repo):
+    """``neutral`` (a comment) from a fork: the CPU gate runs on the hosted runner with the pull request's read-only
+    token (the fake API refuses it any write) and no secret (none is passed: the reusable workflow declares none),
+    and passes; the Ascend gate never runs a fork's code."""
+    token = engine.api.token("fork-token", pull_requests="read", contents="read", issues="read")
+    run = gate(engine, tmp_path, repo, repo.neutral, 13, head_repo="someone/verl", token=token)
+    assert run.result("cpu-gate/cpu-gate") == "success", run.log[-5000:]
+    assert run.job("cpu-gate/cpu-gate").annotations[-1][2].startswith("PASS (exit 0)"), run.printed()
+    assert run.result("cpu-gate-verdict") == "success" and run.result("ascend-gate") == "skipped"
+    assert not [c for c in engine.api.calls if c[0] != "GET"]  # nothing written with the pull request's token
+
+
+@pytest.mark.trains
+def test_a_head_labelled_intended_passes_and_a_later_push_is_judged_again(engine, tmp_path, repo):
+    """``bad`` labelled precision-debugger-intended: the labelling's run passes as ACCEPTED for that head, its findings
+    still listed; the next push (the same breaking change, the label still on) is judged again, red."""
+    labelled = gate(engine, tmp_path, repo, repo.bad, 15, action="labeled", label="precision-debugger-intended",
+                    labels=("precision-debugger-intended",))  # fmt: skip
+    job = labelled.job("cpu-gate/cpu-gate")
+    assert labelled.result("cpu-gate/cpu-gate") == "success", labelled.log[-5000:]
+    assert any(t.startswith("REGRESSED tiny_fsdp_l0") for _, t, _ in job.annotations), labelled.printed()
+    accepted = ("notice", "ACCEPTED as intended", f"label precision-debugger-intended on {repo.bad}")
+    assert accepted in job.annotations, labelled.printed()
+    pushed = gate(engine, tmp_path, repo, repo.bad, 15, labels=("precision-debugger-intended",))
+    assert pushed.result("cpu-gate/cpu-gate") == "failure"
+    red_verdict(engine, pushed)
+
+
+def test_the_required_check_passes_a_passed_or_skipped_gate_only(engine):
+    """cpu-gate-verdict, the check verl requires: green where the gate passed or did not need to run, red where it
+    failed, was cancelled or the changes job did not succeed (its own line then: nothing was judged)."""
+    for changes, gate_result, passes in (("success", "success", True), ("success", "skipped", True),
+                                         ("success", "failure", False), ("success", "cancelled", False),
+                                         ("failure", "skipped", False)):  # fmt: skip
+        proc = verdict(engine, changes, gate_result)
+        assert (proc.returncode == 0) == passes, (changes, gate_result, proc.stdout)
+    assert "::error title=precision_debugger gate::the changes job ended failure" in proc.stdout

@@ -297,4 +297,8 @@ def parse(stdout: str) -> dict[str, JobRun]:
             j.lines += entry.get("msg", "").splitlines()
         elif entry.get("level") == "error" or "stepResult" in entry:
             j.lines.append(entry.get("msg", ""))
+    for name, j in jobs.items():  # a caller's job that calls a reusable workflow: its called jobs' result
+        called = [c.result for n, c in jobs.items() if n.startswith(name + "/")]
+        if called and j.result == "skipped":
+            j.result = "failure" if "failure" in called else "success"
     return jobs
