@@ -134,9 +134,12 @@ def publish(
         fields = {"title": title, "code": outcome.code, "action": outcome.action, "line": outcome.line}
         record.write_text(json.dumps(fields, indent=1) + "\n")
     if out := os.environ.get("GITHUB_OUTPUT"):
-        baseline = "publish" if verdicts and outcomes.publishes_baseline(outcome.code, accepted) else "keep"
+        # ``baseline`` only where a step gives a verdict: a set-up or query step's own ``baseline`` output (the CPU
+        # nightly's axis: the series' artifact name) was overwritten with "keep", and the night found no baseline
+        baseline = "publish" if outcomes.publishes_baseline(outcome.code, accepted) else "keep"
+        said = f"exit={outcome.code}\naction={outcome.action}\nattempts={attempts}\n"
         with open(out, "a", encoding="utf-8") as f:
-            f.write(f"exit={outcome.code}\naction={outcome.action}\nattempts={attempts}\nbaseline={baseline}\n")
+            f.write(said + (f"baseline={baseline}\n" if verdicts else ""))
     if not verdicts and outcome.action == "pass":
         return
     print(command(outcome.level, title, outcome.line), flush=True)

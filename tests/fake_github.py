@@ -180,8 +180,7 @@ class FakeGitHub:
             return 200, {k: v for k, v in pr.items() if k != "files"}, {}
         if m := re.fullmatch(r"/actions/workflows/([^/]+)/runs", rest):
             runs = [r for r in repo.runs if r.get("path", "").split("@")[0].endswith("/" + m[1])]
-            runs = [r for r in runs if all(str(r.get(k)) == v for k, v in query.items() if k in ("branch", "status",
-                                                                                                  "event"))]
+            runs = [r for r in runs if all(str(r.get(k)) == v for k, v in query.items() if k in ("status", "event"))]
             runs = [r for r in runs if "branch" not in query or r.get("head_branch") == query["branch"]]
             return 200, {"total_count": len(runs), "workflow_runs": runs}, {}
         if m := re.fullmatch(r"/actions/runs/(\d+)/artifacts", rest):

@@ -242,3 +242,61 @@ def test_the_required_check_passes_a_passed_or_skipped_gate_only(engine):
         proc = verdict(engine, changes, gate_result)
         assert (proc.returncode == 0) == passes, (changes, gate_result, proc.stdout)
     assert "::error title=precision_debugger gate::the changes job ended failure" in proc.stdout
+
+
+def nightly_caller(engine: Engine, tmp: Path) -> Path:
+    """verl's nightly caller as printed for this commit, its CPU nightly given the embedded CPU scenario and no duet
+    (the light tier: the night's own runs, its gate against the last good night, the history, the issue)."""
+    text = caller("nightly", engine.harness_sha, HARNESS_REPO)
+    light = "      scenarios: scenarios/tiny_fsdp_l0.yaml\n      duet: false\n      accept-baseline: ${{ inputs"
+    text = text.replace("      accept-baseline: ${{ inputs", light, 1) if "cpu-nightly" in text else text
+    head, sep, tail = text.partition("  cpu-nightly:")
+    text = head + sep + tail.replace("      accept-baseline: ${{ inputs", light, 1)
+    path = tmp / "precision-debugger-nightly.yml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.trains
+def test_the_cpu_nightly_over_five_nights_one_issue_opened_commented_closed_and_an_accepted_night(engine, tmp_path,
+                                                                                                   repo):  # fmt: skip
+    """verl's nightly caller, its CPU nightly on the pinned msprobe, night after night on verl main as it moves: a quiet
+    night (green, no issue, the series started); ``bad`` merged (red, one issue opened with the finding and its
+    reproduce command); still ``bad`` (red, a comment on that issue); back to a good verl (green, the issue closed);
+    the change made again and dispatched with accept-baseline (green as ACCEPTED, no issue). Every night appends one
+    commit to the history
+    branch, and each night is gated against the last good night's baseline, found among the runs by the API."""
+    bare = engine.remote(VERL, repo.path)
+    token = engine.api.token("nightly-token", contents="write", issues="write", actions="read")
+    workflow = nightly_caller(engine, tmp_path)
+    env = {"GITHUB_SERVER_URL": f"file://{engine.remotes}"}
+    # verl main only moves forward: ``bad`` merged, a night later still there, then reverted, then made again
+    work = tmp_path / "verl-main"
+    git("clone", "-q", str(bare), str(work))
+    git("checkout", "-q", repo.bad, cwd=work)
+    git("revert", "--no-edit", "HEAD", cwd=work)
+    fixed = git("rev-parse", "HEAD", cwd=work)
+    git("revert", "--no-edit", "HEAD", cwd=work)
+    again = git("rev-parse", "HEAD", cwd=work)
+    git("push", "-q", str(bare), f"{again}:refs/heads/again", cwd=work)
+    nights = [(repo.release, "schedule", False), (repo.bad, "schedule", False), (repo.bad, "schedule", False),
+              (fixed, "schedule", False), (again, "workflow_dispatch", True)]  # fmt: skip
+    issues = engine.api.repo(VERL).issues
+    said = []
+    for n, (commit, event, accept) in enumerate(nights, 1):
+        git("update-ref", "refs/heads/main", commit, cwd=bare)
+        payload = {"repository": {"full_name": VERL, "default_branch": "main", "name": "verl"}, "ref": "refs/heads/main"}
+        if accept:
+            payload["inputs"] = {"accept-baseline": True}
+        run = shown(engine.run(workflow, event, payload, repository=VERL, ref="refs/heads/main", sha=commit,
+                               token=token, env=env, matrix=["msprobe:pinned"]))  # fmt: skip
+        said.append((n, run.result("cpu-nightly/nightly"), len(issues), [len(i["comments"]) for i in issues.values()],
+                     [i["state"] for i in issues.values()]))  # fmt: skip
+        assert run.result("cpu-nightly/history") == "success", run.log[-4000:]
+    print(said)
+    assert [s[1] for s in said] == ["success", "failure", "failure", "success", "success"], said
+    (issue,) = issues.values()
+    assert len(issue["comments"]) == 2 and issue["state"] == "closed", said  # a red night's comment, the green one's
+    assert "reproduce: python -m harness" in issue["body"] and "actor_update" in issue["body"]
+    history = git("log", "--format=%s", "precision-debugger-history", cwd=bare).splitlines()
+    assert len(history) == len(nights), history  # one commit a night, never twice

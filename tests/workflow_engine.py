@@ -95,6 +95,27 @@ def pythons() -> str:
     return os.pathsep.join(found)
 
 
+def package_index() -> dict[str, str]:
+    """This host's package index, for pip and for uv, as a runner's own configuration names its (a run's HOME is its
+    own, so the user's pip.conf is given by name; uv reads none of pip's)."""
+    import configparser
+
+    out: dict[str, str] = {}
+    for conf in (Path.home() / ".config" / "pip" / "pip.conf", Path.home() / ".pip" / "pip.conf"):
+        if conf.is_file():
+            out["PIP_CONFIG_FILE"] = str(conf)
+            parser = configparser.ConfigParser()
+            parser.read(conf)
+            indexes = parser.get("global", "extra-index-url", fallback="").split()
+            links = parser.get("global", "find-links", fallback="").split()
+            if indexes:  # beside the default index, as pip's extra-index-url
+                out["UV_INDEX"] = " ".join(indexes)
+            if links:
+                out["UV_FIND_LINKS"] = ",".join(links)
+            break
+    return out
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -174,7 +195,19 @@ class Engine:
         git("clone", "-q", "--bare", str(source), str(bare))
         return bare
 
-    def _local_repositories(self, workflows: list[Path]) -> list[str]:
+    def _gh(self, where: Path) -> Path:
+        """The runner's ``gh``: the real one, its way to api.github.com through the fake API's proxy (and only its:
+        pip, uv and git reach what they reach)."""
+        folder = where / "bin"
+        folder.mkdir(exist_ok=True)
+        (folder / "gh").write_text(f"#!/bin/sh\nHTTPS_PROXY=http://127.0.0.1:{self.api.port} NO_PROXY= "
+                                   f"SSL_CERT_FILE={self.api.authority} exec {gh()} \"$@\"\n")  # fmt: skip
+        (folder / "gh").chmod(0o755)
+        return folder
+
+    def _local_repositories(self, workflows: list[Path], server: str) -> list[str]:
+        """Each pinned action and reusable workflow mapped to its stand-in, by name and by the URL act fetches it
+        from (the server URL a run sets: the history's pushes go to the test's remotes)."""
         args = []
         seen = set()
         for path in workflows:
@@ -182,10 +215,10 @@ class Engine:
                 if (repo, sha) in seen:
                     continue
                 seen.add((repo, sha))
-                if repo in STANDINS:
-                    args += ["--local-repository", f"{repo}@{sha}={ACTIONS / STANDINS[repo]}"]
-                elif sha == self.harness_sha:
-                    args += ["--local-repository", f"{repo}@{sha}={self.harness_src}"]
+                local = ACTIONS / STANDINS[repo] if repo in STANDINS else self.harness_src
+                if repo in STANDINS or sha == self.harness_sha:
+                    args += ["--local-repository", f"{repo}@{sha}={local}"]
+                    args += ["--local-repository", f"{server}/{repo}@{sha}={local}"]
         return args
 
     def run(
@@ -227,14 +260,10 @@ class Engine:
             "GITHUB_API_URL": self.api.url, "HOME": str(where / "home"), "RUNNER_TEMP": str(where / "temp"),
             "ACT_STANDINS": str(ACTIONS), "ACT_REMOTES": str(self.remotes), "ACT_ARTIFACTS": str(self.artifacts),
             "ACT_STANDIN_VENV": str(self.venv), "HARNESS_CACHE_DIR": str(self.cache),
-            "HTTPS_PROXY": f"http://127.0.0.1:{self.api.port}", "SSL_CERT_FILE": str(self.api.authority),
-            "NO_PROXY": "127.0.0.1,localhost", "GH_CONFIG_DIR": str(where / "home" / ".config" / "gh"),
-            "PATH": f"{Path(gh()).parent}:{os.environ['PATH']}", "ACT_PYTHONS": pythons(),
+            "GH_CONFIG_DIR": str(where / "home" / ".config" / "gh"),
+            "PATH": f"{self._gh(where)}:{os.environ['PATH']}", "ACT_PYTHONS": pythons(),
         }  # fmt: skip
-        for conf in (Path.home() / ".config" / "pip" / "pip.conf", Path.home() / ".pip" / "pip.conf"):
-            if conf.is_file():  # this host's package index for pip, as a runner's own pip configuration names its
-                ghenv["PIP_CONFIG_FILE"] = str(conf)
-                break
+        ghenv |= package_index()
         ghenv |= env or {}
         port = free_port()
         argv = [
@@ -244,7 +273,7 @@ class Engine:
             "--cache-server-addr", "127.0.0.1", "--cache-server-port", "0",
             "--artifact-server-path", str(self.artifacts), "--artifact-server-addr", "127.0.0.1",
             "--artifact-server-port", str(port), "-s", f"GITHUB_TOKEN={token}",
-            *self._local_repositories([workflow, *called]),
+            *self._local_repositories([workflow, *called], ghenv.get("GITHUB_SERVER_URL", "https://github.com")),
         ]  # fmt: skip
         for key, value in ghenv.items():
             argv += ["--env", f"{key}={value}"]
