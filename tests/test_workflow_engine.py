@@ -287,7 +287,7 @@ def test_the_cpu_nightly_over_five_nights_one_issue_opened_commented_closed_and_
         git("update-ref", "refs/heads/main", commit, cwd=bare)
         payload = {"repository": {"full_name": VERL, "default_branch": "main", "name": "verl"}, "ref": "refs/heads/main"}
         if accept:
-            payload["inputs"] = {"accept-baseline": True}
+            payload["inputs"] = {"accept-baseline": "true"}  # as GitHub sends a dispatch's inputs: strings
         run = shown(engine.run(workflow, event, payload, repository=VERL, ref="refs/heads/main", sha=commit,
                                token=token, env=env, matrix=["msprobe:pinned"]))  # fmt: skip
         said.append((n, run.result("cpu-nightly/nightly"), len(issues), [len(i["comments"]) for i in issues.values()],
