@@ -60,7 +60,7 @@ class Answer:
     def json(self) -> Any:
         """The body as JSON; RemoteError in one line where it is not (an HTML page, a truncated body)."""
         if self.cut:
-            raise RemoteError(f"{self.where} answered HTTP {self.status} with over {MAX_BYTES} bytes: not read")
+            raise RemoteError(f"{self.where} answered HTTP {self.status} with over {len(self.body)} bytes: not read")
         try:
             return json.loads(self.body)
         except (ValueError, RecursionError):
@@ -75,9 +75,10 @@ class Answer:
 class Remote:
     """One server, at ``base`` (scheme://host[:port][/prefix]), called as ``what`` in error lines."""
 
-    def __init__(self, base: str, what: str, headers: dict[str, str] | None = None) -> None:
+    def __init__(self, base: str, what: str, headers: dict[str, str] | None = None, max_bytes: int = MAX_BYTES) -> None:
         self.base = base.rstrip("/")
         self.what = what
+        self.max_bytes = max_bytes  # a Ray cluster's list of jobs grows with every job it ran: more than a JSON answer
         self.where = f"{what} at {shown(self.base, 200)}"
         self.session = requests.Session()
         self.session.headers.update(headers or {})
@@ -125,7 +126,7 @@ class Remote:
         timeout = (min(CONNECT_S, budget), min(READ_S, budget))
         answer = self._send(method, path, params, body, timeout, started, budget)
         try:
-            return _read(answer, started, budget, self.where)
+            return _read(answer, started, budget, self.where, self.max_bytes)
         finally:
             answer.close()
 
@@ -183,11 +184,11 @@ def _bounded(call: Any, budget: float, late: str) -> Answer:
     return out[0]
 
 
-def _read(answer: requests.Response, started: float, budget: float, where: str = "") -> Answer:
-    """The body up to ``MAX_BYTES``, one read at a time (``read1``: a drip returns what came), ``budget`` kept."""
+def _read(answer: requests.Response, started: float, budget: float, where: str = "", cap: int = MAX_BYTES) -> Answer:
+    """The body up to ``cap`` bytes, one read at a time (``read1``: a drip returns what came), ``budget`` kept."""
     raw, data = answer.raw, bytearray()
     try:
-        while len(data) <= MAX_BYTES and time.monotonic() - started <= budget:
+        while len(data) <= cap and time.monotonic() - started <= budget:
             chunk = raw.read1(CHUNK) if hasattr(raw, "read1") else raw.read(CHUNK)
             if not chunk:
                 break
@@ -196,7 +197,7 @@ def _read(answer: requests.Response, started: float, budget: float, where: str =
         raise RemoteError(f"{where}: the answer broke off: {type(exc).__name__}: {_first(exc)}") from None
     if time.monotonic() - started > budget and not raw.isclosed():
         raise RemoteError(f"{where}: its answer took over {budget:.0f} s (a server that drips its answer)")
-    return Answer(answer.status_code, bytes(data[:MAX_BYTES]), len(data) > MAX_BYTES, where)
+    return Answer(answer.status_code, bytes(data[:cap]), len(data) > cap, where)
 
 
 def _lines(answer: requests.Response, path: str, where: str) -> Iterator[str]:

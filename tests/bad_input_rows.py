@@ -1225,7 +1225,7 @@ def _rows() -> list[Row]:
         "INFRASTRUCTURE ERROR (not a check verdict): HARNESS_TIMING='off': one of gate, record",
     )
     add("2.6", "target --verl file:///nonexistent@main (git clone)", argv("target", "--verl",
-        "file://{T}/nonexistent@main"), 2, "TARGET ERROR: git clone --quiet --mirror file://T/nonexistent …: fatal: 'T/nonexistent' does not appear to be a git repository")  # fmt: skip
+        "file://{T}/nonexistent@main"), 2, "TARGET ERROR: git clone --quiet --mirror -- file://T/nonexistent …: fatal: 'T/nonexistent' does not appear to be a git repository")  # fmt: skip
     add("2.7", "baseline merge R -o R/tiny_case/results.json", argv("baseline", "merge", "{R}", "-o",
         "{R}/tiny_case/results.json"), 2, "ERROR: -o T/res/tiny_case/results.json: is inside the input T/res (write elsewhere)")  # fmt: skip
     add("2.7", "gate --json R/tiny_case/results.json", argv("gate", "--baseline", "{B}", "--results", "{R}", "--json",
@@ -1659,7 +1659,7 @@ def _rows() -> list[Row]:
     add("4.1", "run --ray-address ray://h:10001 (Ray Client's, not the dashboard's)", lambda t, _: ["run", two, "--ray-address", "ray://h:10001", "--results", str(t / "r")], 2, "ERROR: --ray-address: 'ray://h:10001' is not the address of a Ray cluster's dashboard (the Job Submission API): http://HEAD:8265 or https://HOST[:PORT]")
     add("4.1", "run --executor docker --ray-address URL", lambda t, _: ["run", two, "--executor", "docker", "--ray-address", "http://h:8265", "--results", str(t / "r")], 2, "ERROR: --ray-address with --executor docker: a cluster's runs are the ray executor's")
     add("4.1", "HARNESS_RAY_ADDRESS=garbage run", lambda t, _: ["HARNESS_RAY_ADDRESS=garbage", "run", two, "--results", str(t / "r")], 2, "ERROR: HARNESS_RAY_ADDRESS: 'garbage' is not the address of a Ray cluster's dashboard (the Job Submission API): http://HEAD:8265 or https://HOST[:PORT]")
-    add("4.1", "run --ray-address of a port nothing listens on", lambda t, _: ["run", two, "--heavy", "--ray-address", "http://127.0.0.1:9", "--results", str(t / "r")], 2, "INFRASTRUCTURE ERROR (not a check verdict): scenario two_nodes_fsdp_l1: off run: the Ray cluster at http://127.0.0.1:9 is not reachable: Failed to connect to Ray at address: http://127.0.0.1:9. (its dashboard, where the Job Submission API answers: http://HEAD:8265)", child=True)
+    add("4.1", "run --ray-address of a port nothing listens on", lambda t, _: ["run", two, "--heavy", "--ray-address", "http://127.0.0.1:9", "--results", str(t / "r")], 2, "INFRASTRUCTURE ERROR (not a check verdict): scenario two_nodes_fsdp_l1: off run: the Ray cluster at http://127.0.0.1:9: GET /api/version: ConnectionError: …Failed to establish a new connection… (its dashboard, where the Job Submission API answers: http://HEAD:8265)", child=True)
     add("2.2", "compare --repeats 101", compare("--repeats", "101"), 2, "python -m harness compare: error: argument --repeats: expected a whole number from 1 to 100 runs per side, got '101'")
     add("2.2", "compare --repeats -1", compare("--repeats", "-1"), 2, "python -m harness compare: error: argument --repeats: expected a whole number from 1 to 100 runs per side, got '-1'")
     add("3.11", "validate: a 100-character name (accepted)", lambda t, _: scenario(t, yaml.safe_dump(BASE), "a" * 100 + ".yaml"), 0, "ok  aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa")
@@ -1669,7 +1669,7 @@ def _rows() -> list[Row]:
     for where in ("a dangling link", "a link to a file outside"):
         add("5.2", f"history append: HISTORY is {where}", history_linked(where == "a dangling link"), 2,
             "ERROR: HISTORY T/h.json: a symbolic link: outputs are written in place, never through a link")  # fmt: skip
-    add("5.2", "history check --json: a dangling link", lambda t, _: history_there(t) + ["--json", str(dangling(t))],
+    add("5.2", "history check --json: a dangling link", lambda t, _: [*history_there(t), "--json", str(dangling(t))],
         2, "ERROR: --json T/h.json.link: a symbolic link: outputs are written in place, never through a link")  # fmt: skip
     add("5.3", "run --ray-address with a password", lambda t, _: ["run", two, "--ray-address",
         "http://bob:pa55word@h:8265", "--results", str(t / "r")], 2,
@@ -1682,10 +1682,432 @@ def _rows() -> list[Row]:
         "HISTORY ERROR: no results directory T/***")  # fmt: skip
 
     # --- #82: the history -----------------------------------------------------------------------------------------
+    import shlex
+
+    from gate_builders import ENV
+    from history_builders import BRANCH, EVIL, PROFILED, branch_with, change_at, history_file, run_of
+
+    def hist(edit: Callable[[dict], object] = lambda d: None, n: int = 3, step_at: int | None = None,
+             name: str = "h.json") -> Callable[[Path], Path]:  # fmt: skip
+        return lambda t: history_file(t / name, n, edit, step_at)
+
+    def crashed(why: str) -> Callable[[dict], object]:
+        return lambda d: run_of(d, 1).update(status="crashed", why=[why], figures={}, samples={})
+
+    def accepted(change: str, reason: str) -> Callable[[dict], object]:
+        return lambda d: d["accepted"].append({"change": change, "reason": reason, "accepted": "2026-11-30"})
+
+    def history(*words: str, made: Callable[[Path], Path] | None = None) -> Callable[[Path, contextlib.ExitStack], Case]:
+        """``history WORDS`` of a history ``made`` in T (three quiet nights), ``{H}`` its path, ``{T}`` the row's dir."""
+        return lambda t, _: ["history", *(w.format(H=(made or hist())(t), T=t) for w in words)]
+
+    def sample(value: float, night: int = 2) -> Callable[[dict], object]:
+        return lambda d: run_of(d, night)["samples"][PROFILED].update({"step4.rank0": value})
+
+    def copied(d: dict) -> None:
+        d["nights"].append(json.loads(json.dumps(d["nights"][-1])))
+
+    def check_doc(scenario: str, good: str) -> Callable[[Path], Path]:
+        """A history check's JSON planning one bisect: ``scenario``'s regression from ``good`` to a commit."""
+
+        def make(t: Path) -> Path:
+            finding = {"status": "regressed", "accepted": False, "scenario": scenario, "metric": PROFILED,
+                       "change": "c", "line": "REGRESSED", "range": {"good": good, "bad": "b" * 40, "commits": 3}}
+            doc = {"schema_version": 2, "exit_code": 1, "verdict": "FAIL", "nightly_exit": 1, "nightly_verdict": "FAIL",
+                   "nights": 12, "lines": [], "findings": [finding]}  # fmt: skip
+            (t / "c.json").write_text(json.dumps(doc))
+            return t / "c.json"
+
+        return make
+
+    def night_on(links: Callable[[Path], dict[str, str]]) -> Callable[[Path, contextlib.ExitStack], Case]:
+        """``.ci/history night`` of a results dir onto a branch holding ``links`` (on the branch: where to)."""
+
+        def make(t: Path, _: contextlib.ExitStack) -> Case:
+            (t / "outside" / "cpu").mkdir(parents=True)
+            (t / "outside" / "cpu" / "keep.txt").write_text("keep me")
+            (t / "outside" / "cpu.json").write_text("{}")
+            bare = branch_with(t, links(t))
+            res = results(t)
+            job = [f"RESULTS={t / 'job'}", f"PYTHON={PY}", f"GITHUB_STEP_SUMMARY={t / 'job' / 'summary.md'}"]
+            return Raw(["env", *job, "bash", str(ROOT / ".ci" / "history"), "night", str(bare), BRANCH,
+                        f"cpu.json={res}"])  # fmt: skip
+
+        return make
+
+    def read_only_history(made: Callable[[Path], Path], *words: str, lock: bool = False) -> Callable[..., Case]:
+        """``history WORDS`` (``{H}`` the history ``made`` in T/ro, ``{T}`` the row's dir) with T/ro read only: a
+        mount namespace of its own where T/ro is bound read only (``lock``: the history's lock file left there)."""
+
+        def make(t: Path, _: contextlib.ExitStack) -> Case:
+            ro = t / "ro"
+            h = made(ro)
+            if lock:
+                (ro / f".{h.name}.lock").write_text("")
+            argv = [PY, "-m", "harness", "history", *(w.format(H=h, T=t) for w in words)]
+            script = f"mount --bind {ro} {ro} && mount -o remount,ro,bind {ro} && exec {shlex.join(argv)}"
+            return Raw(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script])
+
+        return make
+
+    evil = "x\\n::error title=all good::merge it"  # as it is printed: one line, the line break escaped
+    add("5.1", "history check: a crashed night's reason with a line `::error …`", history("check", "{H}",
+        made=hist(crashed(EVIL))), 0, f"tiny_case: night … (2026-11-01) crashed (kept, not a point): {evil}")  # fmt: skip
+    add("5.1", "history check: an accepted change's reason `##[error]…`", history("check", "{H}", made=hist(accepted(
+        "tiny_case:overhead.wall.profiled@0123456789", "##[error]all good, merge it"))), 0,
+        "accepted tiny_case:overhead.wall.profiled@0123456789 (2026-11-30): '#\\#[error]all good, merge it'; no change point is there now")  # fmt: skip
+    add("5.1", "history check: an accepted change's name with a line `::error …`", history("check", "{H}",
+        made=hist(accepted(EVIL, "r"))), 0, f"accepted {evil} (2026-11-30): 'r'; no change point is there now")  # fmt: skip
+    add("5.1", "history check: the processor's name with a line `::error …`", history("check", "{H}", made=hist(
+        lambda d: [n["identity"].update(processor=EVIL) for n in d["nights"]] and run_of(d, 1).update(
+            figures={"overhead.wall.unprofiled": 1.1}, tolerances={"overhead.wall.unprofiled": 0.25}))), 0, f"tiny_case overhead.wall.unprofiled (cpu/x86_64, {evil}): disappears after night … (2026-11-01): judged up to there")  # fmt: skip
+    add("5.1", "history append: verl's version with a line `::error …`", lambda t, _: [
+        "history", "append", str(t / "h.json"), str(write_results(t / "r", env=ENV | {"verl": EVIL}, dumps=False)
+                                                        .parent), "--date", "2026-11-01"], 0,
+        f"night … (2026-11-01, verl {evil} (a release)) appended")  # fmt: skip
+    add("5.1", "history accept: a change named `##[error]…`", history("accept", "{H}", "##[error]all good",
+        "--reason", "r", made=hist(n=12, step_at=9)), 2,
+        f"HISTORY ERROR: #\\#[error]all good: no such change point in the history now (its change points: {change_at(9)})")  # fmt: skip
+    add("5.1", "history bisects: a check whose scenario holds a line `::error …`", lambda t, _: [
+        "history", "bisects", str(check_doc("tiny_x" + EVIL, "a" * 40)(t))], 2,
+        "HISTORY ERROR: T/c.json: findings.0.scenario: scenario names are lowercase letters, digits and '_', at most 100 characters: not a harness history check JSON: pass the file history check --json wrote")  # fmt: skip
+    for where, points in (("docs/.nojekyll", "outside/nojekyll"), ("docs", "outside"), ("docs/cpu", "outside/cpu"),
+                          ("cpu.json", "outside/cpu.json")):  # fmt: skip
+        add("5.2", f".ci/history night: the branch's {where} a link to an absolute path", night_on(
+            lambda t, w=where, to=points: {w: str(t / to)}), 2,
+            f"::error title=precision_debugger history::the history branch {BRANCH} holds a symbolic link ({where}): nothing is written through a link; remove it from the branch (this night is not recorded)", child=True)  # fmt: skip
+    ratio = "5e-324 is no on/off ratio (a positive normal number): not a harness history"
+    add("5.6", "history check: a subnormal sample (5e-324)", history("check", "{H}", made=hist(sample(5e-324))), 2,
+        f"HISTORY ERROR: T/h.json: nights.1.scenarios.tiny_case.0.samples.overhead.wall.profiled.step4.rank0: {ratio}")  # fmt: skip
+    add("5.6", "history append: onto a history with a subnormal sample", lambda t, s: [*history("append", "{H}",
+        made=hist(sample(5e-324, 3)))(t, s), str(results(t)), "--date", "2026-12-01"], 2,
+        f"HISTORY ERROR: T/h.json: nights.2.scenarios.tiny_case.0.samples.overhead.wall.profiled.step4.rank0: {ratio}")  # fmt: skip
+    add("5.6", "history check: a sample of 1e-300 (a normal number, no measurement)", history("check", "{H}",
+        made=hist(sample(1e-300))), 2, "HISTORY ERROR: T/h.json: nights.1.scenarios.tiny_case.0.samples.overhead.wall.profiled.step4.rank0: 1e-300 is no on/off ratio of two measured step times (from 0.001 to 10000): not a harness history")  # fmt: skip
+    add("5.6", "history check: a subnormal overhead figure (no samples)", history("check", "{H}", made=hist(
+        lambda d: run_of(d, 2)["figures"].update({"overhead.wall.unprofiled": -1e-310}))), 2,
+        "HISTORY ERROR: T/h.json: nights.1.scenarios.tiny_case.0.figures.overhead.wall.unprofiled: -1e-310 is a subnormal number: no figure measures one: not a harness history")  # fmt: skip
+    copy = "holds the runs of night … (2026-11-03) (results night3): a night copied twice, each results dir is one night's once (remove the copy): not a harness history"
+    add("5.6", "history check: the newest night copied twice", history("check", "{H}", made=hist(copied)), 2,
+        f"HISTORY ERROR: T/h.json: nights: night … (2026-11-03) {copy}")  # fmt: skip
+    add("5.6", "history accept: a history with a night copied twice", history("accept", "{H}", change_at(9),
+        "--reason", "r", made=hist(copied, n=12, step_at=9)), 2, "HISTORY ERROR: T/h.json: nights: night … (2026-11-12) holds the runs of night … (2026-11-12) (results night12): a night copied twice, each results dir is one night's once (remove the copy): not a harness history")  # fmt: skip
+    add("5.6", "history check: a run twice in one night", history("check", "{H}", made=hist(
+        lambda d: d["nights"][0]["scenarios"]["tiny_case"].append(run_of(d, 1)))), 2,
+        "HISTORY ERROR: T/h.json: nights: night … (2026-11-01) holds one of its runs twice (results night1): a night copied twice, each results dir is one night's once (remove the copy): not a harness history")  # fmt: skip
+    add("5.6", "validate: a scenario named index", lambda t, _: scenario(t, yaml.safe_dump(BASE), "index.yaml"), 2,
+        "T/scenarios/index.yaml:1: file name: 'index' is the name of the page of the nights' own index.html (history publish) (rename the file)")  # fmt: skip
+    add("5.6", "history publish: a history of a scenario named index", history("publish", "{H}", "--out", "{T}/site",
+        made=hist(lambda d: d["nights"][0].update(scenarios={"index": d["nights"][0]["scenarios"]["tiny_case"]}))), 2,
+        "HISTORY ERROR: T/h.json: nights.0.scenarios.index.[key]: 'index' is the name of the page of the nights' own index.html (history publish): not a harness history")  # fmt: skip
+    add("5.6", "history publish --out: a directory holding a site's index.html", lambda t, s: [
+        (t / "site").mkdir(), (t / "site" / "index.html").write_text("<p>a site of someone else</p>")] and history(
+            "publish", "{H}", "--out", "{T}/site")(t, s), 2,
+        "HISTORY ERROR: T/site: holds files the page of the nights did not write (no .nights-page): publish into a new or empty directory, or the page's own")  # fmt: skip
+    add("5.6", "history check: a verl commit that is an option (`--output=…`)", history("check", "{H}", made=hist(
+        lambda d: d["nights"][1]["identity"].update(verl_commit="--output=/tmp/x"))), 2,
+        "HISTORY ERROR: T/h.json: nights.1.identity.verl_commit: String should match pattern '^[0-9a-f]{7,64}$': not a harness history")  # fmt: skip
+    add("5.6", "history bisects: a range whose good commit is an option", lambda t, _: ["history", "bisects", str(
+        check_doc("tiny_x", "--output=/tmp/x")(t))], 2,
+        "HISTORY ERROR: T/c.json: findings.0.range.good: String should match pattern '^[0-9a-f]{7,64}$': not a harness history check JSON: pass the file history check --json wrote")  # fmt: skip
+    add("5.7", "history check: a history on a read-only mount", read_only_history(hist(), "check", "{H}"), 0,
+        "history check: PASS", child=True)  # fmt: skip
+    add("5.7", "history check: a history on a read-only mount, its lock file beside it", read_only_history(hist(n=4),
+        "check", "{H}", lock=True), 0, "history check: PASS", child=True)  # fmt: skip
+    add("5.7", "history publish: a history on a read-only mount", read_only_history(hist(), "publish", "{H}", "--out",
+        "{T}/site"), 0, "T/site/index.html: 1 scenarios, 1 charts over 3 nights", child=True)  # fmt: skip
+    cannot = "cannot write: a read-only filesystem (Read-only file system); write elsewhere or make it writable"
+    add("5.7", "history append: a history on a read-only mount", lambda t, s: read_only_history(hist(), "append", "{H}",
+        str(results(t)))(t, s), 2, f"ERROR: HISTORY T/ro/h.json: {cannot}", child=True)  # fmt: skip
+    add("5.7", "history accept: a history on a read-only mount", read_only_history(hist(n=12, step_at=9), "accept", "{H}",
+        change_at(9), "--reason", "r"), 2, f"ERROR: HISTORY T/ro/h.json: {cannot}", child=True)  # fmt: skip
+    add("5.7", "history check: `nights` a number", history("check", "{H}", made=lambda t: file_at(t, "h.json").write_text(
+        '{"schema_version": 4, "nights": 5}') and t / "h.json"), 2, "HISTORY ERROR: T/h.json: nights: Input should be a valid list: not a harness history")  # fmt: skip
+    add("5.7", "history check: a schema-3 history whose night is a list", history("check", "{H}", made=lambda t: file_at(
+        t, "h.json").write_text('{"schema_version": 3, "nights": [[1]]}') and t / "h.json"), 2,
+        "HISTORY ERROR: T/h.json: nights.0: Input should be a valid dictionary or instance of Night: not a harness history")  # fmt: skip
 
     # --- #82: the Ray executors -----------------------------------------------------------------------------------
+    from fake_servers import STARTED, drip, ev
+    from ray_bad_input import (
+        cluster_env,
+        lease_taken,
+        ray,
+        ray_redirected,
+        rayjob,
+        rayjob_leftovers,
+        rayjob_redirected,
+        state_error,
+        token_echoed,
+    )
+
+    forged = "ok\n::error title=merged::all good, merge it"
+    off_run = "INFRASTRUCTURE ERROR (not a check verdict): scenario two_nodes_fsdp_l1: off run:"
+    add("5.1", "run (rayjob): the submitter's job_id forges a workflow command", rayjob(post=(200, json.dumps({"job_id": forged}))), 2,
+        f"{off_run} the RayJob submitter at http://127.0.0.1:… answered HTTP 200 a job_id that is not a job's name: 'ok\\n::error title=merged::all good, merge it'")  # fmt: skip
+    add("5.1", "run (rayjob): the submitter's refusal forges a workflow command", rayjob(post=(503, json.dumps({"detail": forged}))), 2,
+        f"{off_run} the RayJob submitter at http://127.0.0.1:… refused the job: HTTP 503: ok\\n::error title=merged::all good, merge it")  # fmt: skip
+    add("5.1", "run (rayjob): the job's final message forges a workflow command", rayjob(watches=[[STARTED, ev("final", status="TIMEOUT", message=forged)]]), 2,
+        f"{off_run} RayJob rayjob-1 ended TIMEOUT at the submitter (its own limit, not the scenario's) (ok\\n::error title=merged::all good, merge it)")  # fmt: skip
+    add("5.1", "run (ray): the cluster's refusal in the old ##[ form", ray({"POST /api/jobs/": (500, "##[error]all good, merge it")}), 2,
+        f"{off_run} the Ray cluster at http://127.0.0.1:… refused the job: Request failed with status code 500: #\\#[error]all good, merge it.")  # fmt: skip
+    add("5.3", "run (ray): the dashboard's 403 page echoes the token of RAY_AUTH_TOKEN_PATH", token_echoed("GET /api/jobs/", lambda t: (403, f"unknown credential {t} for this cluster")), 2,
+        "the token: in 0 line(s) printed, in 0 of … files of the results dir")  # fmt: skip
+    add("5.3", "run (ray): the refusal of the job echoes the token", token_echoed("POST /api/jobs/", lambda t: (500, f"quota exceeded for {t}")), 2,
+        "the token: in 0 line(s) printed, in 0 of … files of the results dir")  # fmt: skip
+    add("5.3", "run (ray): the state API's error echoes the token", token_echoed("GET /api/v0/nodes", state_error), 2,
+        "the token: in 0 line(s) printed, in 0 of … files of the results dir")  # fmt: skip
+    add("5.4", "run (rayjob): the DELETE redirected to another host", rayjob_redirected, 2,
+        "harness: DELETE of run 4242's RayJobs at http://127.0.0.1:… failed: the RayJob submitter at http://127.0.0.1:…: DELETE /api/v1/workflows/4242 was redirected to another host (http://127.0.0.1:…/api/v1/workflows/4242?attempt=1): not followed")  # fmt: skip
+    add("5.4", "run (ray): the dashboard redirects to another host", ray_redirected, 2,
+        f"{off_run} the Ray cluster at http://127.0.0.1:…: GET /api/version was redirected to another host (…): not followed (its dashboard, where the Job Submission API answers: http://HEAD:8265)")  # fmt: skip
+    add("5.4", "run (rayjob): the submitter drips its answer to the POST", rayjob(timeout_s=3, post=drip), 2,
+        f"{off_run} the RayJob submitter at http://127.0.0.1:…: POST /api/v1/rayjobs not answered within 3 s (a server that stalls or drips its answer)", child=True)  # fmt: skip
+    add("5.4", "run (rayjob): a watch event that is a JSON list", rayjob(watches=[[STARTED, "[1, 2]", ev("final", status="TIMEOUT")]]), 2,
+        f"{off_run} RayJob rayjob-1 ended TIMEOUT at the submitter (its own limit, not the scenario's)")  # fmt: skip
+    add("5.4", "run (rayjob): a final event whose status is a list", rayjob(watches=[[STARTED, json.dumps({"type": "final", "status": ["SUCCEEDED"]})]]), 2,
+        f"{off_run} RayJob rayjob-1 ended '[\"SUCCEEDED\"]', not one of verl's SUCCEEDED, FAILED, TIMEOUT, NOT_FOUND")  # fmt: skip
+    add("5.4", "run (rayjob): SUCCEEDED, nothing gathered", rayjob(gathers=False), 2,
+        f"{off_run} RayJob rayjob-1 ended SUCCEEDED with nothing gathered (no nodes.json in the run dir T/cache/results/two_nodes_fsdp_l1/off): not the end of the harness's job script (train.log has the job's log)")  # fmt: skip
+    add("5.2", "run (rayjob): the job leaves a link at the lease's name", lease_taken("a link"), 2,
+        "harness: cannot renew the Ray job's lease: T/cache/results/two_nodes_fsdp_l1/off/.ray-lease: a symbolic link: files are written in place, never through a link (remove it)")  # fmt: skip
+    add("5.7", "run (rayjob): the job replaces the lease by a directory", lease_taken("a directory"), 2,
+        "harness: the Ray job's lease T/cache/results/two_nodes_fsdp_l1/off/.ray-lease is not removed: Is a directory")  # fmt: skip
+    add("5.8", "run (rayjob): what a run leaves in the shared cache", rayjob_leftovers, 2,
+        "left in the shared cache's harness-jobs/: nothing")  # fmt: skip
+    for kind, key in (("rayjob", "A=B"), ("ray", "MY VAR"), ("ray", "")):
+        add("5.8", f"validate: executor.{kind}.env key {key!r}", cluster_env(kind, {"HF_HUB_OFFLINE": "1", key: "1"}), 2,
+            f"T/scenarios/two_nodes_fsdp_l1.yaml:…: executor.{kind}.env: key '{key}' is not a variable name every node takes: letters, digits and '_', not starting with a digit")  # fmt: skip
+    add("5.8", "validate: executor.rayjob.env value with a NUL", cluster_env("rayjob", {"A": "x\x00y"}), 2,
+        "T/scenarios/two_nodes_fsdp_l1.yaml:…: executor.rayjob.env: A: its value holds a NUL byte, which no process environment can hold")  # fmt: skip
 
     # --- #82: tools, the finish hook, the places the harness writes -----------------------------------------------
+    hook = [PY, "-m", "harness.artifacts.finish_hook"]  # verl's finish_hook_cmd, as a node runs it
+
+    def hook_run(rank: str | None = "0", out_file: bool = False) -> Callable[[Path, contextlib.ExitStack], Case]:
+        """The finish hook into T/out over T/dumps (``rank`` None: verl gave none; ``out_file``: T/out a file)."""
+
+        def make(tmp: Path, _: contextlib.ExitStack) -> Case:
+            (tmp / "dumps" / "a").mkdir(parents=True)
+            (tmp / "dumps" / "a" / "x.json").write_text("{}")
+            if out_file:
+                (tmp / "out").write_text("x")
+            env = ["env", "-u", "VERL_PROFILE_RANK", f"VERL_PROFILE_SAVE_PATH={tmp}/dumps"]
+            return Raw([*env, *([] if rank is None else [f"VERL_PROFILE_RANK={rank}"]), *hook, str(tmp / "out")])
+
+        return make
+
+    def hook_into_a_link(link: str, to: str) -> Callable[[Path, contextlib.ExitStack], Case]:
+        """The hook where T/``link`` is a link to T/``to`` (``x/``: a directory; ``kept``: a file with content;
+        else nothing there): nothing may be written there."""
+
+        def make(tmp: Path, stack: contextlib.ExitStack) -> Case:
+            target = tmp / to.rstrip("/")
+            if to.endswith("/"):
+                target.mkdir()
+            elif to == "kept":
+                target.write_text("kept\n")
+            (tmp / link).parent.mkdir(parents=True, exist_ok=True)
+            (tmp / link).symlink_to(target)
+            return hook_run()(tmp, stack)
+
+        return make
+
+    def closed_to_the_hook(tmp: Path, _: contextlib.ExitStack) -> Case:
+        """A file and a directory the hook may not read (as root: owned by a uid its user namespace does not map,
+        where root overrides no mode), then its listing printed."""
+        save = tmp / "dumps"
+        for d in ("a", "closed"):
+            (save / d).mkdir(parents=True)
+            (save / d / "x.json").write_text("{}")
+        (save / "secret.json").write_text("s")
+        paths = [save / "secret.json", save / "closed"]
+        root = os.geteuid() == 0
+        for path in paths if root else []:
+            os.chown(path, 65534, 65534)
+            path.chmod(0)
+        # not root: its own files closed while the hook runs, opened again for the table's before-and-after reading
+        shut = "" if root else f"chmod 0 {paths[0]} {paths[1]}; "
+        reopen = "" if root else f"; chmod 644 {paths[0]}; chmod 755 {paths[1]}"
+        userns = "unshare --user --map-root-user " if root else ""
+        run = f"VERL_PROFILE_SAVE_PATH={save} VERL_PROFILE_RANK=0 {userns}{PY} -m harness.artifacts.finish_hook {tmp}/out"
+        return Raw(["sh", "-c", f"{shut}{run}; rc=$?{reopen}; cat {tmp}/out/rank0.jsonl; exit $rc"])
+
+    def removed_while_listed(tmp: Path, _: contextlib.ExitStack) -> Case:
+        """Another process removes a file and a directory once the hook's walk has read their directory."""
+        from harness.artifacts import finish_hook
+
+        save = tmp / "dumps"
+
+        def call() -> tuple[int, str]:
+            (save / "sub").mkdir(parents=True)  # made as it runs: what the other process removes was not there before
+            for name in ("a.json", "b.json", "sub/c.json"):
+                (save / name).write_text(name)
+            walk = os.walk
+
+            def racing(top: str, **kw: object):  # type: ignore[no-untyped-def]
+                for d, dirs, names in walk(top, **kw):  # type: ignore[call-overload]
+                    if d == top:
+                        (save / "b.json").unlink()
+                        shutil.rmtree(save / "sub")
+                    yield d, dirs, names
+
+            os.walk = racing  # type: ignore[assignment]
+            try:
+                files, refused = finish_hook.listing(str(save))
+            finally:
+                os.walk = walk
+            return 0, f"listed {', '.join(files)}; named {'; '.join(refused)}"
+
+        return call
+
+    def read_only(where: str, command: str) -> Callable[[Path, contextlib.ExitStack], Case]:
+        """``command`` (shell: $T the row's dir, $PY, $S a scenario, $R a results dir) where T/``where`` is a
+        read-only bind mount, in a mount namespace of its own (no root needed on the host)."""
+
+        def make(tmp: Path, stack: contextlib.ExitStack) -> Case:
+            scenario_file = tiny(tmp)
+            res = results(tmp)
+            numerics(lambda b, h: None)(tmp, stack)
+            ro = tmp / where
+            if not ro.exists():
+                ro.mkdir(parents=True)
+            names = f"T={tmp}; PY={PY}; S={scenario_file}; R={res}"
+            script = f"mount --bind {ro} {ro} && mount -o remount,bind,ro {ro} && cd {tmp} && {names}; {command}"
+            return Raw(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script])
+
+        return make
+
+    def not_ours(tmp: Path, _: contextlib.ExitStack) -> Case:
+        """A scenario dir in the results dir that this user may not empty (another user's, mode 0555): the runs'
+        dirs are made there."""
+        sdir = tmp / "res" / "tiny_case"
+        (sdir / "on").mkdir(parents=True)
+        (sdir / "on" / "run.json").write_text("{}")
+        root = os.geteuid() == 0
+        for path in (sdir, sdir / "on"):
+            if root:
+                os.chown(path, 65534, 65534)
+            path.chmod(0o555)
+        userns = ["unshare", "--user", "--map-root-user"] if root else []
+        return Raw([*userns, PY, "-m", "harness", "run", tiny(tmp), "--results", str(tmp / "res")])
+
+    def checkout_saying(path: str, text: str) -> Callable[[Path, contextlib.ExitStack], Case]:
+        """target --stages of a verl checkout whose ``path`` holds ``text`` (the pull request's source)."""
+
+        def make(tmp: Path, _: contextlib.ExitStack) -> Case:
+            repo = git_repo(tmp, verl=True)
+            (repo / path).parent.mkdir(parents=True, exist_ok=True)
+            (repo / path).write_text(text)
+            return ["target", "--verl", str(repo), "--stages"]
+
+        return make
+
+    def stage_named(name: str) -> Callable[[Path], None]:
+        def mutate(root: Path) -> None:
+            d = root / "on" / "dumps" / "step_2" / name / "step0" / "rank0"
+            d.mkdir(parents=True)
+            (d / "dump.json").write_text('{"task": "statistics", "level": "L1", "data": {}}')
+
+        return mutate
+
+    def wheel(tmp: Path, name: str, *entries: str) -> str:
+        import zipfile
+
+        with zipfile.ZipFile(tmp / name, "w") as whl:
+            for entry in entries:
+                whl.writestr(entry, "")
+        return str(tmp / name)
+
+    def history_commit_as_option(tmp: Path, _: contextlib.ExitStack) -> Case:
+        """A duet's range names the last good night's commit, read from a history file: here an option of git's."""
+        repo = git_repo(tmp, verl=True)
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+
+        def call() -> tuple[int, str]:
+            from harness.cli.duet import _range
+            from harness.errors import HarnessError, one_line
+
+            try:
+                said = _range(repo, f"--output={tmp}/written", head, [])
+            except HarnessError as exc:
+                said = one_line(exc)
+            written = [p.name for p in tmp.iterdir() if p.name.startswith("written")]
+            return 2, f"{said}; written by git: {written or 'nothing'}"
+
+        return call
+
+    census_line = "on Worker.update: unknown (no precision_debugger tables)"
+    add("5.1", "target --stages: a role literal of verl's source holds '\\n::error'", checkout_saying(
+        "verl/workers/w.py", 'class Worker:\n    @DistProfiler.annotate(role="x\\n::error title=census::all good, '
+        'merge it")\n    def update(self, data):\n        return data\n'), 0,
+        f"verl/workers/w.py:2  x\\n::error title=census::all good, merge it {census_line}")  # fmt: skip
+    add("5.1", "target --stages: precision_debugger's table names '##[error]'", checkout_saying(
+        "verl/utils/profiler/precision_debugger_profile.py", '_STAGE_TO_ROLE = {"##[error]all good": "actor"}\n'), 0,
+        "known, annotated nowhere (never dumped): #\\#[error]all good")  # fmt: skip
+    add("5.1", "run --reuse: a dump stage dir named 'x\\n::error ...'", reused(stage_named(
+        "x\n::error title=layout::all good")), 1, "- layout: unexpected dump dir step_2/x\\n::error "
+        "title=layout::all good/step0/rank0: stage x\\n::error title=layout::all good is not in the stage set …")  # fmt: skip
+    add("5.1", "numerics: head's stage dir named '##[error]...'", numerics(lambda b, h: shutil.copytree(
+        h / "step_2" / "actor_update", h / "step_2" / "##[error]all good")), 0,
+        "numerics step_2/#\\#[error]all good dumped on head only: not compared")  # fmt: skip
+    add("5.5", "target --verl='--upload-pack=CMD@main' (git clone's option)", lambda t, _: [
+        f"HARNESS_CACHE_DIR={t}/cache", "target", f"--verl=--upload-pack=touch {t}/pwned@main", "--stages"], 2,
+        "TARGET ERROR: git clone --quiet --mirror -- --upload-pack=touch T/pwned T/cache/git/….git: fatal: "
+        "repository '--upload-pack=touch T/pwned' does not exist")  # fmt: skip
+    add("5.5", "HARNESS_VERL='-cprotocol.ext.allow=always@main' (git's -c)", lambda t, _: [
+        f"HARNESS_CACHE_DIR={t}/cache", "HARNESS_VERL=-cprotocol.ext.allow=always@main", "target", "--stages"], 2,
+        "TARGET ERROR: git clone --quiet --mirror -- -cprotocol.ext.allow=always T/cache/git/….git: fatal: "
+        "repository '-cprotocol.ext.allow=always' does not exist")  # fmt: skip
+    add("5.5", "target --verl <a text file named .whl> --stages", lambda t, _: ["target", "--verl",
+        str(file_at(t, "verl-0.9.1-py3-none-any.whl")), "--stages"], 2, "TARGET ERROR: --verl "
+        "T/verl-0.9.1-py3-none-any.whl: not a wheel (no zip archive with a *.dist-info/WHEEL), not of verl: name a "
+        "verl wheel")  # fmt: skip
+    add("5.5", "target --msprobe <verl's wheel> --stages", lambda t, _: ["target", "--msprobe", wheel(t,
+        "verl-0.9.1-py3-none-any.whl", "verl-0.9.1.dist-info/WHEEL", "verl/__init__.py"), "--stages"], 2,
+        "TARGET ERROR: --msprobe T/verl-0.9.1-py3-none-any.whl: a wheel of verl, not of mindstudio-probe: name a "
+        "mindstudio-probe wheel")  # fmt: skip
+    add("5.5", "duet: a history's commit '--output=FILE' (git rev-list's option)", history_commit_as_option, 2,
+        "TARGET ERROR: git rev-list --count --first-parent --end-of-options --output=T/written..… in T/verl: fatal: "
+        "…; written by git: nothing")  # fmt: skip
+    add("5.7", "finish hook: a file and a directory it may not read", closed_to_the_hook, 0,
+        '…"files": [{"path": "a/x.json", …}], …"refused": ["closed: unreadable directory (Permission denied)", '
+        '"secret.json: unreadable (Permission denied)"], …', child=True)  # fmt: skip
+    add("5.7", "finish hook: a file and a directory removed while it lists", removed_while_listed, 0,
+        "listed a.json; named b.json: removed while it was listed; sub: removed while it was listed")  # fmt: skip
+    add("5.7", "finish hook: VERL_PROFILE_RANK unset", hook_run(rank=None), 2, "finish hook: "
+        "VERL_PROFILE_RANK is not set: listed as rank-unknown.jsonl (verl exports the rank it runs the hook on)",
+        child=True)  # fmt: skip
+    add("5.7", "finish hook: VERL_PROFILE_RANK=one", hook_run(rank="one"), 2, "finish hook: "
+        "VERL_PROFILE_RANK 'one' is not a rank (a whole number): listed as rank-unknown.jsonl (verl exports the rank "
+        "it runs the hook on)", child=True)  # fmt: skip
+    add("5.7", "finish hook: OUT is a file", hook_run(out_file=True), 2, "finish hook: OUT T/out: not a directory",
+        child=True)  # fmt: skip
+    rofs = "cannot write: a read-only filesystem (Read-only file system); write elsewhere or make it writable"
+    add("5.7", "run --results <a read-only dir>", read_only("ro", '$PY -m harness run "$S" --results "$T/ro"'), 2,
+        f"ERROR: --results T/ro: {rofs}", child=True)  # fmt: skip
+    add("5.7", "numerics --results <a read-only dir>", read_only("ro", '$PY -m harness numerics "$T/base" '
+        '"$T/head" --results "$T/ro"'), 2, f"ERROR: --results T/ro: {rofs}", child=True)  # fmt: skip
+    add("5.7", "report --out <a read-only dir>", read_only("ro", '$PY -m harness report "$R" --out "$T/ro"'), 2,
+        f"ERROR: --out T/ro: {rofs}", child=True)  # fmt: skip
+    add("5.7", "run: the results dir's lock file read-only", read_only("res/.tiny_case.lock.d", 'touch '
+        '"$T/res/.tiny_case.lock" && mount --bind "$T/res/.tiny_case.lock" "$T/res/.tiny_case.lock" && mount -o '
+        'remount,bind,ro "$T/res/.tiny_case.lock" && $PY -m harness run "$S" --results "$T/res"'), 2,
+        f"ERROR: T/res/.tiny_case.lock (the results dir's lock): {rofs}", child=True)  # fmt: skip
+    add("5.7", "run: a scenario dir this user may not empty", not_ours, 2, "ERROR: T/res/tiny_case (for new runs: "
+        "T/res/tiny_case/on/run.json): cannot write: a place this user may not write (Permission denied); write "
+        "elsewhere or make it writable", child=True)  # fmt: skip
+    add("5.7", "HARNESS_CACHE_DIR=<a read-only dir> target --verl file://…@main", read_only("ro",
+        'HARNESS_CACHE_DIR="$T/ro" $PY -m harness target --verl "file://$T/nowhere@main" --stages'), 2,
+        f"ERROR: HARNESS_CACHE_DIR T/ro (the harness's cache): {rofs}", child=True)  # fmt: skip
+    add("5.2", "finish hook: OUT a link to a dir elsewhere", hook_into_a_link("out", "elsewhere/"), 2,
+        "finish hook: OUT T/out: a symbolic link: outputs are written in place, never through a link", child=True)
+    add("5.2", "finish hook: its listing a dangling link", hook_into_a_link("out/rank0.jsonl", "made.jsonl"), 2,
+        "finish hook: T/out/rank0.jsonl: a symbolic link: files are written in place, never through a link (remove "
+        "it)", child=True)  # fmt: skip
+    add("5.2", "finish hook: its listing a link to a file elsewhere", hook_into_a_link("out/rank0.jsonl", "kept"),
+        2, "finish hook: T/out/rank0.jsonl: a symbolic link: files are written in place, never through a link "
+        "(remove it)", child=True)  # fmt: skip
 
     return rows
 

@@ -8,6 +8,7 @@ import asyncio
 import hashlib
 import http.server
 import os
+import re
 import sys
 import threading
 import time
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 from builders import write_dump, write_scenario
+from fake_servers import dashboard, drip, elsewhere, nodes_listing, redirect_to
 
 from harness import config
 from harness.artifacts.nodes import NodeDoc, NodesRecord
@@ -26,10 +28,11 @@ from harness.checks.base import CheckContext
 from harness.checks.disk import check_disk
 from harness.checks.layout import check_layout
 from harness.errors import HarnessError, InfraError
+from harness.outside import redact
 from harness.pipeline.options import executor_choice
 from harness.scenario.loader import ScenarioError, load_scenario
 from harness.scenario.settings.ray import RayRuntime
-from harness.training.executors import ray_gather, ray_job
+from harness.training.executors import ray_cluster, ray_gather, ray_job
 from harness.training.executors.ray_cluster import RUN_ENV, Cluster, actor_env, token
 from harness.training.launch import Launch, NodeRun
 
@@ -70,6 +73,30 @@ def variant(tmp_path: Path, **changes: Any) -> Path:
 def test_a_cluster_block_that_cannot_run_is_refused_at_load(tmp_path, changes, message):
     with pytest.raises(ScenarioError, match=message):
         load_scenario(variant(tmp_path, **changes))
+
+
+
+@pytest.mark.parametrize("kind", ["ray", "rayjob"])
+@pytest.mark.parametrize(
+    ("env", "problem"),
+    [
+        ({"A=B": "1"}, "key 'A=B' is not a variable name every node takes"),
+        ({"": "1"}, "key '' is not a variable name every node takes"),
+        ({"MY VAR": "1"}, "key 'MY VAR' is not a variable name every node takes"),
+        ({"9LIVES": "1"}, "key '9LIVES' is not a variable name every node takes"),
+        ({"A\x00B": "1"}, "key 'A\\x00B' is not a variable name every node takes"),
+        ({"OK": "a\x00b"}, "OK: its value holds a NUL byte, which no process environment can hold"),
+    ],
+    ids=["equals", "empty", "space", "digit-first", "nul-in-key", "nul-in-value"],
+)
+def test_an_env_key_the_cluster_would_refuse_is_refused_at_load_naming_the_line(tmp_path, kind, env, problem):
+    block = {"kind": kind, kind: {"env": env, **({"cache": "/c"} if kind == "rayjob" else {})}}
+    path = variant(tmp_path, executor=block)
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(path)
+    (line,) = err.value.problems
+    assert re.fullmatch(rf"{re.escape(str(path))}:\d+: executor\.{kind}\.env: {re.escape(problem)}.*", line), line
+    assert load_scenario(variant(tmp_path, executor={**block, kind: {**block[kind], "env": {"_OK_1": "x y=z"}}}))
 
 
 def test_the_embedded_workload_refuses_a_cluster(tmp_path):
@@ -121,7 +148,7 @@ def test_a_cluster_unreachable_refusing_the_token_or_short_of_nodes_is_one_line(
     monkeypatch.setenv("RAY_AUTH_TOKEN", "tok-" + "7" * 60)
     with pytest.raises(InfraError) as err:
         Cluster.connect("http://127.0.0.1:1")  # nothing listens
-    assert str(err.value).startswith("the Ray cluster at http://127.0.0.1:1 is not reachable: ")
+    assert str(err.value).startswith("the Ray cluster at http://127.0.0.1:1: GET /api/version: ConnectionError: ")
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refusing)  # loopback only
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
@@ -134,9 +161,7 @@ def test_a_cluster_unreachable_refusing_the_token_or_short_of_nodes_is_one_line(
     assert "7777" not in line and len(line.splitlines()) == 1
     cluster = Cluster("http://h:8265", None, {}, authenticated=True)  # type: ignore[arg-type]
     head = {"node_ip": "10.0.0.1", "state": "ALIVE", "resources_total": {"GPU": 1.0}}
-    monkeypatch.setattr(
-        cluster, "get", lambda path: {"result": [head, {**head, "node_ip": "10.0.0.2", "state": "DEAD"}]}
-    )
+    monkeypatch.setattr(cluster, "get", lambda path: [head, {**head, "node_ip": "10.0.0.2", "state": "DEAD"}])
     with pytest.raises(InfraError) as err:
         cluster.check_nodes(NodeRun.new("/tmp/harness-ray", "s", "on", 2, 1, "GPU", None))
     assert str(err.value) == (
@@ -460,8 +485,12 @@ def follow(tmp_path: Path, client: FakeClient, timeout_s: float = 3600, nodes: N
 
 def test_a_jobs_end_maps_to_a_runs(tmp_path, monkeypatch):
     monkeypatch.setattr(ray_job, "POLL_S", 0.01)
-    ok = follow(tmp_path / "1", FakeClient(["RUNNING", "SUCCEEDED"], {"message": "", "driver_exit_code": 0}))
+    gathered = two_nodes()
+    ok = follow(tmp_path / "1", FakeClient(["RUNNING", "SUCCEEDED"], {"message": "", "driver_exit_code": 0}),
+                nodes=gathered)  # fmt: skip
     assert ok.exit_code == 0 and not ok.timed_out
+    with pytest.raises(InfraError, match=r"ended SUCCEEDED with nothing gathered \(no nodes\.json in the run dir\)"):
+        follow(tmp_path / "1b", FakeClient(["SUCCEEDED"], {"message": "", "driver_exit_code": 0}))
     crashed = follow(tmp_path / "2", FakeClient(["FAILED"], {"message": "exit 1", "driver_exit_code": 1}))
     assert crashed.exit_code == 1  # the crash classifier reads its traceback, as for a local run
     with pytest.raises(InfraError, match="failed before its entrypoint ran: runtime env setup failed"):
@@ -502,3 +531,117 @@ def test_the_jobs_environment_names_the_run_and_holds_no_token(monkeypatch):
     assert "s3cret" not in repr(env) and "s3cret" not in " ".join(
         ray_job.entry_argv(launch, ScenarioDir(Path("/r")).run("on"), "py")
     )
+
+
+# --- #82: a cluster that steers, stalls, forges or echoes the token ---------------------------------------------
+
+
+def bounded(call: Any, seconds: float) -> Any:
+    """``call()`` in a thread, which must end within ``seconds`` (a hang fails the test, never stops it); its
+    exception, if it raised one, is returned."""
+    out: list[Any] = []
+
+    def run() -> None:
+        try:
+            out.append(call())
+        except Exception as exc:
+            out.append(exc)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert out, f"still running after {seconds:g} s"
+    return out[0]
+
+
+JOBS = {"GET /api/jobs/": (200, "[]")}
+
+
+def test_a_dashboard_that_redirects_to_another_host_is_never_followed():
+    with elsewhere() as other:
+        with dashboard({"GET /api/version": redirect_to(other.url)}) as dash:
+            err = bounded(lambda: Cluster.connect(dash.url), 20)
+        assert isinstance(err, InfraError) and "GET /api/version was redirected to another host" in str(err)
+        with dashboard({**JOBS, "POST /api/jobs/": redirect_to(other.url)}) as dash:
+            cluster = Cluster.connect(dash.url)
+            err = bounded(lambda: ray_job._submit(cluster, "job-1", ["python"], {"env_vars": {}}, {}), 20)
+        assert isinstance(err, InfraError) and "refused the job" in str(err) and "another host" in str(err)
+        with dashboard({**JOBS, "GET /api/jobs/j/logs/tail": redirect_to(other.url)}) as dash:
+
+            async def tail() -> list[str]:
+                return [chunk async for chunk in Cluster.connect(dash.url).client.tail_job_logs("j")]
+
+            err = bounded(lambda: asyncio.run(tail()), 20)
+        assert isinstance(err, InfraError) and "log tail was redirected" in str(err)
+    assert other.heard == []
+
+
+def test_a_dashboard_that_drips_is_abandoned_at_its_bound(monkeypatch):
+    monkeypatch.setattr(ray_cluster, "HTTP_TIMEOUT_S", 2.0)
+    for answers in ({"GET /api/version": drip}, {**JOBS, "GET /api/v0/nodes": drip}):
+        with dashboard(answers) as dash:
+            started = time.monotonic()
+            err = bounded(lambda: Cluster.connect(dash.url).nodes(), 30)
+            assert time.monotonic() - started < 8
+        assert isinstance(err, InfraError) and "not answered within 2 s" in str(err), err
+
+
+@pytest.mark.parametrize(
+    "answers",
+    [
+        {"GET /api/v0/nodes": (200, "[1, 2]")},
+        {"GET /api/v0/nodes": (200, '{"result": true, "data": 5}')},
+        {"GET /api/v0/nodes": (200, '{"result": false, "msg": "no\\n::error::all good"}')},
+        {"GET /api/v0/nodes": (500, "##[error]all good")},
+        {"GET /api/v0/nodes": (200, nodes_listing({"GPU": "many"}, {"GPU": [1]}))},
+        {"GET /api/v0/nodes": (200, nodes_listing({"GPU": 1}).replace('"10.0.0.1"', '"h\\n::error::all good"'))},
+    ],
+    ids=["list", "data-a-number", "msg-forged", "old-form", "resources-not-numbers", "ip-forged"],
+)
+def test_a_state_api_answer_of_another_shape_or_forged_is_one_escaped_line(answers):
+    node = NodeRun.new("/tmp/harness-ray", "s", "on", 2, 1, "GPU", None)
+    with dashboard({**JOBS, **answers}) as dash:
+        err = bounded(lambda: Cluster.connect(dash.url).check_nodes(node), 20)
+    assert isinstance(err, InfraError), err
+    line = str(err)
+    assert "\n" not in line and "##[" not in line and not line.startswith("::"), line
+
+
+def test_a_clusters_message_is_one_escaped_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(ray_job, "POLL_S", 0.01)
+    forged = "boom ##[error]all good\n::error title=ok::merge it"
+    with pytest.raises(InfraError) as err:
+        follow(tmp_path / "1", FakeClient(["FAILED"], {"message": forged, "driver_exit_code": None}))
+    with dashboard({**JOBS, "POST /api/jobs/": (500, forged)}) as dash:
+        refused = bounded(lambda: ray_job._submit(Cluster.connect(dash.url), "j", ["py"], {}, {}), 20)
+    line = f"HARNESS RAY ERROR: node x: {forged}"
+    with pytest.raises(InfraError) as entry:
+        follow(tmp_path / "2", FakeClient(["FAILED"], {"message": "", "driver_exit_code": 3}, log=line))
+    for said in (str(err.value), str(refused), str(entry.value)):
+        assert "all good" in said and "\n" not in said and "##[" not in said, said
+
+
+def test_a_token_a_dashboard_echoes_never_reaches_a_line(tmp_path, monkeypatch):
+    """The token from a file (no variable names it, so only its value can mask it), echoed by a dashboard's error
+    page as the reason it refused."""
+    value = "file-token-7f3a9c01d2e4"
+    (tmp_path / "token").write_text(value + "\n")
+    monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
+    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(tmp_path / "token"))
+    with dashboard({"GET /api/jobs/": (403, f"unknown credential {value} for this cluster")}) as dash:
+        err = bounded(lambda: Cluster.connect(dash.url), 20)
+    line = str(err)
+    assert isinstance(err, InfraError) and "refused the harness's token: HTTP 403: unknown credential ***" in line
+    assert value not in line and value not in redact(f"stored {value}")
+
+
+def test_the_jobs_log_is_never_copied_through_a_link_in_the_run_dir(tmp_path, capsys):
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep me")
+    run = ScenarioDir(tmp_path / "s").run("on")
+    run.root.mkdir(parents=True)
+    run.log.symlink_to(outside)
+    cluster = Cluster("http://h:8265", FakeClient(["RUNNING"], {}, log="the job's log\n"), {}, authenticated=True)  # type: ignore[arg-type]
+    ray_job._copy_logs(cluster, "job-1", run.log)
+    assert outside.read_text() == "keep me"
+    assert "Ray job job-1: its log is not copied: " in capsys.readouterr().err

@@ -14,6 +14,7 @@ import time
 import pytest
 
 from harness import config
+from harness.errors import HarnessError
 from harness.scenario.blocks import ExecutorSettingsBase
 from harness.scenario.model import ExecutorSettings
 from harness.scenario.settings.ray import RayRuntime
@@ -68,6 +69,37 @@ def test_renewal_writes_in_place(tmp_path):
         inode, first = path.stat().st_ino, path.read_text()
         time.sleep(0.3)
         assert path.stat().st_ino == inode and path.read_text() != first
+
+
+
+def test_the_renewal_never_writes_through_a_link_left_at_the_leases_name(tmp_path, capsys):
+    """The run dir is the job's to write too: a link it leaves at the lease's name is never followed, the file it
+    points to (here: one the harness's user owns) never rewritten; said once, the lease then goes stale."""
+    path, outside = tmp_path / ray_lease.FILE, tmp_path / "outside.txt"
+    outside.write_text("keep me")
+    renewal = ray_lease.Renewal(path, every_s=0.05)
+    path.unlink()
+    path.symlink_to(outside)
+    time.sleep(0.4)
+    renewal.close()
+    assert outside.read_text() == "keep me" and not path.is_symlink()
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"harness: cannot renew the Ray job's lease: {path}: a symbolic link: files are written in place, "
+                   "never through a link (remove it)"]  # fmt: skip
+
+
+def test_a_lease_replaced_by_a_directory_is_one_line_never_a_traceback(tmp_path, capsys):
+    path = tmp_path / ray_lease.FILE
+    renewal = ray_lease.Renewal(path, every_s=0.05)
+    path.unlink()
+    path.mkdir()
+    time.sleep(0.3)
+    renewal.close()  # no traceback: the directory is left, said
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith(f"harness: cannot renew the Ray job's lease: {path}: cannot write: ")
+    assert err[1:] == [f"harness: the Ray job's lease {path} is not removed: Is a directory"]
+    with pytest.raises(HarnessError, match=r"\.ray-lease: cannot write: "):  # before the job: the run's one line
+        ray_lease.Renewal(path, every_s=0.05)
 
 
 @pytest.mark.integration  # a Python process of its own, SIGKILLed

@@ -6,9 +6,10 @@ jobs DELETEd every time; and the bad input: a shared cache that is full or read-
 from __future__ import annotations
 
 import _thread
+import contextlib
 import errno
-import http.server
 import json
+import os
 import re
 import threading
 import time
@@ -18,12 +19,15 @@ from typing import Any
 
 import pytest
 import yaml
+from fake_servers import RUNNING, STARTED, Service, drip, elsewhere, ev, redirect_to, serving
+from pydantic import ValidationError
 
 from harness.artifacts.crash import classify
 from harness.artifacts.record import ExecResult
 from harness.artifacts.rundir import ScenarioDir
 from harness.errors import HarnessError, InfraError
 from harness.outcomes import EXIT_ERROR, EXIT_FAIL, EXIT_PASS
+from harness.safeio import validation_line
 from harness.scenario.loader import load_scenario
 from harness.scenario.settings.rayjob import RayJobRuntime
 from harness.training.devices import cluster_missing
@@ -131,96 +135,14 @@ TRACEBACK = f"""Traceback (most recent call last):
 ValueError: Unknown precision_debugger stage: train_batch"""
 
 
-def ev(kind: str, **fields: Any) -> str:
-    return json.dumps({"type": kind, **fields})
-
-
-STARTED = ev("log", line=rayjob.STARTED)
-RUNNING = ev("status", status="RUNNING", rayjob_status="RUNNING", job_deployment_status="Running", message="")
-
-
-class Service(http.server.ThreadingHTTPServer):
-    """verl's submitter as its script sees it: ``post`` is the answer to POST (status, body), ``watches`` the lines of
-    each watch connection in turn (the last repeated; ``None``: status events until the client goes)."""
-
-    daemon_threads = True
-
-    def __init__(self, post: tuple[int, str], watches: list[list[str] | None]) -> None:
-        super().__init__(("127.0.0.1", 0), Handler)
-        self.post, self.watches = post, watches
-        self.requests: list[tuple[str, str]] = []
-        self.payloads: list[dict[str, Any]] = []
-        self.on_watch: Any = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-    def deleted(self) -> list[str]:
-        return [p for m, p in self.requests if m == "DELETE"]
-
-    def watched(self) -> int:
-        return sum(m == "GET" for m, _ in self.requests)
-
-
-class Handler(http.server.BaseHTTPRequestHandler):
-    server: Service
-    protocol_version = "HTTP/1.0"  # the stream ends when the connection closes
-
-    def do_POST(self) -> None:
-        self.server.requests.append(("POST", self.path))
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        self.server.payloads.append(json.loads(body))
-        code, text = self.server.post
-        self._send(code, text.encode())
-
-    def do_DELETE(self) -> None:
-        self.server.requests.append(("DELETE", self.path))
-        self._send(200, b'{"deleted": 1}')
-
-    def do_GET(self) -> None:
-        self.server.requests.append(("GET", self.path))
-        lines = self.server.watches.pop(0) if len(self.server.watches) > 1 else self.server.watches[0]
-        self.send_response(200)
-        self.send_header("Content-Type", "application/x-ndjson")
-        self.end_headers()
-        if self.server.on_watch:
-            self.server.on_watch()
-        try:
-            if lines is None:
-                while True:  # a watch that never ends
-                    self.wfile.write((RUNNING + "\n").encode())
-                    self.wfile.flush()
-                    time.sleep(0.05)
-            for line in lines:
-                self.wfile.write((line + "\n").encode())
-        except (BrokenPipeError, ConnectionResetError):
-            pass
-
-    def _send(self, code: int, body: bytes) -> None:
-        self.send_response(code)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture
 def service():
-    made: list[Service] = []
+    with contextlib.ExitStack() as stack:
 
-    def make(post: tuple[int, str] = (200, '{"job_id": "rayjob-1"}'), watches: Any = None) -> Service:
-        srv = Service(post, watches if watches is not None else [[STARTED, ev("final", status="SUCCEEDED")]])
-        threading.Thread(target=srv.serve_forever, daemon=True).start()
-        made.append(srv)
-        return srv
+        def make(post: Any = (200, '{"job_id": "rayjob-1"}'), watches: Any = None, **kw: Any) -> Service:
+            return stack.enter_context(serving(post, watches, **kw))
 
-    yield make
-    for srv in made:
-        srv.shutdown()
-        srv.server_close()
+        yield make
 
 
 def setup_run(tmp_path: Path, url: str, **block: Any) -> tuple[RayJobRuntime, NodeRun, Launch, Any]:
@@ -245,8 +167,8 @@ def outcome(tmp_path: Path, srv: Service, **kw: Any) -> tuple[str, int, str]:
     """(verdict class, exit code, the line) as the harness reports a run that ended so."""
     try:
         res, run = execute(tmp_path, srv, **kw)
-    except HarnessError as exc:
-        return type(exc).__name__, EXIT_ERROR, str(exc)
+    except HarnessError as exc:  # RemoteError: an InfraError of a server
+        return "InfraError" if isinstance(exc, InfraError) else type(exc).__name__, EXIT_ERROR, str(exc)
     assert isinstance(res, ExecResult)
     crash = classify(res, run.log, kw.get("timeout_s", 60))
     if crash is None:
@@ -288,7 +210,7 @@ def test_a_training_that_fails_in_verl_is_a_verdict_on_verl(tmp_path, service):
 @pytest.mark.parametrize(
     ("post", "watches", "line"),
     [
-        ((200, "<html>502 Bad Gateway</html>"), None, r"answered HTTP 200 with no JSON to POST /api/v1/rayjobs"),
+        ((200, "<html>502 Bad Gateway</html>"), None, r":\d+ answered HTTP 200 with no JSON: <html>502"),
         ((503, '{"detail": "quota exceeded"}'), None, r"refused the job: HTTP 503: quota exceeded"),
         ((200, '{"id": "x"}'), None, r"without a job_id"),
         (None, [[STARTED, ev("final", status="TIMEOUT", message="deadline")]], r"ended TIMEOUT at the submitter"),
@@ -382,6 +304,163 @@ def test_two_scenarios_submitted_at_once_under_one_run_the_second_is_refused(tmp
     assert f"another scenario is being submitted under run {RUN_ID} at once (scenario first_scenario" in line
     assert srv.requests == []
     assert outcome(tmp_path / "y", srv, cache=str(tmp_path / "cache"))[1] == EXIT_PASS  # released: the next one runs
+
+
+# --- #82: a submitter that steers, stalls or forges; what a run leaves in the shared cache -----------------------
+
+
+def bounded(call: Any, seconds: float) -> Any:
+    """``call()`` in a thread, which must end within ``seconds`` (a hang fails the test, never stops it)."""
+    out: list[Any] = []
+    worker = threading.Thread(target=lambda: out.append(call()), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert out, f"still running after {seconds:g} s"
+    return out[0]
+
+
+FORGED = "ok\n::error title=merged::all good, merge it"
+
+
+@pytest.mark.parametrize(
+    ("post", "watches"),
+    [
+        ((200, json.dumps({"job_id": FORGED})), None),
+        ((503, json.dumps({"detail": FORGED})), None),
+        ((503, "##[error]all good\n"), None),
+        (None, [[STARTED, ev("final", status="TIMEOUT", message=FORGED)]]),
+        (None, [[STARTED, ev("final", status=FORGED)]]),
+        (None, [[STARTED, ev("log", line="HARNESS RAY ERROR: ##[error]all good"), ev("final", status="FAILED")]]),
+    ],
+    ids=["job-id", "refusal", "refusal-old-form", "final-message", "final-status", "entry-line"],
+)
+def test_a_submitters_text_is_one_escaped_line_never_a_workflow_command(tmp_path, service, post, watches):
+    srv = service(**({"post": post} if post else {}), **({"watches": watches} if watches else {}))
+    kind, code, line = outcome(tmp_path, srv)
+    assert (kind, code) == ("InfraError", EXIT_ERROR), line
+    assert "\n" not in line and "\r" not in line and "##[" not in line and not line.startswith("::"), line
+    assert "all good" in line  # said, as data
+
+
+
+def test_credentials_in_a_submitter_url_never_reach_the_error_itself(monkeypatch):
+    """Masked where the line is made, not only where the command line prints it: pytest's report and JUnit XML
+    carry the exception's text as it is."""
+    monkeypatch.setenv("SUBMITTER_URL", "http://bob:pa55word@rayjob-submitter:80")
+    with pytest.raises(InfraError) as err:
+        rayjob.submitter_url(RayJobRuntime())
+    line = str(err.value)
+    assert "pa55word" not in line and "SUBMITTER_URL: 'http://***@rayjob-submitter:80' is not" in line
+    with pytest.raises(ValidationError) as bad:  # the loader's line is the error's message
+        RayJobRuntime(url="https://tok3n-a1b2c3d4@h")
+    assert "https://***@h" in validation_line(bad.value) and "tok3n-a1b2c3d4" not in validation_line(bad.value)
+
+
+def test_a_job_id_that_is_not_a_name_is_refused_before_it_is_watched(tmp_path, service):
+    srv = service(post=(200, json.dumps({"job_id": "../../workflows/4242"})))
+    kind, _, line = outcome(tmp_path, srv)
+    assert kind == "InfraError" and "a job_id that is not a job's name: '../../workflows/4242'" in line
+    assert srv.watched() == 0 and srv.deleted() == DELETED
+
+
+def test_a_redirect_to_another_host_is_never_followed_the_delete_never_sent_there(tmp_path, service, capsys):
+    with elsewhere() as other:
+        srv = service(delete=redirect_to(other.url))
+        assert outcome(tmp_path, srv)[:2] == ("passed", EXIT_PASS)
+        srv2 = service(post=redirect_to(other.url))
+        kind, _, line = outcome(tmp_path / "post", srv2)
+    assert other.heard == []
+    assert kind == "InfraError" and "POST /api/v1/rayjobs was redirected to another host" in line
+    err = capsys.readouterr().err
+    assert f"DELETE of run {RUN_ID}'s RayJobs at {srv.url} failed: " in err
+    assert "DELETE /api/v1/workflows/4242 was redirected to another host" in err and "not followed" in err
+
+
+def test_a_submitter_that_drips_holds_neither_the_post_nor_the_delete_past_its_bound(tmp_path, service, monkeypatch):
+    srv = service(post=drip)
+    started = time.monotonic()
+    kind, _, line = bounded(lambda: outcome(tmp_path, srv, timeout_s=2), 20)
+    assert time.monotonic() - started < 8
+    assert kind == "InfraError" and "POST /api/v1/rayjobs not answered within 2 s" in line
+    monkeypatch.setattr(rayjob, "DELETE_TIMEOUT_S", 1.0)
+    srv2 = service(delete=drip)
+    started = time.monotonic()
+    assert bounded(lambda: outcome(tmp_path / "delete", srv2), 20)[:2] == ("passed", EXIT_PASS)
+    assert time.monotonic() - started < 8
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        "[1, 2]", "5", "null", '"a string"', '{"type": 5}', '{"type": ["final"]}', '{"type": "log", "line": {"a": 1}}',
+        '{"type": "log", "line": "\\ud800"}', '{"type": "status", "status": [1], "message": {"m": 1}}',
+        '{"type": "error", "message": 7}', '{"type": "raw"}',
+    ],
+)  # fmt: skip
+def test_a_watch_event_of_any_shape_is_logged_never_a_crash(tmp_path, service, event):
+    srv = service(watches=[[STARTED, event, ev("final", status="SUCCEEDED")]])
+    assert outcome(tmp_path, srv) == ("passed", EXIT_PASS, "")
+
+
+@pytest.mark.parametrize("status", [5, ["SUCCEEDED"], {"s": "SUCCEEDED"}, None, True])
+def test_a_final_status_that_is_not_a_string_is_the_infrastructures_in_one_line(tmp_path, service, status):
+    srv = service(watches=[[STARTED, json.dumps({"type": "final", "status": status})]])
+    kind, code, line = outcome(tmp_path, srv)
+    assert (kind, code) == ("InfraError", EXIT_ERROR) and "\n" not in line
+    assert re.search(r"RayJob rayjob-1 ended '.*', not one of verl's SUCCEEDED, FAILED, TIMEOUT, NOT_FOUND$", line)
+
+
+def test_a_job_that_succeeds_having_gathered_nothing_is_the_infrastructures_not_verls(tmp_path, service):
+    srv = service(gathers=False)
+    kind, code, line = outcome(tmp_path, srv)
+    assert (kind, code) == ("InfraError", EXIT_ERROR)
+    assert line.startswith("RayJob rayjob-1 ended SUCCEEDED with nothing gathered (no nodes.json in the run dir")
+
+
+def test_the_runs_log_is_never_written_through_a_link_the_job_left(tmp_path, service):
+    srv = service()
+    rt, _, launch, run = setup_run(tmp_path, srv.url)
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep me")
+    run.log.symlink_to(outside)
+    settings = SimpleNamespace(timeout_s=60, options=lambda kind: rt)
+    with pytest.raises(HarnessError, match=r"train\.log: a symbolic link: files are written in place, never through"):
+        rayjob.RayJobSubmitterExecutor().execute(launch, run, settings, {})  # type: ignore[arg-type]
+    assert outside.read_text() == "keep me" and srv.deleted() == DELETED
+
+
+def test_a_run_leaves_nothing_in_the_shared_cache_and_its_lock_still_excludes(tmp_path, service):
+    srv = service()
+    assert outcome(tmp_path, srv)[1] == EXIT_PASS
+    assert sorted(p.name for p in (tmp_path / "cache" / rayjob.JOBS_DIR).iterdir()) == []
+    rt, *_ = setup_run(tmp_path / "b", srv.url, cache=str(tmp_path / "cache"))
+    # the race its removal opens: B opens the name while A holds it, A ends (the name goes), C takes the name's new
+    # file; B's lock on A's old file must not let B run beside C
+    a = rayjob.RunLock(rt, RUN_ID, "a").__enter__()
+    b_opened = os.open(a.path, os.O_RDWR)
+    a.__exit__(None, None, None)
+    assert not a.path.exists()
+    with rayjob.RunLock(rt, RUN_ID, "c"):
+        b = rayjob.RunLock(rt, RUN_ID, "b")
+        opens = [b_opened]
+        fresh = b._open
+        b._open = lambda: opens.pop() if opens else fresh()  # type: ignore[method-assign]
+        with pytest.raises(InfraError, match=r"being submitted under run 4242 at once \(scenario c"):
+            b.__enter__()
+    assert not a.path.exists()
+
+
+def test_a_link_at_the_locks_name_is_refused_never_written_through(tmp_path, service):
+    srv = service()
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep me")
+    lock = tmp_path / "cache" / rayjob.JOBS_DIR / f"run-{RUN_ID}.lock"
+    lock.parent.mkdir(parents=True)
+    lock.symlink_to(outside)
+    kind, _, line = outcome(tmp_path, srv)
+    assert kind == "InfraError" and line.endswith("a symbolic link in the shared cache: the run's lock is never "
+                                                  "opened through a link (remove it)")  # fmt: skip
+    assert outside.read_text() == "keep me" and srv.requests == []
 
 
 # --- the reusable workflow and its caller, against verl's multi-node job -------------------------------------------

@@ -14,19 +14,38 @@ from typing import ClassVar
 
 from pydantic import Field, field_validator
 
+from harness.outside import shown
 from harness.scenario.blocks import ExecutorOptions
 
 _ADDRESS = re.compile(r"^https?://[A-Za-z0-9.\-\[\]:]+(?::\d{1,5})?/?$")
+# a variable every node's shell, Ray's runtime environment and a pod's spec all take: the portable name
+ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def check_address(value: str) -> str:
-    """A dashboard address ``http(s)://HOST[:PORT]``; ValueError in one line otherwise."""
+    """A dashboard address ``http(s)://HOST[:PORT]``; ValueError in one line otherwise (the value shown, its
+    credentials masked)."""
     if not _ADDRESS.match(value):
         raise ValueError(
-            f"{value!r} is not the address of a Ray cluster's dashboard (the Job Submission API): "
+            f"'{shown(value, 200)}' is not the address of a Ray cluster's dashboard (the Job Submission API): "
             "http://HEAD:8265 or https://HOST[:PORT]"
         )
     return value.rstrip("/")
+
+
+def check_env(env: dict[str, str]) -> dict[str, str]:
+    """The job's extra variables, each one the cluster takes: a name of letters, digits and '_' (not first a digit)
+    and a value without a NUL. A name such as ``A=B`` validated before would be refused by the node's shell, by
+    Ray's runtime environment or by the pod's spec once the job is submitted; ValueError in one line here."""
+    for key, value in env.items():
+        if not ENV_KEY.fullmatch(key):
+            raise ValueError(
+                f"key '{shown(key, 80)}' is not a variable name every node takes: letters, digits and '_', not "
+                "starting with a digit"
+            )
+        if "\0" in value:
+            raise ValueError(f"{key}: its value holds a NUL byte, which no process environment can hold")
+    return env
 
 
 class ClusterRuntime(ExecutorOptions):
@@ -49,6 +68,11 @@ class ClusterRuntime(ExecutorOptions):
     @classmethod
     def _scratch(cls, value: str) -> str:
         return absolute_dir(value)
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, value: dict[str, str]) -> dict[str, str]:
+        return check_env(value)
 
 
 def absolute_dir(value: str) -> str:

@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, PositiveInt, field_validator
 
+from harness.outside import shown
 from harness.scenario.settings.ray import ClusterRuntime, absolute_dir
 from harness.strict import Strict
 
@@ -24,8 +25,8 @@ def check_url(value: str) -> str:
     """A submitter service's base address ``http(s)://HOST[:PORT]``; ValueError in one line otherwise."""
     if not _URL.match(value):
         raise ValueError(
-            f"{value!r} is not a RayJob submitter's address: http://rayjob-submitter.ci-system.svc.cluster.local "
-            "or http(s)://HOST[:PORT]"
+            f"'{shown(value, 200)}' is not a RayJob submitter's address: "
+            "http://rayjob-submitter.ci-system.svc.cluster.local or http(s)://HOST[:PORT]"
         )
     return value.rstrip("/")
 

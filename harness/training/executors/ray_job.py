@@ -10,10 +10,12 @@ clean-up job: nothing of it keeps running there. While it follows the job the ha
 (``ray_lease``): a harness killed outright (SIGKILL), which stops nothing, leaves a lease that goes stale, and the
 job's entrypoint then stops the training and removes the run from every node itself.
 
-Job ends: SUCCEEDED is exit 0; FAILED the driver's exit code (its traceback decides whose fault, as for a local run),
-or, where the entrypoint never ran (its runtime environment failed, the supervisor died), an infrastructure error
+Job ends: SUCCEEDED is exit 0 where the job gathered (its ``nodes.json``: a job said to succeed that gathered nothing
+is the cluster's failure, not verl's); FAILED the driver's exit code (its traceback decides whose fault, as for a local
+run), or, where the entrypoint never ran (its runtime environment failed, the supervisor died), an infrastructure error
 with Ray's message; the entrypoint's own failure (``HARNESS RAY ERROR:`` in its log) an infrastructure error with
 that line; STOPPED by the harness a timeout or a monitor's stop; STOPPED by anyone else an infrastructure error.
+What the cluster says (a job's message, its log's error line, an actor's name) is shown as data (``outside.shown``).
 """
 
 from __future__ import annotations
@@ -33,14 +35,16 @@ from harness import config
 from harness.artifacts.nodes import NodesRecord
 from harness.artifacts.record import ExecResult
 from harness.artifacts.rundir import RunDir
-from harness.errors import InfraError
-from harness.safeio import tail_bytes
+from harness.errors import HarnessError, InfraError
+from harness.outside import shown
+from harness.remote import RemoteError
+from harness.safeio import open_to_write, tail_bytes, write_atomic
 from harness.scenario.blocks import ExecutorSettingsBase
 from harness.scenario.settings.ray import RayRuntime
 from harness.signals import interrupts, note_stopped
 from harness.training.executors import ray_entry, ray_lease
 from harness.training.executors.base import LABEL_PREFIX, owner_gone
-from harness.training.executors.ray_cluster import RUN_ENV, TERMINAL, Cluster, address
+from harness.training.executors.ray_cluster import RUN_ENV, TERMINAL, Cluster, address, said
 from harness.training.launch import Launch, NodeRun, argv_lines
 
 POLL_S = 1.0
@@ -89,7 +93,7 @@ class RayJobExecutor:
                   "on it (start it with RAY_AUTH_MODE=token)", file=sys.stderr, flush=True)  # fmt: skip
         cluster.check_nodes(node)
         marker = run.root / ray_entry.MARKER
-        marker.write_text(node.job)
+        write_atomic(marker, node.job)
         argv = entry_argv(launch, run, python)
         metadata = {k: v for k, v in labels.items() if isinstance(v, str)}
         started = time.monotonic()
@@ -169,8 +173,8 @@ def _sweep(addr: str) -> list[str]:
         with contextlib.suppress(Exception):
             cluster.client.stop_job(str(job.submission_id))
             scenario, pid = meta.get(f"{LABEL_PREFIX}.scenario"), meta.get(f"{LABEL_PREFIX}.pid")
-            lines.append(f"stopped stale Ray job {job.submission_id} on {cluster.address} (scenario {scenario}, "
-                         f"its harness pid {pid} is gone)")  # fmt: skip
+            lines.append(f"stopped stale Ray job {shown(job.submission_id)} on {cluster.address} (scenario "
+                         f"{shown(scenario)}, its harness pid {shown(pid)} is gone)")  # fmt: skip
     return lines
 
 
@@ -178,11 +182,7 @@ def _submit(cluster: Cluster, job: str, argv: list[str], env: dict[str, Any], me
     try:
         cluster.client.submit_job(entrypoint=shlex.join(argv), submission_id=job, runtime_env=env, metadata=metadata)
     except Exception as exc:  # Ray raises RuntimeError and others: one line
-        raise InfraError(f"the Ray cluster at {cluster.address} refused the job: {_first(exc)}") from None
-
-
-def _first(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        raise InfraError(f"the Ray cluster at {cluster.address} refused the job: {said(exc)}") from None
 
 
 def _follow(
@@ -208,21 +208,24 @@ def _follow(
         time.sleep(POLL_S)
     wall = time.monotonic() - started
     logs.join(timeout=30)
-    info = cluster.client.get_job_info(node.job)
-    said = f" ({_first_text(info.message)})" if info.message else ""
-    detail = f"Ray job {node.job} on {cluster.address}: {status}{said}"
+    info = _asked(cluster, cluster.client.get_job_info, node.job)
+    message = shown(info.message) if isinstance(info.message, str) and info.message.strip() else ""
+    detail = f"Ray job {node.job} on {cluster.address}: {status}" + (f" ({message})" if message else "")
     if timed_out or stopped:
         return ExecResult(None, wall, timed_out=timed_out, stopped=stopped, detail=detail, argv=argv)
     if line := _entry_error(run.log):
         raise InfraError(f"Ray job {node.job}: {line}")
+    record = NodesRecord.read(run.nodes)
     if status == "SUCCEEDED":
+        if record is None:  # the entrypoint writes it before it may succeed: the cluster's word alone
+            raise InfraError(f"Ray job {node.job} on {cluster.address} ended SUCCEEDED with nothing gathered (no "
+                             "nodes.json in the run dir): not the harness's entrypoint's end")  # fmt: skip
         return ExecResult(0, wall, detail=detail, argv=argv)
     if status == "STOPPED":
         raise InfraError(f"Ray job {node.job} was stopped on the cluster at {cluster.address}, not by the harness")
     code = info.driver_exit_code
-    if code is None:  # the entrypoint never ran: its runtime environment, the supervisor
-        raise InfraError(f"Ray job {node.job} failed before its entrypoint ran: {_first_text(info.message or '')}")
-    record = NodesRecord.read(run.nodes)
+    if not isinstance(code, int):  # the entrypoint never ran: its runtime environment, the supervisor
+        raise InfraError(f"Ray job {node.job} failed before its entrypoint ran: {message}")
     if record is not None and (gone := [n for n in record.nodes if not n.alive or n.problem]):
         # whatever the training then raised (a rank's peer lost), the cause is the node: no verdict, nothing to judge;
         # Ray may still count a node that just died as alive, its dumps then fail to stream back
@@ -232,39 +235,50 @@ def _follow(
             f"Ray job {node.job}: {lost}: its dumps with it (the training then exited with code {code}; nodes.json: "
             "gathering incomplete)"
         )
-    return ExecResult(int(code), wall, detail=detail, argv=argv)
-
-
-def _first_text(text: str) -> str:
-    return (text.strip().splitlines() or [""])[0][:300]
+    return ExecResult(code, wall, detail=detail, argv=argv)
 
 
 def _entry_error(log: Path) -> str | None:
-    """The entrypoint's own failure: its last ``HARNESS RAY ERROR:`` line."""
+    """The entrypoint's own failure: its last ``HARNESS RAY ERROR:`` line (the job's log: shown as data)."""
     lines = [ln for ln in tail_bytes(log, 1 << 16).splitlines() if ln.startswith(ray_entry.ERROR)]
-    return lines[-1].removeprefix(ray_entry.ERROR).strip() if lines else None
+    return shown(lines[-1].removeprefix(ray_entry.ERROR).strip()) if lines else None
+
+
+def _asked(cluster: Cluster, call: Any, job: str) -> Any:
+    """``call(job)`` of the cluster's client; InfraError in one line where the cluster is lost or answers what Ray's
+    client cannot read."""
+    try:
+        return call(job)
+    except Exception as exc:
+        raise InfraError(f"lost the Ray cluster at {cluster.address} during the run: {said(exc)}") from None
 
 
 def _status(cluster: Cluster, job: str) -> str:
-    try:
-        return str(cluster.client.get_job_status(job))
-    except Exception as exc:
-        raise InfraError(f"lost the Ray cluster at {cluster.address} during the run: {_first(exc)}") from None
+    return str(_asked(cluster, cluster.client.get_job_status, job))
 
 
 def _copy_logs(cluster: Cluster, job: str, log: Path) -> None:
     """The job's stdout and stderr, as they come, into the run's log (a timeout still has its tail)."""
 
     logging.getLogger("ray.dashboard.modules.job.sdk").setLevel(logging.WARNING)  # its "WebSocket closed" line
+    try:  # the run dir is the cluster's to write too: never through a link it left there
+        out = open_to_write(log)
+    except HarnessError as exc:
+        print(f"harness: Ray job {job}: its log is not copied: {exc}", file=sys.stderr, flush=True)
+        return
 
     async def follow() -> None:
-        with log.open("w") as out:
-            async for chunk in cluster.client.tail_job_logs(job):
-                out.write(chunk)
-                out.flush()
+        async for chunk in cluster.client.tail_job_logs(job):
+            out.write(chunk)
+            out.flush()
 
-    with contextlib.suppress(Exception):  # the job ended or the cluster went: what was copied stays
-        asyncio.run(follow())
+    with out:
+        try:
+            asyncio.run(follow())
+        except RemoteError as exc:  # a redirect: said in the log, which the job's end is judged on
+            out.write(f"\n[harness] the job's log was not followed further: {exc}\n")
+        except Exception:  # the job ended or the cluster went: what was copied stays
+            pass
 
 
 def _stop(cluster: Cluster, node: NodeRun, python: str) -> None:
@@ -278,7 +292,7 @@ def _stop(cluster: Cluster, node: NodeRun, python: str) -> None:
         while (left := cluster.actors(node.job)) and time.monotonic() < deadline:
             time.sleep(POLL_S)
         if left:
-            names = ", ".join(sorted({str(a.get("class_name")) for a in left}))
+            names = ", ".join(sorted({shown(a.get("class_name"), 80) for a in left}))
             print(f"harness: Ray job {node.job}: {len(left)} actor(s) still alive on {cluster.address} after "
                   f"{STOP_WAIT_S}s: {names}", file=sys.stderr, flush=True)  # fmt: skip
         clean = f"{node.job}-clean"
@@ -288,4 +302,4 @@ def _stop(cluster: Cluster, node: NodeRun, python: str) -> None:
         while _status(cluster, clean) not in TERMINAL and time.monotonic() < deadline:
             time.sleep(POLL_S)
     except Exception as exc:  # the cluster may be what failed: said, never raised over the cause
-        print(f"harness: stopping Ray job {node.job} on {cluster.address}: {_first(exc)}", file=sys.stderr, flush=True)
+        print(f"harness: stopping Ray job {node.job} on {cluster.address}: {said(exc)}", file=sys.stderr, flush=True)

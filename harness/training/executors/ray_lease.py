@@ -11,6 +11,11 @@ file's contents, never its time stamp, against its own monotonic clock: the harn
 agree on the time, and a shared filesystem's attribute cache cannot fake a renewal (each read opens the file anew,
 which NFS's close-to-open consistency revalidates). A file rewritten in place (not renamed over) keeps one inode,
 so a client never holds a stale name. Removing the file (the harness's run over) is never a renewal either.
+
+The run dir is the job's to write too (the training runs there): the renewal never writes through a link found at
+the lease's name (it would rewrite whatever the link points to on the harness's host) nor into anything but a
+regular file (``safeio.open_to_write``); such a lease is said in one line and no longer renewed, so the job stops
+itself once it is stale, as it would for a harness that is gone.
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from harness.errors import HarnessError
+from harness.safeio import open_to_write
 
 FILE = ".ray-lease"
 RENEW_S = 5.0
@@ -40,7 +48,9 @@ class Renewal:
         self._thread.start()
 
     def renew(self) -> None:
-        with self.path.open("w") as f:  # in place: one inode, never a rename
+        """One renewal, in place (one inode, never a rename); HarnessError in one line where the lease is a link, a
+        directory or another thing that is not a regular file, or cannot be written."""
+        with open_to_write(self.path) as f:
             f.write(f"{next(self._count)}\n")
 
     def _loop(self) -> None:
@@ -48,16 +58,21 @@ class Renewal:
         while not self._done.wait(self.every_s):
             try:
                 self.renew()
-            except OSError as exc:  # the job stops itself once this lasts STALE_S: said once
+            except (HarnessError, OSError) as exc:  # the job stops itself once this lasts STALE_S: said once
                 if not said:
-                    print(f"harness: cannot renew the Ray job's lease {self.path}: {exc.strerror}", file=sys.stderr,
-                          flush=True)  # fmt: skip
+                    print(f"harness: cannot renew the Ray job's lease: {exc}", file=sys.stderr, flush=True)
                     said = True
 
     def close(self) -> None:
+        """The renewals stopped and the lease removed: a link there goes (never what it points to); anything else
+        that took its name is left, said in one line."""
         self._done.set()
         self._thread.join(timeout=self.every_s + 5)
-        self.path.unlink(missing_ok=True)
+        try:
+            self.path.unlink(missing_ok=True)
+        except OSError as exc:
+            print(f"harness: the Ray job's lease {self.path} is not removed: {exc.strerror}", file=sys.stderr,
+                  flush=True)  # fmt: skip
 
     def __enter__(self) -> Renewal:
         return self

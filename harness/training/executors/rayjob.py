@@ -20,7 +20,13 @@ What an end means: SUCCEEDED is exit 0; FAILED is the training's failure (its tr
 tells the crash classifier whose code failed: a verdict on verl where it is verl's), unless the job's own entrypoint
 failed (its ``HARNESS RAY ERROR:`` line) or the training never started (the pods, the image): infrastructure;
 TIMEOUT (the service's own limit) and NOT_FOUND, a submitter that answers non-2xx or non-JSON, a watch lost past its
-retries: infrastructure, one line each; past the scenario's timeout, a timeout, as on one host.
+retries: infrastructure, one line each; past the scenario's timeout, a timeout, as on one host. SUCCEEDED is the
+service's word: a job that gathered nothing (no ``nodes.json``, which the job's entrypoint writes before it may
+succeed) is the infrastructure's, never a verdict on verl.
+
+The service and the shared cache are outside the harness (docs/security.md): every call goes through
+``harness.remote`` (bounded, never redirected to another host), what the service says is shown as data, and the run
+dir and the shared cache, which the job writes too, are never written through a link.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ import os
 import queue
 import re
 import shlex
+import stat
 import sys
 import threading
 import time
@@ -41,13 +48,14 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, ClassVar
 
-import requests
-
 from harness import config
+from harness.artifacts.nodes import NodesRecord
 from harness.artifacts.record import ExecResult
 from harness.artifacts.rundir import RunDir
 from harness.errors import InfraError
-from harness.safeio import tail_bytes
+from harness.outside import shown
+from harness.remote import Answer, Remote, RemoteError
+from harness.safeio import open_to_write, tail_bytes
 from harness.scenario.blocks import ExecutorSettingsBase
 from harness.scenario.settings.rayjob import RayJobRuntime, check_url
 from harness.signals import interrupts, note_stopped
@@ -66,11 +74,11 @@ FINAL_STATUSES = ("SUCCEEDED", "FAILED", "TIMEOUT", "NOT_FOUND")
 SUBMIT_PATH, WATCH_PATH, DELETE_PATH = "/api/v1/rayjobs", "/api/v1/rayjobs/{job_id}/watch", "/api/v1/workflows/{run}"
 JOBS_DIR = "harness-jobs"  # in the shared cache: each job's script and env, the run id's lock
 STARTED = "harness rayjob: the training starts"  # the job script's line once its nodes are set up
-HTTP_OK = range(200, 300)  # what verl's script takes for an answer (an HTTP status, not an exit)
 REQUEST_TIMEOUT_S = 30.0
 DELETE_TIMEOUT_S = 30.0
 TICK_S = 1.0  # how often a stop, the deadline and Ctrl-C are looked at while the watch waits
 _NAME = re.compile(r"[^a-z0-9-]+")
+JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")  # a Kubernetes object's name, as the submitter names jobs
 
 
 @dataclass(frozen=True)
@@ -166,96 +174,86 @@ def payload(rt: RayJobRuntime, node: NodeRun, script: PurePosixPath, env: dict[s
 
 
 class Submitter:
-    """verl's RayJob submitter service, spoken to as verl's submit script does (requests, one session)."""
+    """verl's RayJob submitter service, spoken to as verl's submit script does, every call through ``Remote``: the
+    POST within the run's deadline, the DELETE within its own bound (it is sent after the deadline too), no redirect
+    to another host followed. What it answers is data: a job id that is not a name is refused, every field it says
+    is shown as one escaped line, an event of any shape is logged as one (``_take``)."""
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self.session = requests.Session()
+        self.remote = Remote(url, "the RayJob submitter")
         self.closed = threading.Event()  # no further try of a watch once the executor is done with the job
 
-    def submit(self, body: dict[str, Any]) -> str:
-        """POST the payload; the job's id. InfraError in one line: unreachable, non-JSON, non-2xx, no job_id."""
-        where = f"the RayJob submitter at {self.url}"
-        try:
-            answer = self.session.post(
-                self.url + SUBMIT_PATH, json=body, timeout=REQUEST_TIMEOUT_S, allow_redirects=False
-            )
-        except requests.RequestException as exc:
-            raise InfraError(f"{where} cannot be reached: {type(exc).__name__}: {_first(exc)}") from None
-        try:
-            doc = answer.json()
-        except ValueError:
-            raise InfraError(
-                f"{where} answered HTTP {answer.status_code} with no JSON to POST {SUBMIT_PATH}: {_text(answer)}"
-            ) from None
-        if answer.status_code not in HTTP_OK:
-            said = doc.get("detail") or doc.get("message") if isinstance(doc, dict) else None
-            raise InfraError(f"{where} refused the job: HTTP {answer.status_code}: {said or _text(answer)}")
+    def submit(self, body: dict[str, Any], until: float) -> str:
+        """POST the payload; the job's id. InfraError in one line: unreachable, stalled, non-JSON, non-2xx, no
+        job_id or one that is not a name."""
+        answer = self.remote.request("POST", SUBMIT_PATH, body=body, total_s=REQUEST_TIMEOUT_S, until=until)
+        where = f"{self.remote.where} answered HTTP {answer.status}"
+        if not answer.ok:
+            doc = _json(answer)
+            said = (doc.get("detail") or doc.get("message")) if isinstance(doc, dict) else None
+            raise InfraError(f"{self.remote.where} refused the job: HTTP {answer.status}: "
+                             f"{shown(said, 200) if said else answer.line()}")  # fmt: skip
+        doc = answer.json()
         job = doc.get("job_id") if isinstance(doc, dict) else None
         if not isinstance(job, str) or not job:
-            raise InfraError(f"{where} answered HTTP {answer.status_code} without a job_id: {_text(answer)}")
+            raise InfraError(f"{where} without a job_id to POST {SUBMIT_PATH}: {answer.line()}")
+        if not JOB_ID.fullmatch(job):  # it goes into the watch's path: "../x" would watch something else
+            raise InfraError(f"{where} a job_id that is not a job's name: '{shown(job, 200)}'")
         return job
 
-    def events(self, job: str, retries: int, delay_s: float) -> Iterator[dict[str, Any]]:
+    def events(self, job: str, retries: int, delay_s: float, read_s: float) -> Iterator[dict[str, Any]]:
         """The job's events, one dict a line, the watch resumed where it drops (``retries`` more tries, ``delay_s``
-        apart), until a final event. A line that is not JSON comes as ``{"type": "raw"}`` (verl prints it as such);
-        a watch lost past its retries ends with ``{"type": "lost", "message": why}``."""
-        url = self.url + WATCH_PATH.format(job_id=job)
+        apart), until a final event; a read waits ``read_s`` at most (the caller bounds the whole). A line that is
+        not a JSON object comes as ``{"type": "raw"}`` (verl prints it as such); a watch lost past its retries ends
+        with ``{"type": "lost", "message": why}``."""
+        path = WATCH_PATH.format(job_id=job)
         why = ""
         for attempt in range(retries + 1):
             if attempt and self.closed.wait(delay_s):
                 return
             try:
-                # no read timeout: the job may be quiet for minutes; the caller bounds the whole
-                with self.session.get(
-                    url, params={"format": "ndjson"}, stream=True, timeout=(REQUEST_TIMEOUT_S, None)
-                ) as answer:
-                    if answer.status_code not in HTTP_OK:
-                        why = f"HTTP {answer.status_code}: {_text(answer)}"
-                        continue
-                    for line in answer.iter_lines(decode_unicode=True):
+                with self.remote.lines(path, params={"format": "ndjson"}, read_s=read_s) as lines:
+                    for line in lines:
                         if not line.strip():
                             continue
                         event = _event(line)
                         yield event
                         if event.get("type") == "final":
                             return
-                    why = "the watch ended without a final event"
-            except requests.RequestException as exc:
-                why = f"{type(exc).__name__}: {_first(exc)}"
+                why = "the watch ended without a final event"
+            except RemoteError as exc:
+                why = str(exc)
         yield {"type": "lost", "message": f"{why} (tried {retries + 1} times)"}
 
     def delete(self, run: str, attempt: str) -> str | None:
         """DELETE the run's every RayJob; None, or why it failed (said, never raised: it runs on every way out)."""
-        url = self.url + DELETE_PATH.format(run=run)
         try:
-            answer = self.session.delete(url, params={"attempt": attempt}, timeout=DELETE_TIMEOUT_S)
-        except requests.RequestException as exc:
-            return f"{type(exc).__name__}: {_first(exc)}"
-        return None if answer.status_code in HTTP_OK else f"HTTP {answer.status_code}: {_text(answer)}"
+            answer = self.remote.request("DELETE", DELETE_PATH.format(run=run), params={"attempt": attempt},
+                                         total_s=DELETE_TIMEOUT_S)  # fmt: skip
+        except RemoteError as exc:
+            return str(exc)
+        return None if answer.ok else f"HTTP {answer.status}: {answer.line()}"
 
     def close(self) -> None:
         self.closed.set()
-        self.session.close()
+        self.remote.close()
+
+
+def _json(answer: Answer) -> Any:
+    """The answer's JSON, or None (a refusal's body may be anything)."""
+    try:
+        return answer.json()
+    except RemoteError:
+        return None
 
 
 def _event(line: str) -> dict[str, Any]:
     try:
         event = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return {"type": "raw", "line": line}
     return event if isinstance(event, dict) else {"type": "raw", "line": line}
-
-
-def _first(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-
-
-def _text(answer: requests.Response) -> str:
-    """An answer's body, its first line, short (a proxy's HTML page is not printed whole)."""
-    with contextlib.suppress(requests.RequestException):
-        return (answer.text.strip().splitlines() or ["(empty body)"])[0][:200]
-    return "(unreadable body)"
 
 
 def write_shared(path: Path, text: str, cache: str) -> None:
@@ -283,40 +281,68 @@ def shared_cache_problem(exc: OSError, path: Path, cache: str) -> str:
 class RunLock:
     """One submission at a time per run id from this shared cache: the DELETE that ends each submission removes the
     run's every RayJob, so a second scenario submitted at once under the same run would lose its job to the first's
-    end. Held: one line naming who holds it."""
+    end. Held: one line naming who holds it.
+
+    Its file goes with it on every way out (one a run id would pile up in the shared cache, night after night). The
+    holder removes the name while it still holds the lock, so whoever opened the name before it went and then got
+    the lock holds a file that no longer has the name: it finds so (``_named``) and starts again on the name's new
+    file. Never opened through a link, and only a regular file."""
 
     def __init__(self, rt: RayJobRuntime, run: str, scenario: str) -> None:
         self.path = Path(rt.cache) / JOBS_DIR / f"run-{_NAME.sub('-', run.lower())}.lock"
         self.run, self.scenario, self.cache = run, scenario, rt.cache
-        self._file: IO[str] | None = None
+        self._fd: int | None = None
 
     def __enter__(self) -> RunLock:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            f = self.path.open("a+")
-        except OSError as exc:
-            raise InfraError(shared_cache_problem(exc, self.path, self.cache)) from None
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            f.seek(0)
-            holder = f.read().strip() or "another harness"
-            f.close()
-            raise InfraError(
-                f"{self.scenario}: another scenario is being submitted under run {self.run} at once ({holder}): "
-                "the DELETE that ends each submission removes the run's every RayJob; submit them one after "
-                "another (one harness session does)"
-            ) from None
-        f.truncate(0)
-        f.write(f"scenario {self.scenario}, pid {os.getpid()}")
-        f.flush()
-        self._file = f
+        while True:
+            fd = self._open()
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = shown(os.read(fd, 300).decode("utf-8", "replace").strip() or "another harness", 200)
+                os.close(fd)
+                raise InfraError(
+                    f"{self.scenario}: another scenario is being submitted under run {self.run} at once ({holder}): "
+                    "the DELETE that ends each submission removes the run's every RayJob; submit them one after "
+                    "another (one harness session does)"
+                ) from None
+            if self._named(fd):
+                break
+            os.close(fd)  # its holder removed it as it ended: the lock is the name's new file
+        os.ftruncate(fd, 0)
+        os.write(fd, f"scenario {self.scenario}, pid {os.getpid()}".encode())
+        self._fd = fd
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._file is not None:
-            self._file.close()  # the lock goes with it
+        if self._fd is not None:
+            if self._named(self._fd):  # removed while held (the class docstring)
+                with contextlib.suppress(OSError):  # a read-only cache keeps it: the next run takes it all the same
+                    self.path.unlink()
+            os.close(self._fd)  # the lock goes with it
+            self._fd = None
 
+    def _open(self) -> int:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise InfraError(f"{self.path}: a symbolic link in the shared cache: the run's lock is never opened "
+                                 "through a link (remove it)") from None  # fmt: skip
+            raise InfraError(shared_cache_problem(exc, self.path, self.cache)) from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise InfraError(f"{self.path}: not a regular file in the shared cache, where the run's lock goes (remove "
+                             "it)")  # fmt: skip
+        return fd
+
+    def _named(self, fd: int) -> bool:
+        """Whether the lock's name is still this open file."""
+        try:
+            return os.path.samestat(os.fstat(fd), os.lstat(self.path))
+        except FileNotFoundError:
+            return False
 
 
 def _under(path: Path, cache: str) -> bool:
@@ -345,6 +371,7 @@ class RayJobSubmitterExecutor:
         scenario = labels.get(f"{LABEL_PREFIX}.scenario", node.job)
         script, env_file = (Path(p) for p in job_files(rt, node))
         started = time.monotonic()
+        until = started + settings.timeout_s
         try:
             with RunLock(rt, run_id(), scenario):
                 env = job_env(launch, rt, node)
@@ -354,7 +381,7 @@ class RayJobSubmitterExecutor:
                 write_shared(run.root / ray_entry.MARKER, node.job, rt.cache)
                 try:
                     with ray_lease.Renewal(run.root / ray_lease.FILE), interrupts():
-                        job = submitter.submit(payload(rt, node, PurePosixPath(script), env))
+                        job = submitter.submit(payload(rt, node, PurePosixPath(script), env), until)
                         return self._follow(submitter, job, node, run, settings, stop or threading.Event(), started)
                 except KeyboardInterrupt as exc:
                     note_stopped(exc, f"RayJob of {node.job} at {submitter.url} (its run's jobs deleted)")
@@ -400,13 +427,13 @@ class RayJobSubmitterExecutor:
         Ctrl-C: looked at every ``TICK_S``) and maps its end."""
         rt: RayJobRuntime = settings.options("rayjob")
         events: queue.Queue[dict[str, Any]] = queue.Queue()
-        watch = threading.Thread(
-            target=_pump, args=(submitter.events(job, rt.watch_retries, rt.retry_delay_s), events), daemon=True
-        )
+        quiet_s = max(settings.timeout_s - (time.monotonic() - started), 1.0)  # a job may be quiet that long
+        events_of = submitter.events(job, rt.watch_retries, rt.retry_delay_s, quiet_s)
+        watch = threading.Thread(target=_pump, args=(events_of, events), daemon=True)
         watch.start()
         final = Final(None)
         detail = f"RayJob {job} ({node.job}) at {submitter.url}"
-        with run.log.open("a") as log:
+        with open_to_write(run.log, append=True) as log:  # the job writes the run dir too: never through its link
             while final.status is None:
                 if time.monotonic() - started > settings.timeout_s or stop.is_set():
                     timed_out = not stop.is_set()
@@ -429,37 +456,51 @@ def _pump(source: Iterator[dict[str, Any]], sink: queue.Queue[dict[str, Any]]) -
 
 
 def _take(event: dict[str, Any], log: IO[str]) -> Final:
-    """One event into the log as verl's script prints it; the end where it is one."""
+    """One event into the log as verl's script prints it; the end where it is one. Its fields may be of any shape
+    (a server's word): each is text in the log, and a final status that is not one of verl's is said as such."""
+    def field(key: str) -> str:
+        return _text(event.get(key))
+
     kind = event.get("type")
     if kind == "log":
-        log.write(f"{event.get('line') or ''}\n")
+        log.write(f"{field('line')}\n")
     elif kind == "status":
-        log.write(f"[rayjob status] status={event.get('status') or 'UNKNOWN'} rayjob_status="
-                  f"{event.get('rayjob_status') or ''} deployment_status={event.get('job_deployment_status') or ''} "
-                  f"{event.get('message') or ''}\n")  # fmt: skip
+        log.write(f"[rayjob status] status={field('status') or 'UNKNOWN'} rayjob_status={field('rayjob_status')} "
+                  f"deployment_status={field('job_deployment_status')} {field('message')}\n")  # fmt: skip
     elif kind == "final":
-        status = str(event.get("status") or "UNKNOWN")
-        log.write(f"[rayjob final] {status} {event.get('message') or ''}\n")
+        status = field("status") or "UNKNOWN"
+        log.write(f"[rayjob final] {status} {field('message')}\n")
         log.flush()
-        return Final(status, str(event.get("message") or ""))
+        return Final(status, shown(field("message")) if field("message") else "")
     elif kind == "error":
-        log.write(f"[rayjob error] {event.get('message') or ''}\n")
+        log.write(f"[rayjob error] {field('message')}\n")
     elif kind == "lost":
         log.flush()
-        return Final("", str(event.get("message") or ""))
+        return Final("", field("message"))
     else:
-        log.write(f"[watch raw] {event.get('line', json.dumps(event))}\n")
+        log.write(f"[watch raw] {field('line') if 'line' in event else _text(event)}\n")
     log.flush()
     return Final(None)
 
 
+def _text(value: object) -> str:
+    """An event's field as text the log can hold: a string as it is (a lone surrogate replaced), anything else as
+    its JSON, None as nothing."""
+    text = "" if value is None else value if isinstance(value, str) else json.dumps(value, default=str)
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
 def _ended(final: Final, job: str, node: NodeRun, run: RunDir, detail: str, wall: float) -> ExecResult:
     """What the job's final status means (module docstring)."""
-    said = f" ({final.message[:300]})" if final.message else ""
+    said = f" ({final.message})" if final.message else ""
     text = tail_bytes(run.log, 1 << 16)
     if entry := [ln for ln in text.splitlines() if ln.startswith(ray_entry.ERROR)]:
-        raise InfraError(f"RayJob {job}: {entry[-1].removeprefix(ray_entry.ERROR).strip()}")
+        raise InfraError(f"RayJob {job}: {shown(entry[-1].removeprefix(ray_entry.ERROR).strip())}")
     if final.status == "SUCCEEDED":
+        if NodesRecord.read(run.nodes) is None:  # the job's entrypoint writes it before it may succeed
+            raise InfraError(f"RayJob {job} ended SUCCEEDED{said} with nothing gathered (no nodes.json in the run "
+                             f"dir {run.root}): not the end of the harness's job script (train.log has the job's "
+                             "log)")  # fmt: skip
         return ExecResult(0, wall, detail=f"{detail}: SUCCEEDED{said}", argv=[job])
     if final.status == "FAILED":
         if STARTED not in text:
@@ -474,7 +515,8 @@ def _ended(final: Final, job: str, node: NodeRun, run: RunDir, detail: str, wall
     if final.status == "":
         raise InfraError(f"the watch of RayJob {job} was lost before its final status: {final.message}",
                          transient=True)  # fmt: skip
-    raise InfraError(f"RayJob {job} ended {final.status!r}, not one of verl's {', '.join(FINAL_STATUSES)}{said}")
+    raise InfraError(f"RayJob {job} ended '{shown(final.status, 100)}', not one of verl's "
+                     f"{', '.join(FINAL_STATUSES)}{said}")  # fmt: skip
 
 
 def describe_lines(launch: Launch, run: RunDir, settings: ExecutorSettingsBase) -> list[str]:
