@@ -285,7 +285,8 @@ def test_the_cpu_nightly_over_five_nights_one_issue_opened_commented_closed_and_
     said = []
     for n, (commit, event, accept) in enumerate(nights, 1):
         git("update-ref", "refs/heads/main", commit, cwd=bare)
-        payload = {"repository": {"full_name": VERL, "default_branch": "main", "name": "verl"}, "ref": "refs/heads/main"}
+        payload = {"repository": {"full_name": VERL, "default_branch": "main", "name": "verl"},
+                   "ref": "refs/heads/main"}  # fmt: skip
         if accept:
             payload["inputs"] = {"accept-baseline": "true"}  # as GitHub sends a dispatch's inputs: strings
         run = shown(engine.run(workflow, event, payload, repository=VERL, ref="refs/heads/main", sha=commit,
