@@ -184,7 +184,7 @@ def run(
         took = clock() - began
         left = None if budget is None else budget - (clock() - started)
         if side_effects:
-            if outcomes.job_action(code, verdicts) == "error" and code < outcomes.SIGNALLED:
+            if outcomes.job_action(code, verdicts) == "error" and code <= outcomes.SIGNALLED:
                 why = f"{why or 'no error line'} ({outcomes.ONCE})"
             break
         if not outcomes.retries(code, tries, took, left, verdicts, why):

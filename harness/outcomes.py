@@ -258,7 +258,7 @@ def meaning(code: int, verdicts: bool = True) -> str:
         return (f"killed (signal {KILLED}, exit {code}): out of memory (the kernel's OOM killer, or the runner's "
                 "memory limit, ends a process so; its log's last lines say what it was doing), or the runner stopped "
                 "it by force: not a verdict on verl")
-    if code >= SIGNALLED:
+    if code > SIGNALLED:  # 128 itself is no signal: git's fatal error exits 128
         return f"stopped by signal {code - SIGNALLED} (the job cancelled or past its time limit): not a verdict on verl"
     return EXIT_MEANING.get(code, f"exit {code}, no exit of the harness: {EXIT_MEANING[EXIT_ERROR]}")
 
@@ -290,7 +290,7 @@ def retries(code: int, attempt: int, took_s: float, left_s: float | None, verdic
     only an error that is no verdict (2 or no harness exit at all, never a signal: a cancelled job stays cancelled)
     and not of the job's own input (``why``, its error line: ``input_error``), only once, and only where another
     attempt as long as this one ends within the ``left_s`` the job has left (None: no limit was given)."""
-    if job_action(code, verdicts) != "error" or code >= SIGNALLED or attempt > 1 or input_error(why):
+    if job_action(code, verdicts) != "error" or code > SIGNALLED or attempt > 1 or input_error(why):
         return False
     return left_s is None or took_s <= left_s
 

@@ -129,6 +129,8 @@ def test_exit_137_reads_as_out_of_memory():
     line = outcomes.job_outcome(137).line
     assert "out of memory" in line and "cancelled" not in line
     assert "stopped by signal 15 (the job cancelled" in outcomes.job_outcome(143).line
+    # git's fatal error exits 128: no signal (the engine's history step read "stopped by signal 0 (the job cancelled")
+    assert "signal" not in outcomes.job_outcome(128).line and outcomes.retries(128, 1, 1, None)
 
 
 def test_the_ascend_jobs_end_by_a_deadline_counted_from_the_jobs_start(monkeypatch):

@@ -245,6 +245,8 @@ class Engine:
         run_id = self.api.next_run_id()
         where = self.tmp / f"run{run_id}"
         (where / "home").mkdir(parents=True)
+        # github.com's repositories for git (the history's fetch and push), as the checkout stand-in reaches them
+        (where / "home" / ".gitconfig").write_text(f'[url "file://{self.remotes}/"]\n\tinsteadOf = https://github.com/\n')
         (where / "temp").mkdir()
         caller = where / "repo"
         (caller / ".github" / "workflows").mkdir(parents=True)
