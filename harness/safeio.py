@@ -119,17 +119,19 @@ def _new_mode(path: Path) -> int:
     return 0o666 & ~_umask()
 
 
-def _cannot_write(path: Path, exc: OSError, size: str) -> HarnessError:
-    """A failed write as one line: a full disk is the runner's (InfraError), a place that refuses the file is the
-    input of whoever named it (OutputError)."""
+def cannot_write(path: Path, exc: OSError, size: str = "", named: str = "") -> HarnessError:
+    """A failed write (or mkdir, or lock) as one line naming ``path`` (or ``named``: the option that gave it): a full
+    disk is the runner's (InfraError), a place that refuses the file is the input of whoever named it (OutputError),
+    never a harness bug."""
+    said = named or str(path)
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return disk_full(path, size)
+        return disk_full(path, size or "a file")
     if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
         where = "a read-only filesystem" if exc.errno == errno.EROFS else "a place this user may not write"
-        return OutputError(f"{path}: cannot write: {where} ({exc.strerror}); write elsewhere or make it writable")
+        return OutputError(f"{said}: cannot write: {where} ({exc.strerror}); write elsewhere or make it writable")
     if exc.errno == errno.ELOOP:
-        return OutputError(f"{path}: a symbolic link: files are written in place, never through a link (remove it)")
-    return OutputError(f"{path}: cannot write: {exc.strerror}")
+        return OutputError(f"{said}: a symbolic link: files are written in place, never through a link (remove it)")
+    return OutputError(f"{said}: cannot write: {exc.strerror or exc}")
 
 
 def write_atomic(path: Path, data: str | bytes) -> None:
@@ -153,7 +155,7 @@ def write_atomic(path: Path, data: str | bytes) -> None:
         if tmp is not None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
-        raise _cannot_write(path, exc, f"{len(raw)} bytes") from None
+        raise cannot_write(path, exc, f"{len(raw)} bytes") from None
 
 
 def open_to_write(path: Path, append: bool = False, binary: bool = False) -> IO[Any]:
@@ -164,7 +166,7 @@ def open_to_write(path: Path, append: bool = False, binary: bool = False) -> IO[
     try:
         fd = os.open(path, flags, 0o666)
     except OSError as exc:
-        raise _cannot_write(path, exc, "a stream") from None
+        raise cannot_write(path, exc, "a stream") from None
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):  # truncated only once it is known to be a regular file
         os.close(fd)
@@ -194,7 +196,8 @@ def output_path(path: str | Path, option: str, inputs: Iterable[str | Path] = ()
     output: itself). Never one of the command's ``inputs`` nor inside one (a results dir being read: a baseline
     written as ``R/<scenario>/results.json`` replaced a results file, and every later command failed on it), and a
     directory output never holds one. A file output that is a directory, a directory output that is a file, or a
-    parent that is not a directory: HarnessError, one line naming ``option``."""
+    parent that is not a directory: HarnessError, one line naming ``option``; a place this user cannot write (a
+    read-only mount, another user's dir): OutputError, said before anything is run or written there."""
     if Path(path).is_symlink():  # resolved, a dangling link would name its target, wherever it points
         raise OutputError(f"{option} {path}: a symbolic link: outputs are written in place, never through a link")
     out = Path(path).resolve()
@@ -210,10 +213,20 @@ def output_path(path: str | Path, option: str, inputs: Iterable[str | Path] = ()
             raise HarnessError(f"{option} {path}: {'not a directory' if directory else 'is a directory (name a file)'}")
         if blocked := next((p for p in out.parents if p.exists() and not p.is_dir()), None):
             raise HarnessError(f"{option} {path}: {blocked} is not a directory")
-        (out if directory else out.parent).mkdir(parents=True, exist_ok=True)
+        folder = out if directory else out.parent
+        folder.mkdir(parents=True, exist_ok=True)
+        writable(folder)
     except OSError as exc:
-        raise HarnessError(f"{option} {path}: {exc.strerror}") from None
+        raise cannot_write(out, exc, named=f"{option} {path}") from None
     return out
+
+
+def writable(where: Path) -> None:
+    """OSError where a file cannot be made in the directory ``where`` (a read-only mount, another user's dir): a
+    file made and removed, what every later write there needs."""
+    fd, probe = tempfile.mkstemp(dir=where, prefix=".harness-writable.")
+    os.close(fd)
+    os.unlink(probe)
 
 
 def validation_line(exc: ValidationError) -> str:

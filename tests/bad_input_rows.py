@@ -1225,7 +1225,7 @@ def _rows() -> list[Row]:
         "INFRASTRUCTURE ERROR (not a check verdict): HARNESS_TIMING='off': one of gate, record",
     )
     add("2.6", "target --verl file:///nonexistent@main (git clone)", argv("target", "--verl",
-        "file://{T}/nonexistent@main"), 2, "TARGET ERROR: git clone --quiet --mirror file://T/nonexistent …: fatal: 'T/nonexistent' does not appear to be a git repository")  # fmt: skip
+        "file://{T}/nonexistent@main"), 2, "TARGET ERROR: git clone --quiet --mirror -- file://T/nonexistent …: fatal: 'T/nonexistent' does not appear to be a git repository")  # fmt: skip
     add("2.7", "baseline merge R -o R/tiny_case/results.json", argv("baseline", "merge", "{R}", "-o",
         "{R}/tiny_case/results.json"), 2, "ERROR: -o T/res/tiny_case/results.json: is inside the input T/res (write elsewhere)")  # fmt: skip
     add("2.7", "gate --json R/tiny_case/results.json", argv("gate", "--baseline", "{B}", "--results", "{R}", "--json",
@@ -1738,6 +1738,232 @@ def _rows() -> list[Row]:
         "T/scenarios/two_nodes_fsdp_l1.yaml:…: executor.rayjob.env: A: its value holds a NUL byte, which no process environment can hold")  # fmt: skip
 
     # --- #82: tools, the finish hook, the places the harness writes -----------------------------------------------
+    hook = [PY, "-m", "harness.artifacts.finish_hook"]  # verl's finish_hook_cmd, as a node runs it
+
+    def hook_run(rank: str | None = "0", out_file: bool = False) -> Callable[[Path, contextlib.ExitStack], Case]:
+        """The finish hook into T/out over T/dumps (``rank`` None: verl gave none; ``out_file``: T/out a file)."""
+
+        def make(tmp: Path, _: contextlib.ExitStack) -> Case:
+            (tmp / "dumps" / "a").mkdir(parents=True)
+            (tmp / "dumps" / "a" / "x.json").write_text("{}")
+            if out_file:
+                (tmp / "out").write_text("x")
+            env = ["env", "-u", "VERL_PROFILE_RANK", f"VERL_PROFILE_SAVE_PATH={tmp}/dumps"]
+            return Raw([*env, *([] if rank is None else [f"VERL_PROFILE_RANK={rank}"]), *hook, str(tmp / "out")])
+
+        return make
+
+    def hook_into_a_link(link: str, to: str) -> Callable[[Path, contextlib.ExitStack], Case]:
+        """The hook where T/``link`` is a link to T/``to`` (``x/``: a directory; ``kept``: a file with content;
+        else nothing there): nothing may be written there."""
+
+        def make(tmp: Path, stack: contextlib.ExitStack) -> Case:
+            target = tmp / to.rstrip("/")
+            if to.endswith("/"):
+                target.mkdir()
+            elif to == "kept":
+                target.write_text("kept\n")
+            (tmp / link).parent.mkdir(parents=True, exist_ok=True)
+            (tmp / link).symlink_to(target)
+            return hook_run()(tmp, stack)
+
+        return make
+
+    def closed_to_the_hook(tmp: Path, _: contextlib.ExitStack) -> Case:
+        """A file and a directory the hook may not read (as root: owned by a uid its user namespace does not map,
+        where root overrides no mode), then its listing printed."""
+        save = tmp / "dumps"
+        for d in ("a", "closed"):
+            (save / d).mkdir(parents=True)
+            (save / d / "x.json").write_text("{}")
+        (save / "secret.json").write_text("s")
+        paths = [save / "secret.json", save / "closed"]
+        root = os.geteuid() == 0
+        for path in paths if root else []:
+            os.chown(path, 65534, 65534)
+            path.chmod(0)
+        # not root: its own files closed while the hook runs, opened again for the table's before-and-after reading
+        shut = "" if root else f"chmod 0 {paths[0]} {paths[1]}; "
+        reopen = "" if root else f"; chmod 644 {paths[0]}; chmod 755 {paths[1]}"
+        userns = "unshare --user --map-root-user " if root else ""
+        run = f"VERL_PROFILE_SAVE_PATH={save} VERL_PROFILE_RANK=0 {userns}{PY} -m harness.artifacts.finish_hook {tmp}/out"
+        return Raw(["sh", "-c", f"{shut}{run}; rc=$?{reopen}; cat {tmp}/out/rank0.jsonl; exit $rc"])
+
+    def removed_while_listed(tmp: Path, _: contextlib.ExitStack) -> Case:
+        """Another process removes a file and a directory once the hook's walk has read their directory."""
+        from harness.artifacts import finish_hook
+
+        save = tmp / "dumps"
+
+        def call() -> tuple[int, str]:
+            (save / "sub").mkdir(parents=True)  # made as it runs: what the other process removes was not there before
+            for name in ("a.json", "b.json", "sub/c.json"):
+                (save / name).write_text(name)
+            walk = os.walk
+
+            def racing(top: str, **kw: object):  # type: ignore[no-untyped-def]
+                for d, dirs, names in walk(top, **kw):  # type: ignore[call-overload]
+                    if d == top:
+                        (save / "b.json").unlink()
+                        shutil.rmtree(save / "sub")
+                    yield d, dirs, names
+
+            os.walk = racing  # type: ignore[assignment]
+            try:
+                files, refused = finish_hook.listing(str(save))
+            finally:
+                os.walk = walk
+            return 0, f"listed {', '.join(files)}; named {'; '.join(refused)}"
+
+        return call
+
+    def read_only(where: str, command: str) -> Callable[[Path, contextlib.ExitStack], Case]:
+        """``command`` (shell: $T the row's dir, $PY, $S a scenario, $R a results dir) where T/``where`` is a
+        read-only bind mount, in a mount namespace of its own (no root needed on the host)."""
+
+        def make(tmp: Path, stack: contextlib.ExitStack) -> Case:
+            scenario_file = tiny(tmp)
+            res = results(tmp)
+            numerics(lambda b, h: None)(tmp, stack)
+            ro = tmp / where
+            if not ro.exists():
+                ro.mkdir(parents=True)
+            names = f"T={tmp}; PY={PY}; S={scenario_file}; R={res}"
+            script = f"mount --bind {ro} {ro} && mount -o remount,bind,ro {ro} && cd {tmp} && {names}; {command}"
+            return Raw(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script])
+
+        return make
+
+    def not_ours(tmp: Path, _: contextlib.ExitStack) -> Case:
+        """A scenario dir in the results dir that this user may not empty (another user's, mode 0555): the runs'
+        dirs are made there."""
+        sdir = tmp / "res" / "tiny_case"
+        (sdir / "on").mkdir(parents=True)
+        (sdir / "on" / "run.json").write_text("{}")
+        root = os.geteuid() == 0
+        for path in (sdir, sdir / "on"):
+            if root:
+                os.chown(path, 65534, 65534)
+            path.chmod(0o555)
+        userns = ["unshare", "--user", "--map-root-user"] if root else []
+        return Raw([*userns, PY, "-m", "harness", "run", tiny(tmp), "--results", str(tmp / "res")])
+
+    def checkout_saying(path: str, text: str) -> Callable[[Path, contextlib.ExitStack], Case]:
+        """target --stages of a verl checkout whose ``path`` holds ``text`` (the pull request's source)."""
+
+        def make(tmp: Path, _: contextlib.ExitStack) -> Case:
+            repo = git_repo(tmp, verl=True)
+            (repo / path).parent.mkdir(parents=True, exist_ok=True)
+            (repo / path).write_text(text)
+            return ["target", "--verl", str(repo), "--stages"]
+
+        return make
+
+    def stage_named(name: str) -> Callable[[Path], None]:
+        def mutate(root: Path) -> None:
+            d = root / "on" / "dumps" / "step_2" / name / "step0" / "rank0"
+            d.mkdir(parents=True)
+            (d / "dump.json").write_text('{"task": "statistics", "level": "L1", "data": {}}')
+
+        return mutate
+
+    def wheel(tmp: Path, name: str, *entries: str) -> str:
+        import zipfile
+
+        with zipfile.ZipFile(tmp / name, "w") as whl:
+            for entry in entries:
+                whl.writestr(entry, "")
+        return str(tmp / name)
+
+    def history_commit_as_option(tmp: Path, _: contextlib.ExitStack) -> Case:
+        """A duet's range names the last good night's commit, read from a history file: here an option of git's."""
+        repo = git_repo(tmp, verl=True)
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+
+        def call() -> tuple[int, str]:
+            from harness.cli.duet import _range
+            from harness.errors import HarnessError, one_line
+
+            try:
+                said = _range(repo, f"--output={tmp}/written", head, [])
+            except HarnessError as exc:
+                said = one_line(exc)
+            written = [p.name for p in tmp.iterdir() if p.name.startswith("written")]
+            return 2, f"{said}; written by git: {written or 'nothing'}"
+
+        return call
+
+    census_line = "on Worker.update: unknown (no precision_debugger tables)"
+    add("5.1", "target --stages: a role literal of verl's source holds '\\n::error'", checkout_saying(
+        "verl/workers/w.py", 'class Worker:\n    @DistProfiler.annotate(role="x\\n::error title=census::all good, '
+        'merge it")\n    def update(self, data):\n        return data\n'), 0,
+        f"verl/workers/w.py:2  x\\n::error title=census::all good, merge it {census_line}")  # fmt: skip
+    add("5.1", "target --stages: precision_debugger's table names '##[error]'", checkout_saying(
+        "verl/utils/profiler/precision_debugger_profile.py", '_STAGE_TO_ROLE = {"##[error]all good": "actor"}\n'), 0,
+        "known, annotated nowhere (never dumped): #\\#[error]all good")  # fmt: skip
+    add("5.1", "run --reuse: a dump stage dir named 'x\\n::error ...'", reused(stage_named(
+        "x\n::error title=layout::all good")), 1, "- layout: unexpected dump dir step_2/x\\n::error "
+        "title=layout::all good/step0/rank0: stage x\\n::error title=layout::all good is not in the stage set …")  # fmt: skip
+    add("5.1", "numerics: head's stage dir named '##[error]...'", numerics(lambda b, h: shutil.copytree(
+        h / "step_2" / "actor_update", h / "step_2" / "##[error]all good")), 0,
+        "numerics step_2/#\\#[error]all good dumped on head only: not compared")  # fmt: skip
+    add("5.5", "target --verl='--upload-pack=CMD@main' (git clone's option)", lambda t, _: [
+        f"HARNESS_CACHE_DIR={t}/cache", "target", f"--verl=--upload-pack=touch {t}/pwned@main", "--stages"], 2,
+        "TARGET ERROR: git clone --quiet --mirror -- --upload-pack=touch T/pwned T/cache/git/….git: fatal: "
+        "repository '--upload-pack=touch T/pwned' does not exist")  # fmt: skip
+    add("5.5", "HARNESS_VERL='-cprotocol.ext.allow=always@main' (git's -c)", lambda t, _: [
+        f"HARNESS_CACHE_DIR={t}/cache", "HARNESS_VERL=-cprotocol.ext.allow=always@main", "target", "--stages"], 2,
+        "TARGET ERROR: git clone --quiet --mirror -- -cprotocol.ext.allow=always T/cache/git/….git: fatal: "
+        "repository '-cprotocol.ext.allow=always' does not exist")  # fmt: skip
+    add("5.5", "target --verl <a text file named .whl> --stages", lambda t, _: ["target", "--verl",
+        str(file_at(t, "verl-0.9.1-py3-none-any.whl")), "--stages"], 2, "TARGET ERROR: --verl "
+        "T/verl-0.9.1-py3-none-any.whl: not a wheel (no zip archive with a *.dist-info/WHEEL), not of verl: name a "
+        "verl wheel")  # fmt: skip
+    add("5.5", "target --msprobe <verl's wheel> --stages", lambda t, _: ["target", "--msprobe", wheel(t,
+        "verl-0.9.1-py3-none-any.whl", "verl-0.9.1.dist-info/WHEEL", "verl/__init__.py"), "--stages"], 2,
+        "TARGET ERROR: --msprobe T/verl-0.9.1-py3-none-any.whl: a wheel of verl, not of mindstudio-probe: name a "
+        "mindstudio-probe wheel")  # fmt: skip
+    add("5.5", "duet: a history's commit '--output=FILE' (git rev-list's option)", history_commit_as_option, 2,
+        "TARGET ERROR: git rev-list --count --first-parent --end-of-options --output=T/written..… in T/verl: fatal: "
+        "…; written by git: nothing")  # fmt: skip
+    add("5.7", "finish hook: a file and a directory it may not read", closed_to_the_hook, 0,
+        '…"files": [{"path": "a/x.json", …}], …"refused": ["closed: unreadable directory (Permission denied)", '
+        '"secret.json: unreadable (Permission denied)"], …', child=True)  # fmt: skip
+    add("5.7", "finish hook: a file and a directory removed while it lists", removed_while_listed, 0,
+        "listed a.json; named b.json: removed while it was listed; sub: removed while it was listed")  # fmt: skip
+    add("5.7", "finish hook: VERL_PROFILE_RANK unset", hook_run(rank=None), 2, "finish hook: "
+        "VERL_PROFILE_RANK is not set: listed as rank-unknown.jsonl (verl exports the rank it runs the hook on)",
+        child=True)  # fmt: skip
+    add("5.7", "finish hook: VERL_PROFILE_RANK=one", hook_run(rank="one"), 2, "finish hook: "
+        "VERL_PROFILE_RANK 'one' is not a rank (a whole number): listed as rank-unknown.jsonl (verl exports the rank "
+        "it runs the hook on)", child=True)  # fmt: skip
+    add("5.7", "finish hook: OUT is a file", hook_run(out_file=True), 2, "finish hook: OUT T/out: not a directory",
+        child=True)  # fmt: skip
+    rofs = "cannot write: a read-only filesystem (Read-only file system); write elsewhere or make it writable"
+    add("5.7", "run --results <a read-only dir>", read_only("ro", '$PY -m harness run "$S" --results "$T/ro"'), 2,
+        f"ERROR: --results T/ro: {rofs}", child=True)  # fmt: skip
+    add("5.7", "numerics --results <a read-only dir>", read_only("ro", '$PY -m harness numerics "$T/base" '
+        '"$T/head" --results "$T/ro"'), 2, f"ERROR: --results T/ro: {rofs}", child=True)  # fmt: skip
+    add("5.7", "report --out <a read-only dir>", read_only("ro", '$PY -m harness report "$R" --out "$T/ro"'), 2,
+        f"ERROR: --out T/ro: {rofs}", child=True)  # fmt: skip
+    add("5.7", "run: the results dir's lock file read-only", read_only("res/.tiny_case.lock.d", 'touch '
+        '"$T/res/.tiny_case.lock" && mount --bind "$T/res/.tiny_case.lock" "$T/res/.tiny_case.lock" && mount -o '
+        'remount,bind,ro "$T/res/.tiny_case.lock" && $PY -m harness run "$S" --results "$T/res"'), 2,
+        f"ERROR: T/res/.tiny_case.lock (the results dir's lock): {rofs}", child=True)  # fmt: skip
+    add("5.7", "run: a scenario dir this user may not empty", not_ours, 2, "ERROR: T/res/tiny_case (for new runs: "
+        "T/res/tiny_case/on/run.json): cannot write: a place this user may not write (Permission denied); write "
+        "elsewhere or make it writable", child=True)  # fmt: skip
+    add("5.7", "HARNESS_CACHE_DIR=<a read-only dir> target --verl file://…@main", read_only("ro",
+        'HARNESS_CACHE_DIR="$T/ro" $PY -m harness target --verl "file://$T/nowhere@main" --stages'), 2,
+        f"ERROR: HARNESS_CACHE_DIR T/ro (the harness's cache): {rofs}", child=True)  # fmt: skip
+    add("5.2", "finish hook: OUT a link to a dir elsewhere", hook_into_a_link("out", "elsewhere/"), 2,
+        "finish hook: OUT T/out: a symbolic link: outputs are written in place, never through a link", child=True)
+    add("5.2", "finish hook: its listing a dangling link", hook_into_a_link("out/rank0.jsonl", "made.jsonl"), 2,
+        "finish hook: T/out/rank0.jsonl: a symbolic link: files are written in place, never through a link (remove "
+        "it)", child=True)  # fmt: skip
+    add("5.2", "finish hook: its listing a link to a file elsewhere", hook_into_a_link("out/rank0.jsonl", "kept"),
+        2, "finish hook: T/out/rank0.jsonl: a symbolic link: files are written in place, never through a link "
+        "(remove it)", child=True)  # fmt: skip
 
     return rows
 

@@ -30,6 +30,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(skip)
 
 
+TABLE_ROWS = "test_bad_input_table.py::test_a_bad_input_row"  # both kinds: in this process, in a child
+_table: dict[str, list[float]] = {}  # each row's node id: its phases' seconds
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """The bad-input table's rows as they ran (under xdist the controller gets every worker's reports)."""
+    if TABLE_ROWS in report.nodeid and not report.skipped:
+        _table.setdefault(report.nodeid, []).append(report.duration)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The table's count and minutes in the run's own output (.ci/run's): what the rows cost, read off the run that
+    tested them, never a second run."""
+    if _table:
+        seconds = sum(sum(phases) for phases in _table.values())
+        terminalreporter.write_line(
+            f"bad-input table: {len(_table)} rows ran in {seconds / 60:.1f} min ({seconds:.0f} s of test time)"
+        )
+
+
 @pytest.fixture(autouse=True)
 def _trains_only_when_marked(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """A test not marked ``trains`` fails where it would start a training, here or in a Python it starts; one not

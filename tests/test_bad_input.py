@@ -243,6 +243,57 @@ def test_an_atomic_write_leaves_no_temp_file_and_refuses_nothing_silently(tmp_pa
     assert os.listdir(tmp_path) == ["a.json"]
 
 
+READ_ONLY_CHILD = """
+import os, sys
+from pathlib import Path
+from harness.artifacts.rundir import ScenarioDir
+from harness.errors import HarnessError, one_line
+from harness.safeio import output_path
+from harness.targets.spec import cache_dir
+from harness.training.runs import scenario_lock
+ro = Path(sys.argv[1])
+os.environ["HARNESS_CACHE_DIR"] = str(ro)
+for case in (
+    lambda: output_path(ro, "--results", directory=True),
+    lambda: output_path(ro / "new", "--out", directory=True),
+    lambda: output_path(ro / "gate.json", "--json"),
+    lambda: scenario_lock(ScenarioDir(ro / "tiny_case")).acquire(),
+    cache_dir,
+):
+    try:
+        case()
+        print("written")
+    except HarnessError as exc:
+        print(one_line(exc))
+    except Exception as exc:
+        print("a bug:", type(exc).__name__)
+"""
+
+
+def test_a_read_only_place_the_harness_is_told_to_write_is_one_line_naming_it(tmp_path):
+    """A read-only results dir, output, lock or cache (a read-only bind mount in a private mount namespace): one
+    line naming what was given, said before anything is run there, never a harness bug (a read-only scenario dir
+    in a results dir: the bad-input table's rows, through the command line)."""
+    ro = tmp_path / "ro"
+    (ro / "tiny_case" / "on").mkdir(parents=True)
+    (ro / "tiny_case" / "on" / "run.json").write_text("{}")
+    script = f'mount --bind {ro} {ro} && mount -o remount,bind,ro {ro} && exec {PY} -c "$0" {ro}'
+    proc = subprocess.run(
+        ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script, READ_ONLY_CHILD],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    rofs = "cannot write: a read-only filesystem (Read-only file system); write elsewhere or make it writable"
+    assert proc.stdout.replace(str(ro), "R").splitlines() == [
+        f"ERROR: --results R: {rofs}",
+        f"ERROR: --out R/new: {rofs}",
+        f"ERROR: --json R/gate.json: {rofs}",
+        f"ERROR: R/.tiny_case.lock (the results dir's lock): {rofs}",
+        f"ERROR: HARNESS_CACHE_DIR R (the harness's cache): {rofs}",
+    ]
+    assert (ro / "tiny_case" / "on" / "run.json").read_text() == "{}"
+
+
 # --- the results-dir lock covers the whole scenario --------------------------------------------------------------
 
 PROBE = """
@@ -391,7 +442,7 @@ def test_spec_errors_name_the_variable_that_gave_them_and_refuse_line_breaks(mon
         parse_target(None, "a" * 300 + ".whl")
     with pytest.raises(TargetError) as exc:
         parse_target(f"file://{tmp_path}/absent@main")  # a clone has no cwd: the line said "in None"
-    assert str(exc.value).startswith(f"git clone --quiet --mirror file://{tmp_path}/absent ") and " in " not in str(
+    assert str(exc.value).startswith(f"git clone --quiet --mirror -- file://{tmp_path}/absent ") and " in " not in str(
         exc.value
     )
 

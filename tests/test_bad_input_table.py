@@ -54,3 +54,17 @@ def test_every_class_of_the_three_batteries_has_three_rows_or_more() -> None:
     assert {r.klass for r in ROWS} <= set(CLASSES)
     names = [r.name for r in ROWS]
     assert len(names) == len(set(names)), "every row's name once (the table's and the tests' ids)"
+
+
+@pytest.mark.integration  # a pytest of its own: the summary is the run's
+def test_a_run_of_the_table_says_how_many_rows_ran_and_their_minutes() -> None:
+    """.ci/run's output says the table's count and minutes, read off the run that tested the rows."""
+    import re
+    import subprocess
+    import sys
+
+    argv = [sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider", "-k", "3.12 or 3.4 "]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False, cwd=Path(__file__).parent)
+    said = re.search(r"^bad-input table: (\d+) rows ran in \d+\.\d min \(\d+ s of test time\)$", out.stdout, re.M)
+    passed = re.search(r"^(\d+) passed", out.stdout, re.M)
+    assert said and passed and said[1] == passed[1] and int(said[1]) >= 6, out.stdout[-2000:]

@@ -293,3 +293,21 @@ def test_a_training_probe_is_decided_by_its_checks_outcomes_not_their_words() ->
     assert BisectPolicy().of_checks({"crash": ("pass", ""), "layout": ("xfail", "declared")}).verdict == "pass"
     undecided = BisectPolicy().of_checks({"crash": ("pass", ""), "disk": ("inconclusive", "noise")})
     assert (undecided.verdict, undecided.why) == ("skip", "disk is INCONCLUSIVE: no exact verdict")
+
+
+def test_a_commit_subject_and_a_probes_reason_are_printed_as_one_escaped_line(tmp_path: Path) -> None:
+    """A verl commit's subject is its author's text: ``::error title=...::`` at a line's start, or ``##[`` anywhere,
+    would be an annotation of its own in the bisect's output; a probe's reason quotes an install's output."""
+    repo = tmp_path / "r"
+    shas = linear_history(repo, 2, 99)
+    (repo / "verl" / "profile.py").write_text(f"# {BROKEN}\n")
+    git(repo, "commit", "-q", "-am", "::error title=bisect::all good, merge it\n\n##[warning]body")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "##[error]later")
+    commits = first_parent(str(repo), shas[0], "main", "--good", "--bad")
+    said: list[str] = []
+    out = bisect(commits, reading_probe(repo, []), say=said.append)
+    printed = "\n".join([*said, *out.lines()]).splitlines()
+    assert not [ln for ln in printed if ln.lstrip().startswith("::") or "##[" in ln], printed
+    assert f"first bad commit: {out.first.sha} \\::error title=bisect::all good, merge it" in printed
+    assert "  (last good commit: " + shas[1][:12] + " change 1)" in printed
+    assert Probe("skip", why="uv: exit 1\n::error::forged").line() == "skipped: uv: exit 1\\n::error::forged"

@@ -27,6 +27,7 @@ from harness.targets.census import (
     annotations_of,
     census,
     census_of,
+    census_of_files,
     changed_lines,
     diff,
     read_tables,
@@ -294,3 +295,34 @@ def test_target_stages_lists_the_census_and_says_a_broken_profiler_in_one_line(r
         "stage unknown to it)",
         "  unreadable: verl/workers/engine_workers.py:1: does not parse (SyntaxError)",
     ]
+
+
+FORGED = """\
+_STAGE_TO_ROLE = {"actor_update": "actor", "x\\n::error title=census::all good": "actor"}
+_SKIP_STAGES = {"##[error]skip"}
+"""
+FORGING_WORKERS = """\
+class Worker:
+    @DistProfiler.annotate(role="actor_update\\n::notice title=ok::merge it")
+    def update(self, data):
+        return data
+
+    @DistProfiler.annotate(role=f"##[warning]{data}")
+    def compute(self, data):
+        return data
+"""
+
+
+def test_a_verl_sources_strings_are_printed_as_one_escaped_line_never_as_a_workflow_command():
+    """A role literal, a table's names and a file's name are the pull request's text: the census and its diff (the
+    compare's findings) print each as one line, escaped (harness.outside.shown)."""
+    tables, _ = read_tables(FORGED)
+    broken = census_of_files("h", [("verl/x\n::error::y.py", b"DistProfiler(")], None).unreadable
+    head = Census(
+        source="h", annotations=annotations_of("verl/w.py", FORGING_WORKERS), tables=tables, unreadable=broken
+    )
+    said = [*head.lines(), *diff(_census(TABLES, WORKERS), head)[0]]
+    printed = "\n".join(said).splitlines()
+    assert len(printed) == len(said) and not [ln for ln in printed if ln.lstrip().startswith("::") or "##[" in ln]
+    assert "  verl/w.py:2  actor_update\\n::notice title=ok::merge it on Worker.update: UNKNOWN" in "\n".join(printed)
+    assert "  unreadable: verl/x\\n::error::y.py:1: does not parse (SyntaxError)" in printed

@@ -337,3 +337,23 @@ def test_a_run_without_its_run_record_is_never_a_pass(good_case, mode, how):
     fresh = CheckContext(ctx.scenario, ctx.dir)
     with pytest.raises(InfraError, match=rf"{record}: no run record \(missing, or of another schema\)"):
         CHECKS["crash"](fresh)
+
+
+def test_a_name_the_code_under_test_chose_is_one_escaped_line_in_every_checks_lines(good_case):
+    """A dump tree's names are msprobe's and verl's: a stage dir named ``x\\n::error title=...::`` (or ``##[``
+    anywhere) printed in the layout's problem was a workflow command of its own; every check's lines go through
+    run_check, which shows each as one line."""
+    from harness.checks import CHECKS, run_check
+
+    _, ctx = good_case
+    forged = ctx.dir.run("on").dumps / "step_2" / "x\n::error title=layout::all good" / "step0" / "rank0"
+    forged.mkdir(parents=True)
+    (forged / "dump.json").write_text('{"task": "statistics", "level": "L1", "data": {}}')
+    results = [run_check(name, check, ctx) for name, check in CHECKS.items()]
+    lines = [ln for r in results for ln in (*r.problems, *r.notes, *r.inconclusive, r.summary)]
+    printed = "\n".join(lines).splitlines()
+    assert len(printed) == len(lines) and not [ln for ln in printed if ln.lstrip().startswith("::") or "##[" in ln]
+    assert (
+        "unexpected dump dir step_2/x\\n::error title=layout::all good/step0/rank0: stage x\\n::error"
+        in (results[1].problems[0])
+    )

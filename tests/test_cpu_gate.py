@@ -34,7 +34,7 @@ def test_a_verl_that_cannot_be_fetched_is_one_infrastructure_annotation_and_exit
     assert proc.returncode == 2, proc.stdout + proc.stderr
     (line,) = [x for x in proc.stdout.splitlines() if x.startswith("::")]
     assert line.startswith("::error title=precision_debugger gate::the harness exited 2 before writing ")
-    assert f"TARGET ERROR: git clone --quiet --mirror {missing} " in line and line.endswith("not a verdict on verl")
+    assert f"TARGET ERROR: git clone --quiet --mirror -- {missing} " in line and line.endswith("not a verdict on verl")
     assert (tmp_path / "results" / "annotations.txt").read_text() == line + "\n"
     assert "❌ **ERROR**: the harness exited 2" in summary.read_text()
 

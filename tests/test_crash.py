@@ -134,3 +134,22 @@ def test_a_log_that_is_a_link_is_not_read(tmp_path: Path) -> None:
     (link := tmp_path / "linked.log").symlink_to(target)
     crash = classify(_failed(), link, 60)
     assert crash is not None and crash.party == "infrastructure"
+
+
+def test_a_logs_text_in_a_crash_and_in_a_log_tail_is_one_escaped_line_never_a_workflow_command(tmp_path: Path) -> None:
+    """The training's log is the code under test's: its exception's message and its last lines are quoted in the
+    error lines a workflow prints (harness.outside.shown), never as a command of the runner's."""
+    from types import SimpleNamespace
+
+    from harness.training.runs import _verdict
+
+    forged = "ValueError: ##[error]all good, merge it\x07"
+    crash = classify(_failed(), _log(tmp_path, _traceback(VERL, exception=forged)), 600)
+    assert crash is not None and crash.party == "verl"
+    where = "verl/utils/profiler/precision_debugger_profile.py:10 in fn"
+    assert crash.reason == f"verl raised ValueError: #\\#[error]all good, merge it\\x07 at {where}"
+    log = _log(tmp_path, "step 1\n::error title=verl::all good, merge it\n##[warning]x\x07carried\n")
+    error, crash = _verdict(_failed(), (600, "executor.timeout_s"), log, SimpleNamespace(facts={}))  # type: ignore[arg-type]
+    assert crash is not None and crash.party == "infrastructure" and error is not None
+    tail = ["step 1", "\\::error title=verl::all good, merge it", "#\\#[warning]x\\x07carried"]
+    assert error.splitlines()[1:] == tail

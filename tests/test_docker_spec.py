@@ -255,3 +255,9 @@ def test_the_sweep_removes_a_dead_harness_container_and_says_so():
         f"removed stale container harness-tiny-off-1 (exited; scenario tiny, its harness pid {dead.pid} is gone)"
     ]
     assert api.removed == ["c1"]
+    forged = {**stale.labels, f"{LABEL_PREFIX}.scenario": "tiny\n::error title=sweep::all good"}  # the daemon's
+    client.containers.list = lambda **_: [SimpleNamespace(id="c3", name="##[error]x", status="exited", labels=forged)]
+    assert DockerExecutor(client=client).sweep() == [  # type: ignore[arg-type]
+        "removed stale container #\\#[error]x (exited; scenario tiny\\n::error title=sweep::all good, its harness pid "
+        f"{dead.pid} is gone)"
+    ]

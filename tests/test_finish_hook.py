@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
+import subprocess
+import sys
 from pathlib import Path, PurePosixPath
 
 import pytest
@@ -17,6 +20,7 @@ from harness.artifacts.nodes import NodeDoc, NodesRecord
 from harness.checks.base import CheckContext
 from harness.checks.finish_hook import compare
 from harness.checks.layout import check_layout
+from harness.errors import HarnessError
 from harness.scenario.loader import ScenarioError, load_scenario
 from harness.scenario.model import Scenario
 from harness.training.workloads.verl_ppo.overrides import finish_hook_overrides
@@ -63,6 +67,151 @@ def test_compare_names_what_only_the_listing_holds_what_only_the_node_held_and_o
     assert compare(listed, held) == "1 listed but not held (d); 1 held but not listed (c); 1 with other bytes (b)"
     many = {str(i): (i, "0" * 64) for i in range(5)}
     assert compare(many, {}) == "5 listed but not held (0, 1, 2 and 2 more)"
+
+
+def closed(*paths: Path) -> None:
+    """``paths`` closed to the hook (mode 0; as root also owned by a uid ``hook_process``'s namespace does not map,
+    where root overrides no mode)."""
+    for path in paths:
+        if os.geteuid() == 0:
+            os.chown(path, 65534, 65534)
+        path.chmod(0o444 if path.name == "blind" else 0)
+
+
+def hook_process(out: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """verl's finish_hook_cmd as a node runs it (``python -m harness.artifacts.finish_hook OUT``), the file modes
+    holding: as root, in a user namespace of its own."""
+    userns = ["unshare", "--user", "--map-root-user"] if os.geteuid() == 0 else []
+    argv = [*userns, sys.executable, "-m", "harness.artifacts.finish_hook", str(out)]
+    return subprocess.run(argv, env=os.environ | env, capture_output=True, text=True, timeout=60, check=False)
+
+
+@pytest.mark.integration  # the hook's own process, where the file modes hold
+def test_the_hook_names_each_file_and_directory_it_cannot_read_and_still_lists_the_rest(tmp_path):
+    save = tmp_path / "dumps"
+    for d in ("a", "closed", "blind"):
+        (save / d).mkdir(parents=True)
+        (save / d / "x.json").write_text("{}")
+    (save / "secret.json").write_text("s")
+    closed(save / "secret.json", save / "closed", save / "blind")  # blind: its names read, its files not reached
+    out = tmp_path / "finish_hook"
+    proc = hook_process(out, {"VERL_PROFILE_SAVE_PATH": str(save), "VERL_PROFILE_RANK": "0"})
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, f"finish hook: wrote {out / 'rank0.jsonl'}\n", "")
+    runs, problems = finish_hook.read_runs(out)
+    assert problems == [] and list(runs[0].sizes) == ["a/x.json"]
+    assert runs[0].refused == [
+        "blind/x.json: unreadable (Permission denied)",
+        "closed: unreadable directory (Permission denied)",
+        "secret.json: unreadable (Permission denied)",
+    ]
+
+
+@pytest.mark.integration
+def test_a_node_file_the_hook_could_not_read_fails_layout_naming_it_once_as_not_shippable(hook_case):
+    ctx, saves = hook_case
+    out = ctx.dir.run("on").finish_hook
+    (out / "rank1.jsonl").unlink()
+    last = saves[1] / "step_4" / "actor_update" / "step0" / "rank1" / "dump.json"
+    closed(last)
+    proc = hook_process(out, {"VERL_PROFILE_SAVE_PATH": str(saves[1]), "VERL_PROFILE_RANK": "1"})
+    assert proc.returncode == 0, proc.stderr
+    assert check_layout(ctx).problems == [
+        f"finish hook: rank 1 on {WORKER} found step_4/actor_update/step0/rank1/dump.json: unreadable (Permission "
+        "denied): not shippable"
+    ]
+
+
+def test_a_file_or_directory_removed_while_the_hook_lists_is_named_and_the_rest_listed(tmp_path, monkeypatch):
+    save = tmp_path / "dumps"
+    (save / "sub").mkdir(parents=True)
+    for name in ("a.json", "b.json", "sub/c.json"):
+        (save / name).write_text(name)
+    walk = os.walk
+
+    def racing(top: str, **kw: object):  # another process removes them once the walk has read the directory
+        for d, dirs, names in walk(top, **kw):  # type: ignore[call-overload]
+            if d == top:
+                (save / "b.json").unlink()
+                shutil.rmtree(save / "sub")
+            yield d, dirs, names
+
+    monkeypatch.setattr(os, "walk", racing)
+    files, refused = finish_hook.listing(str(save))
+    assert list(files) == ["a.json"]
+    assert refused == ["b.json: removed while it was listed", "sub: removed while it was listed"]
+
+
+RANKS = [
+    (None, "VERL_PROFILE_RANK is not set"),
+    ("one", "VERL_PROFILE_RANK 'one' is not a rank (a whole number)"),
+    ("-1", "VERL_PROFILE_RANK '-1' is not a rank (a whole number)"),
+    ("\u0661", "VERL_PROFILE_RANK '\u0661' is not a rank (a whole number)"),  # Arabic-Indic one: isdigit, no rank
+]
+
+
+def rank_env(save: Path, rank: str | None) -> dict[str, str]:
+    return {"VERL_PROFILE_SAVE_PATH": str(save)} | ({} if rank is None else {"VERL_PROFILE_RANK": rank})
+
+
+@pytest.mark.parametrize("rank", [r for r, _ in RANKS])
+def test_a_rank_verl_did_not_give_is_listed_as_unknown_and_layout_names_the_run(hook_case, rank):
+    ctx, saves = hook_case
+    out = ctx.dir.run("on").finish_hook
+    assert finish_hook.write(str(out), rank_env(saves[1], rank)) == out / "rank-unknown.jsonl"
+    assert [r.rank for r in finish_hook.read_runs(out)[0]] == [None, 0, 1]
+    assert check_layout(ctx).problems == [
+        f"finish hook: a run on {socket.gethostname()} had no rank (VERL_PROFILE_RANK unset or not a whole number): "
+        "verl exports the rank it runs the hook on"
+    ]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(("rank", "said"), RANKS)
+def test_the_hooks_command_line_says_a_missing_rank_in_one_line_exit_2(tmp_path, rank, said):
+    proc = hook_process(tmp_path / "hook", rank_env(tmp_path, rank))
+    assert (proc.returncode, proc.stdout) == (2, f"finish hook: wrote {tmp_path}/hook/rank-unknown.jsonl\n")
+    assert (
+        proc.stderr
+        == f"finish hook: {said}: listed as rank-unknown.jsonl (verl exports the rank it runs the hook on)\n"
+    )
+
+
+def dangling_listing(out: Path) -> None:
+    out.mkdir()
+    (out / "rank0.jsonl").symlink_to(out.parent / "x")
+
+
+@pytest.mark.parametrize(
+    ("make", "line"),
+    [
+        (lambda out: out.write_text("x"), "OUT {out}: not a directory"),
+        (
+            lambda out: out.symlink_to(out.parent / "elsewhere"),
+            "OUT {out}: a symbolic link: outputs are written in place, never through a link",
+        ),
+        (lambda out: (out / "rank0.jsonl").mkdir(parents=True), "{out}/rank0.jsonl: cannot write: Is a directory"),
+        (
+            dangling_listing,
+            "{out}/rank0.jsonl: a symbolic link: files are written in place, never through a link (remove it)",
+        ),
+    ],
+    ids=["a file", "a link", "its listing a directory", "its listing a dangling link"],
+)
+def test_an_out_the_hook_cannot_write_is_one_line(tmp_path, make, line):
+    out = tmp_path / "finish_hook"
+    make(out)
+    env = {"VERL_PROFILE_SAVE_PATH": str(tmp_path), "VERL_PROFILE_RANK": "0"}
+    with pytest.raises(HarnessError) as err:  # OutputError, or the output_path's own refusal
+        finish_hook.write(str(out), env)
+    assert str(err.value) == line.format(out=out)
+    assert not (tmp_path / "x").exists() and not (tmp_path / "elsewhere").exists()
+
+
+@pytest.mark.integration
+def test_the_hooks_command_line_says_an_out_it_cannot_write_in_one_line_exit_2(tmp_path):
+    (tmp_path / "out").write_text("x")
+    proc = hook_process(tmp_path / "out", rank_env(tmp_path, "0"))
+    assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", f"finish hook: OUT {tmp_path}/out: not a directory\n")
 
 
 def hooked(scenario: Scenario, ranks: list[int]) -> Scenario:

@@ -178,3 +178,12 @@ def test_an_overhead_item_that_gates_nothing_is_not_a_pass(tmp_path, good_case):
     assert said in recorded.stdout and "against max 20x: within" in recorded.stdout, recorded.stdout[-2000:]
     gated = subprocess.run([*argv, "--harness-timing=gate"], cwd=tmp_path, capture_output=True, text=True)
     assert gated.returncode == 0 and gated.stdout.strip().splitlines()[-1].startswith("5 passed"), gated.stdout
+
+
+def test_a_dumps_names_are_shown_as_one_line_each_in_a_name_diff():
+    """A dump's names are the code under test's: a name diff in a gate or compare line shows each as one line."""
+    from harness.gate.judge import shown_names
+
+    assert shown_names(["Functional.linear.0", "x\n::error title=gate::all good"]) == (
+        "Functional.linear.0, x\\n::error title=gate::all good"
+    )

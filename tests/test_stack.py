@@ -285,3 +285,24 @@ def test_no_lock_the_harness_stack_said_bad_locks_pythons_and_requirements_one_l
     said = r"uv\.lock: no Python for it \(HARNESS_STACK_PYTHON=/nowhere/python3\.12: .*\): set HARNESS_STACK_PYTHON to"
     with pytest.raises(EnvironmentProblem, match=said + " one it supports$"):
         stack_plan(parse_target(f"{locked['clone']}@{locked['locked']}", stack="verl"))
+
+
+def test_a_locks_names_sources_and_constraints_are_shown_as_one_line_each():
+    """A uv.lock is the pull request's: its versions, sources and Python constraints are printed in the stack's lines
+    and recorded with the environment, each one line, never a workflow command."""
+    import tomllib
+
+    from harness.targets.stack import _sources
+
+    text = """\
+requires-python = ">=3.10\\n::error title=lock::all good"
+supported-markers = ["##[error]linux"]
+
+[[package]]
+name = "alpha"
+version = "1.0\\n::error::x"
+source = { git = "https://h/a##[warning]b" }
+"""
+    lock = Lock.parse(text.encode(), "verl:uv.lock")
+    assert (lock.requires_python, lock.environments) == (">=3.10\\n::error title=lock::all good", ["#\\#[error]linux"])
+    assert _sources(tomllib.loads(text)) == {("alpha", "1.0\\n::error::x"): ("git", "https://h/a#\\#[warning]b")}

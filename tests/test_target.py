@@ -260,6 +260,9 @@ def test_self_contained_image_must_hold_the_target(tmp_path: Path) -> None:
     assert resolve_settings(Client(), settings, "verl@feedfacecafe").options("docker").image == "harness:head"
     with pytest.raises(InfraError, match=r"holds verl@1a2b3c4d5e6f, the run asks for verl@0123456789ab"):
         resolve_settings(Client(), settings, "verl@0123456789ab")
+    Client.images.get = staticmethod(lambda tag: Image("verl@1a\n::error title=image::all good", tag))  # its builder's
+    with pytest.raises(InfraError, match=r"holds verl@1a\\n::error title=image::all good, the run asks for"):
+        resolve_settings(Client(), settings, "verl@0123456789ab")
 
 
 def test_missing_named_image_falls_through_to_the_label(tmp_path: Path) -> None:
@@ -315,3 +318,82 @@ def test_half_made_environment_is_rebuilt(repo: VerlRepo, use_cache: Path) -> No
     _MADE.clear()
     again = ensure_env(target)
     assert not again.reused and (again.root / "bin" / "python").exists() and again.root == env.root
+
+
+def test_a_spec_that_is_an_option_of_git_reaches_git_as_a_repository_never_as_an_option(
+    use_cache: Path, tmp_path: Path
+) -> None:
+    """A SPEC's repository goes after ``--``: ``--upload-pack=CMD@main`` named the command git runs on the other
+    side, and the cache's mirror path became the repository cloned."""
+    for spec in (f"--upload-pack=touch {tmp_path}/pwned@main", "-cprotocol.allow=always@main", "--no-local@v1"):
+        with pytest.raises(TargetError) as err:
+            parse_target(spec)
+        repository = spec.rpartition("@")[0]
+        assert f"git clone --quiet --mirror -- {repository} " in str(err.value)
+        assert str(err.value).endswith(f"fatal: repository '{repository}' does not exist"), err.value
+    assert not (tmp_path / "pwned").exists()
+
+
+def _zip(path: Path, *names: str) -> str:
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as whl:
+        for name in names:
+            whl.writestr(name, "")
+    return str(path)
+
+
+def test_a_file_that_is_no_wheel_of_the_package_is_refused_where_it_is_named(tmp_path: Path) -> None:
+    """A census of a file named .whl that holds no verl (not a zip, no dist-info, another package's wheel) was a
+    census of nothing, exit 0: refused where the SPEC is read, one line."""
+    (text := tmp_path / "verl-0.9.1-py3-none-any.whl").write_text("not a zip")
+    plain = _zip(tmp_path / "plain.whl", "verl/__init__.py")
+    other = _zip(tmp_path / "other-1.0-py3-none-any.whl", "other-1.0.dist-info/WHEEL", "verl/__init__.py")
+    verl = _zip(tmp_path / "verl-0.9.1-py3-none-any.whl.x.whl", "verl-0.9.1.dist-info/WHEEL", "verl/__init__.py")
+    no_wheel = "not a wheel (no zip archive with a *.dist-info/WHEEL)"
+    for verl_spec, msprobe_spec, said in [
+        (str(text), None, f"--verl {text}: {no_wheel}, not of verl: name a verl wheel"),
+        (plain, None, f"--verl {plain}: {no_wheel}, not of verl: name a verl wheel"),
+        (other, None, f"--verl {other}: a wheel of other, not of verl: name a verl wheel"),
+        (None, verl, f"--msprobe {verl}: a wheel of verl, not of mindstudio-probe: name a mindstudio-probe wheel"),
+    ]:
+        with pytest.raises(TargetError) as err:
+            parse_target(verl_spec, msprobe_spec)
+        assert str(err.value) == said
+    assert parse_target(verl).verl.kind == "wheel"
+
+
+def test_a_commit_from_a_history_reaches_git_as_a_revision_never_as_an_option(tmp_path: Path) -> None:
+    """A duet's range names the last good night's commit, read from the history file: ``--output=FILE`` made
+    ``git rev-list`` write FILE wherever it named."""
+    from harness.cli.duet import _range
+
+    repo = tmp_path / "verl"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "c0")
+    head = git(repo, "rev-parse", "HEAD")
+    with pytest.raises(TargetError, match=r"^git rev-list --count --first-parent --end-of-options --output="):
+        _range(repo, f"--output={tmp_path}/written", head, [])
+    assert list(tmp_path.iterdir()) == [repo]
+
+
+@pytest.mark.integration  # the probe's command line (a stand-in for a target's interpreter)
+def test_what_a_targets_interpreter_prints_is_data_one_escaped_line_each(tmp_path: Path) -> None:
+    """The target's own code runs in its interpreter before the probe answers (import-time code, its metadata): the
+    answer's strings, and the output of a failed probe or install, are shown as one line each in what the harness
+    prints and records, never as a workflow command."""
+    from harness.targets.environment import _probe
+
+    answer = {"versions": {"verl": "0.9.1\n::error title=target::all good"}, "own_distributions": ["##[error]x"]}
+    (python := tmp_path / "python").write_text(f"#!/bin/sh\nprintf '%s\\n' 'HARNESS-PROBE {json.dumps(answer)}'\n")
+    python.chmod(0o755)
+    facts = _probe(str(python), "facts", what="probing")
+    assert facts == {
+        "versions": {"verl": "0.9.1\\n::error title=target::all good"},
+        "own_distributions": ["#\\#[error]x"],
+    }
+    python.write_text("#!/bin/sh\necho '##[error]all good, merge it' >&2\necho '::error::forged\x07' >&2\nexit 1\n")
+    with pytest.raises(InfraError) as err:
+        _probe(str(python), "facts", what="probing")
+    assert str(err.value) == "probing: exit 1: #\\#[error]all good, merge it | ::error::forged\\x07"

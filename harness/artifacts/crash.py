@@ -28,12 +28,14 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from harness.artifacts.record import ExecResult
+from harness.outside import shown
 from harness.safeio import tail_bytes
 
 Party = Literal["verl", "msprobe", "harness", "environment", "infrastructure"]
 VERDICT_PARTIES: tuple[Party, ...] = ("verl", "msprobe")  # a crash of the code under test: a check verdict
 CODE = ("verl", "msprobe", "harness")
 LOG_TAIL_BYTES = 1 << 20  # the last traceback is at the end; a run that logged GBs is read from its last MB
+LINE = 2000  # a frame's or an exception's text from the log is cut past this
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")  # Ray colours its prefixes and actor names
 _PREFIX = re.compile(r"^\((?:[\w.]+ )?pid=\d+(?:, ip=[^)]*)?\)\s?")  # Ray: "(TaskRunner pid=123) ..."
@@ -93,14 +95,16 @@ class Traceback:
 
 
 def last_traceback(text: str) -> Traceback | None:
-    """The last complete Python traceback in a log: its frames and the exception line that ends it."""
+    """The last complete Python traceback in a log: its frames and the exception line that ends it, each as one
+    printable line (``harness.outside.shown``): the log is the code under test's, and its exception's message is
+    quoted in the error lines and verdicts a workflow prints."""
     lines = [_PREFIX.sub("", _ANSI.sub("", ln)) for ln in text.splitlines()]
     starts = [i for i, ln in enumerate(lines) if _HEADER.match(ln)]
     for start in reversed(starts):
         frames: list[Frame] = []
         for ln in lines[start + 1 :]:
             if m := _FRAME.match(ln):
-                frames.append(Frame(m["file"], int(m["line"]), m["func"]))
+                frames.append(Frame(shown(m["file"], LINE), int(m["line"]), shown(m["func"], LINE)))
                 continue
             if ln.startswith((" ", "\t")) or not ln.strip():
                 continue  # a frame's source line, its carets, a blank line inside a chained message
@@ -109,7 +113,7 @@ def last_traceback(text: str) -> Traceback | None:
                 break
             if m["inner"] and m["type"].startswith("ray.exceptions.RayTaskError"):
                 continue  # the remote traceback follows: its frames and its exception are the cause
-            return Traceback(m["inner"] or m["type"], (m["msg"] or "").strip(), tuple(frames))
+            return Traceback(m["inner"] or m["type"], shown((m["msg"] or "").strip(), LINE), tuple(frames))
     return None
 
 

@@ -5,7 +5,9 @@ verl runs ``finish_hook_cmd`` on each selected rank once, after the last profile
 on, and what this judges: the hook ran exactly once on each selected rank and on no other; it ran after the last
 profiled step (its listing holds that step's dumps of the node's dumping ranks); and what it listed is what the node
 held, file for file, byte for byte (sha256): the dumps the job gathered from the node the rank ran on (on one host,
-every dump). A listing that differs is a hook that would ship too little, too much or a file still being written."""
+every dump). A listing that differs is a hook that would ship too little, too much or a file still being written;
+one that names a file it could not read, or one that went while it listed, is a hook that would not ship it. A run
+verl gave no rank (``VERL_PROFILE_RANK`` unset or no number) is named: the hook cannot say which rank it ran on."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from collections import defaultdict
 
 from harness.artifacts.finish_hook import HookRun, listing, read_runs
 from harness.checks.base import CheckContext
+from harness.outside import shown
 
 RANK_PART = re.compile(r"(?:^|/)rank(\d+)(?:/|$)")
 SHOWN = 3  # paths named a difference; the count says the rest
@@ -45,7 +48,13 @@ def hook_problems(ctx: CheckContext) -> tuple[list[str], list[str]]:
     notes: list[str] = []
     by_rank: defaultdict[int, list[HookRun]] = defaultdict(list)
     for run in runs:
-        by_rank[run.rank].append(run)
+        if run.rank is None:
+            problems.append(
+                f"finish hook: a run on {shown(run.host)} had no rank (VERL_PROFILE_RANK unset or not a whole "
+                "number): verl exports the rank it runs the hook on"
+            )
+        else:
+            by_rank[run.rank].append(run)
     gathered = listing(str(on.dumps))[0]
     last = max(s.precision_debugger.steps)
     stages = [st for st in s.expected_stages if st not in s.gap_stages]
@@ -71,7 +80,9 @@ def hook_problems(ctx: CheckContext) -> tuple[list[str], list[str]]:
         dumping = [r for r in s.expected_ranks if ranks is None or r in ranks]
         wanted = [f"step_{last}/{st}/step0/rank{r}/dump.json" for r in dumping for st in stages]
         listed = run.sizes
-        if missing := [p for p in wanted if p not in listed]:
+        named = {entry.rpartition(": ")[0] for entry in run.refused}  # found, not listed: said once, with its reason
+        held = {p: v for p, v in held.items() if p not in named}
+        if missing := [p for p in wanted if p not in listed and p not in named]:
             problems.append(
                 f"finish hook: rank {rank}{where} ran before the last profiled step's dumps (step {last}) were "
                 f"written: its listing lacks {_few(missing)}"
@@ -80,11 +91,11 @@ def hook_problems(ctx: CheckContext) -> tuple[list[str], list[str]]:
             problems.append(
                 f"finish hook: rank {rank}{where} listed {len(run.files)} file(s), its node held {len(held)}: {diff}"
             )
-        problems += [f"finish hook: rank {rank}{where} found {entry}: not shippable" for entry in run.refused]
+        problems += [f"finish hook: rank {rank}{where} found {shown(entry)}: not shippable" for entry in run.refused]
         nbytes = sum(size for size, _ in listed.values())
         notes.append(
             f"finish hook: rank {rank}{where} ran {len(done)} time(s), listed {len(run.files)} file(s) "
-            f"({nbytes} bytes) of {run.save_path} on {run.host}"
+            f"({nbytes} bytes) of {shown(run.save_path)} on {shown(run.host)}"
         )
     return problems, notes
 

@@ -66,7 +66,7 @@ def _base(p: Plan, repo: Path, args: argparse.Namespace, head: Target) -> tuple[
 def _range(repo: Path, good: str, bad: str, scenarios: list[Scenario]) -> str:
     """A regression's verl commits and how to name the one: the commit itself, or the overhead bisect between them
     (``--heavy`` for a scenario marked heavy, which the bisect refuses without it)."""
-    commits = int(str(git("rev-list", "--count", "--first-parent", f"{good}..{bad}", cwd=repo)))
+    commits = int(str(git("rev-list", "--count", "--first-parent", "--end-of-options", f"{good}..{bad}", cwd=repo)))
     where = f"verl commits {good[:12]}..{bad[:12]} ({commits} commit{'s' if commits != 1 else ''})"
     if commits == 1:
         return f"{where}: the commit: {bad[:12]}"

@@ -35,6 +35,7 @@ from harness.gate.baseline import BLOCKING_ENV, INFO_ENV, OVERHEAD_ENV, Baseline
 from harness.gate.numerics.report import NumericsReport
 from harness.gate.observe import Observation
 from harness.gate.structure import name_diff
+from harness.outside import shown
 from harness.targets.commits import NOISY_CHECKS, Probe
 
 FigureOutcome = Literal["ok", "regressed", "improved", "inconclusive", "new", "missing"]
@@ -60,8 +61,10 @@ def rel_change(base: float, now: float) -> float:
 
 
 def shown_names(diff: list[str]) -> str:
-    """A name diff as one line: the first ``MAX_NAMES``, then how many more."""
-    return ", ".join(diff[:MAX_NAMES]) + (f" (+{len(diff) - MAX_NAMES} more)" if len(diff) > MAX_NAMES else "")
+    """A name diff as one line: the first ``MAX_NAMES`` (each shown: a dump's names are the code under test's), then
+    how many more."""
+    more = f" (+{len(diff) - MAX_NAMES} more)" if len(diff) > MAX_NAMES else ""
+    return ", ".join(shown(n) for n in diff[:MAX_NAMES]) + more
 
 
 @dataclass

@@ -8,7 +8,9 @@ precision_debugger_profile.py``) knows the stages of its ``_STAGE_TO_ROLE`` tabl
 ``strict: true``). A pull request that renames an annotation silently stops that stage dumping; one that drops a
 stage from the table does the same, everywhere. Reading the source, not importing it, says so for a verl that
 cannot be installed or imported, and whether or not a training ever reaches the stage: base against head
-(``harness compare``) lists every such change first (``diff``).
+(``harness compare``) lists every such change first (``diff``). What is read from the source (a role, a table's
+names, a path) is kept as one printable line (``harness.outside.shown``): a pull request's role literal
+``"x\\n::error::..."`` would otherwise print a workflow command of its own in the census and the compare.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from harness.errors import TargetError
+from harness.outside import shown
 from harness.targets.environment import TargetEnv, ensure_env
 from harness.targets.spec import Package, Target, git, repository, worktree_files
 
@@ -155,11 +158,11 @@ def read_tables(text: str | None) -> tuple[Tables | None, str | None]:
     skip = found.get("skip")
     return (
         Tables(
-            stage_to_role=stages,
-            model_attrs={str(k): [str(a) for a in v] for k, v in attrs.items() if isinstance(v, list | tuple)}
+            stage_to_role={shown(k): shown(v) for k, v in stages.items()},
+            model_attrs={shown(k): [shown(a) for a in v] for k, v in attrs.items() if isinstance(v, list | tuple)}
             if isinstance(attrs, dict)
             else {},
-            skip=sorted(str(s) for s in skip) if isinstance(skip, set | frozenset | list | tuple) else [],
+            skip=sorted(shown(s) for s in skip) if isinstance(skip, set | frozenset | list | tuple) else [],
         ),
         None,
     )
@@ -189,11 +192,11 @@ class _Annotations(ast.NodeVisitor):
         scheduled = kw.get("scheduled")
         self.found.append(
             Annotation(
-                path=self.path,
+                path=shown(self.path),
                 line=call.lineno,
-                function=function or "<module>",
-                role=literal,
-                expression="" if literal is not None or role is None else ast.unparse(role),
+                function=shown(function or "<module>"),
+                role=None if literal is None else shown(literal),
+                expression="" if literal is not None or role is None else shown(ast.unparse(role)),
                 scheduled=isinstance(scheduled, ast.Constant) and scheduled.value is True,
             )
         )
@@ -246,7 +249,9 @@ def census_of_files(source: str, files: Iterable[tuple[str, bytes]], profiler: b
         try:
             annotations += annotations_of(path, data.decode("utf-8", errors="replace"))
         except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-            unreadable.append(f"{path}:{getattr(exc, 'lineno', None) or '?'}: does not parse ({type(exc).__name__})")
+            unreadable.append(
+                f"{shown(path)}:{getattr(exc, 'lineno', None) or '?'}: does not parse ({type(exc).__name__})"
+            )
     tables, problem = read_tables(None if profiler is None else profiler.decode("utf-8", errors="replace"))
     return Census(source=source, annotations=annotations, tables=tables, problem=problem, unreadable=unreadable)
 
@@ -303,7 +308,7 @@ def census(pkg: Package, packages_dir: str | None = None) -> Census:
                     if i.filename in _python_files([i.filename]) and i.file_size <= MAX_FILE
                 ]
         except (OSError, zipfile.BadZipFile) as exc:
-            return Census(source=source, problem=f"{pkg.source}: not a readable wheel ({exc})")
+            return Census(source=source, problem=f"{pkg.source}: not a readable wheel ({shown(exc)})")
     elif packages_dir:
         root = Path(packages_dir)
         files = _dir_files(root, [str(p.relative_to(root)) for p in (root / "verl").rglob("*.py")])

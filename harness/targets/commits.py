@@ -28,11 +28,13 @@ from typing import Literal
 
 from harness import outcomes
 from harness.errors import HarnessError, TargetError
+from harness.outside import shown
 from harness.targets.spec import git
 
 ProbeOutcome = Literal["pass", "fail", "skip", "infra"]  # a probe's verdict on one commit
 Find = Literal["bad", "fix"]
 NOISY_CHECKS = frozenset({"overhead"})
+WHY = 1000  # a probe's reason or a check's summary is cut past this
 
 
 class BisectError(HarnessError):
@@ -49,10 +51,10 @@ class EndpointUndecided(BisectError):
 @dataclass(frozen=True)
 class Commit:
     sha: str
-    subject: str
+    subject: str  # as verl's author wrote it: shown, never printed as it is (``::error::...`` is an annotation)
 
     def __str__(self) -> str:
-        return f"{self.sha[:12]} {self.subject}"
+        return f"{self.sha[:12]} {shown(self.subject)}"
 
 
 @dataclass(frozen=True)
@@ -65,9 +67,10 @@ class Probe:
     undecided: bool = False  # a skip because the noise left a timing undecided (not a commit that gives no verdict)
 
     def line(self) -> str:
+        """One line: ``why`` and the checks' summaries quote what the commit's install, training or checks said."""
         if self.verdict in ("skip", "infra"):
-            return f"{'skipped' if self.verdict == 'skip' else 'infrastructure failure'}: {self.why}"
-        failed = [f"{c}: {w} {s}".rstrip() for c, (w, s) in self.checks.items() if w != "pass"]
+            return f"{'skipped' if self.verdict == 'skip' else 'infrastructure failure'}: {shown(self.why, WHY)}"
+        failed = [f"{c}: {w} {shown(s, WHY)}".rstrip() for c, (w, s) in self.checks.items() if w != "pass"]
         word = outcomes.FAIL if self.verdict == "fail" else "pass"
         return f"{word} ({'; '.join(failed)})" if failed else word
 
@@ -96,14 +99,14 @@ class Outcome:
         what = "first bad commit" if self.find == "bad" else "first good commit (the fix)"
         inner = len(self.probes) - 2
         out = [f"probes: {len(self.probes)} ({inner} between the endpoints, plus the 2 endpoint checks)"]
-        out += [f"skipped {c.sha[:12]}: {why}" for c, why in self.skipped]
+        out += [f"skipped {c.sha[:12]}: {shown(why, WHY)}" for c, why in self.skipped]
         if not self.found:
             out.append(
                 f"no single {what}: skipped commits leave {len(self.candidates)} candidates after "
                 f"{self.last_old.sha[:12]}: " + ", ".join(c.sha[:12] for c in self.candidates)
             )
             return out
-        out.append(f"{what}: {self.first.sha} {self.first.subject}")
+        out.append(f"{what}: {self.first.sha} {shown(self.first.subject)}")
         out += [f"  flips: {f}" for f in self.flips]
         out.append(f"  (last {'good' if self.find == 'bad' else 'bad'} commit: {self.last_old})")
         return out
@@ -191,7 +194,7 @@ def first_parent(repo: str, old: str, new: str, old_name: str, new_name: str) ->
     shas = {}
     for ref, name in ((old, old_name), (new, new_name)):
         try:
-            shas[name] = str(git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", cwd=path))
+            shas[name] = str(git("rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}", cwd=path))
         except TargetError:
             raise BisectError(f"{name} {ref}: no such commit in {repo}") from None
         try:

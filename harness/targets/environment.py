@@ -49,8 +49,9 @@ from packaging.utils import canonicalize_name
 
 from harness.artifacts.crash import declared, missing_module
 from harness.errors import EnvironmentProblem, HarnessError, InfraError, TargetError
+from harness.outside import shown
 from harness.targets import sandbox
-from harness.targets.probe import PACKAGES, facts
+from harness.targets.probe import PACKAGES, answer, facts
 from harness.targets.spec import Package, StackChoice, Target, cache_dir, git, repository, worktree_files
 from harness.targets.stack import EXTRA, LOCK, Lock, StackRecord, locked_stack, stack_python
 
@@ -177,9 +178,9 @@ def _run(
             out = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, check=False, timeout=timeout)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise InfraError(f"{what}: {exc}") from None
-    if out.returncode != 0:
+    if out.returncode != 0:  # uv's or the target's own output (a build backend, its import-time code): one line
         lines = [ln.strip() for ln in (out.stderr or out.stdout).splitlines() if ln.strip()]
-        detail = " | ".join(ln for ln in lines if not ln.startswith(("Traceback", 'File "')))[-600:]
+        detail = shown(" | ".join(ln for ln in lines if not ln.startswith(("Traceback", 'File "')))[-600:], 700)
         raise InfraError(f"{what}: exit {out.returncode}: {detail or 'no output'}")
     return out.stdout
 
@@ -201,10 +202,10 @@ def _probe(python: str, *args: str, what: str) -> dict[str, Any]:
     inside = root.parent == cache_dir() / "envs"
     jail = {"key": root.name, "readable": [root, *interpreter_home(root)], "writable": []} if inside else None
     out = _run([python, "-m", "harness.targets.probe", *args], what, jail=jail)
-    line = next((ln for ln in reversed(out.splitlines()) if ln.startswith("HARNESS-PROBE ")), None)
-    if line is None:
-        raise InfraError(f"{what}: the probe printed no result")
-    return json.loads(line.removeprefix("HARNESS-PROBE "))
+    found = answer(out)
+    if found is None:
+        raise InfraError(f"{what}: the probe printed no result (or no JSON)")
+    return found
 
 
 def probe_predicates(python: str, config_yaml: str, names: list[str]) -> dict[str, bool | str]:
@@ -390,7 +391,7 @@ def _installed(python: str) -> list[str]:
     out = _run([uv_bin(), "pip", "list", *UV_QUIET, "--format", "json", "--python", python], f"uv pip list {python}")
     try:
         listed = json.loads(out)
-        return sorted((f"{d['name']}=={d['version']}" for d in listed), key=str.lower)
+        return sorted((shown(f"{d['name']}=={d['version']}") for d in listed), key=str.lower)  # their metadata's
     except (ValueError, KeyError, TypeError) as exc:
         raise InfraError(f"uv pip list --python {python}: not the JSON expected ({exc})") from None
 

@@ -1,5 +1,5 @@
 """Run with a target environment's python: what its verl and msprobe are, and whether they still offer what the
-harness drives. Standard library only (it runs before anything else is known to work there).
+harness drives. Standard library only (it runs before anything else is known to work there; ``harness.outside`` is too).
 
 ``python -m harness.targets.probe facts`` prints versions and install dirs; ``... api SYMBOLS_JSON`` tries each
 dotted symbol (``verl.utils.profiler.DistProfiler.annotate``) and reads verl's stage table; ``... predicates
@@ -15,8 +15,12 @@ import json
 import sys
 from importlib import metadata
 from pathlib import Path
+from typing import Any
+
+from harness.outside import shown
 
 PACKAGES = ("verl", "mindstudio-probe", "torch", "torch_npu", "transformers")
+PREFIX = "HARNESS-PROBE "  # the answer's line, the last one so marked
 STAGE_TABLE = ("verl.utils.profiler.precision_debugger_profile", "_STAGE_TO_ROLE")
 
 
@@ -131,6 +135,27 @@ def dialect() -> dict[str, object]:
     return {"tool_fields": tool, "profiler_fields": profiler, "every_rank": every_rank}
 
 
+def answer(out: str) -> dict[str, Any] | None:
+    """The probe's answer in its output (the last ``HARNESS-PROBE`` line; None: none, or no JSON object), every
+    string shown as one line (``harness.outside``): the target's own code ran in that interpreter before the probe
+    printed (its import-time code, its metadata's names and versions), and what it says is printed in error lines,
+    the target's description and results.json."""
+    line = next((ln for ln in reversed(out.splitlines()) if ln.startswith(PREFIX)), None)
+    try:
+        found = json.loads(line.removeprefix(PREFIX)) if line else None
+    except (ValueError, RecursionError):
+        return None
+    return _shown(found) if isinstance(found, dict) else None
+
+
+def _shown(doc: Any) -> Any:
+    if isinstance(doc, dict):
+        return {shown(k, 4096): _shown(v) for k, v in doc.items()}
+    if isinstance(doc, list):
+        return [_shown(v) for v in doc]
+    return shown(doc, 4096) if isinstance(doc, str) else doc
+
+
 def main(argv: list[str]) -> int:
     out: dict[str, object]
     if argv[0] == "facts":
@@ -141,7 +166,7 @@ def main(argv: list[str]) -> int:
         out = dict(predicates(argv[1], json.loads(argv[2])))
     else:
         out = api(json.loads(argv[1]))
-    sys.stdout.write("HARNESS-PROBE " + json.dumps(out) + "\n")
+    sys.stdout.write(PREFIX + json.dumps(out) + "\n")
     return 0
 
 

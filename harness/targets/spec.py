@@ -13,16 +13,20 @@ from __future__ import annotations
 import hashlib
 import re
 import subprocess
+import zipfile
 from importlib import metadata
 from pathlib import Path
 from typing import Literal
 
 from filelock import FileLock
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict
 
 from harness import config
 from harness.errors import InfraError, TargetError
+from harness.outside import shown
+from harness.safeio import cannot_write, writable
 
 Kind = Literal["pinned", "release", "wheel", "checkout", "git"]
 Name = Literal["verl", "msprobe"]
@@ -61,26 +65,34 @@ def reproduce_compare(scenario: str, base: str, head: str, *, heavy: bool = Fals
 
 def cache_dir() -> Path:
     """The harness's own cache (environments, repository mirrors): never inside a results dir. Made here, so that
-    a HARNESS_CACHE_DIR naming a file (or a place that cannot be written) is one line before anything uses it."""
+    a HARNESS_CACHE_DIR naming a file (or a place that cannot be written: a read-only mount) is one line before
+    anything uses it."""
     root = config.CACHE_DIR.get().expanduser().resolve()
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         why = "not a directory" if root.exists() else exc.strerror
         raise InfraError(f"HARNESS_CACHE_DIR {root}: {why} (the harness's cache: name a directory)") from None
+    try:
+        writable(root)
+    except OSError as exc:
+        raise cannot_write(root, exc, named=f"HARNESS_CACHE_DIR {root} (the harness's cache)") from None
     return root
 
 
 def git(*args: str, cwd: Path | str | None = None, binary: bool = False) -> str | bytes:
-    """``git ARGS`` in ``cwd``; TargetError with git's own first line when it fails."""
+    """``git ARGS`` in ``cwd``; TargetError with git's own first line when it fails (shown as one line: it quotes a
+    URL or a ref given from outside). A value from outside comes after ``--`` or ``--end-of-options`` in ``args``:
+    never read as one of git's options (a SPEC ``--upload-pack=CMD@main`` reached ``git clone`` as one)."""
+    said = shown(" ".join(args), 1000)
     try:
         out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, check=False, timeout=300)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise TargetError(f"git {' '.join(args)}: {exc}") from None
+        raise TargetError(f"git {said}: {exc}") from None
     if out.returncode != 0:
         why = out.stderr.decode(errors="replace").strip().splitlines()
         where = f" in {cwd}" if cwd else ""
-        raise TargetError(f"git {' '.join(args)}{where}: {why[0] if why else f'exit {out.returncode}'}")
+        raise TargetError(f"git {said}{where}: {shown(why[0]) if why else f'exit {out.returncode}'}")
     return out.stdout if binary else out.stdout.decode().strip()
 
 
@@ -213,7 +225,7 @@ def mirror_of(url: str) -> Path:
         if (mirror / "HEAD").is_file():
             git("fetch", "--quiet", "--prune", "origin", cwd=mirror)
         else:
-            git("clone", "--quiet", "--mirror", url, str(mirror))
+            git("clone", "--quiet", "--mirror", "--", url, str(mirror))
     return mirror
 
 
@@ -269,7 +281,9 @@ def _parse_verl(spec: str, flag: str = "--verl") -> Package:
         # a branch of a clone (actions/checkout's) is origin/<branch> there unless it is the one checked out
         for name in (ref, f"refs/remotes/origin/{ref}"):
             try:
-                commit = str(git("rev-parse", "--verify", "--quiet", f"{name}^{{commit}}", cwd=repo))
+                commit = str(
+                    git("rev-parse", "--verify", "--quiet", "--end-of-options", f"{name}^{{commit}}", cwd=repo)
+                )
                 break
             except TargetError:
                 continue
@@ -291,13 +305,31 @@ def _wheel(name: Name, spec: str, flag: str) -> Package:
         if not _is("is_file", path):
             raise OSError("no such wheel file")
         content_hash = _sha256_file(path)
+        built = _built_for(path)
     except OSError as exc:
         raise TargetError(f"{flag} {spec}: {exc.strerror or exc}") from None
+    except (zipfile.BadZipFile, ValueError):  # ValueError: a zip archive zipfile cannot read
+        built = None
+    wanted = canonicalize_name(DISTRIBUTION[name])
+    if built != wanted:  # else a census of nothing, and exit 0: a file named .whl is no wheel of verl for that
+        what = "not a wheel (no zip archive with a *.dist-info/WHEEL)" if built is None else f"a wheel of {built}"
+        raise TargetError(f"{flag} {spec}: {what}, not of {DISTRIBUTION[name]}: name a {DISTRIBUTION[name]} wheel")
     parts = path.name.split("-")
     return Package(
         name=name, kind="wheel", spec=spec, source=str(path), content_hash=content_hash,
         version=parts[1] if len(parts) > 2 else None,
     )  # fmt: skip
+
+
+def _built_for(path: Path) -> str | None:
+    """The distribution a wheel file is built for (its ``NAME-VERSION.dist-info/WHEEL``, canonical), None when it
+    has no such file (PEP 427); BadZipFile when it is no zip archive."""
+    with zipfile.ZipFile(path) as whl:
+        for entry in whl.namelist():
+            top, _, rest = entry.partition("/")
+            if rest == "WHEEL" and top.endswith(".dist-info") and "-" in top:
+                return canonicalize_name(shown(top.removesuffix(".dist-info").rsplit("-", 1)[0]))
+    return None
 
 
 def _parse_msprobe(spec: str, flag: str = "--msprobe") -> Package:

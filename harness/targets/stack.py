@@ -28,11 +28,13 @@ from pydantic import BaseModel, ConfigDict
 
 from harness import config
 from harness.errors import EnvironmentProblem, InfraError, TargetError
+from harness.outside import shown
 from harness.targets.spec import StackChoice
 
 LOCK = "uv.lock"
 EXTRA = "cpu"  # the extra verl's CPU jobs install
 PACKAGE_INDEX = "https://pypi.org/simple"
+SOURCE = 2000  # a lock's source URL or path is cut past this
 # the environment verl's lock is made for ([tool.uv] environments): its markers are read there
 LOCK_ENVIRONMENT = {"python_version": "3.12", "python_full_version": "3.12.0", "sys_platform": "linux",
                     "platform_system": "Linux", "platform_machine": "x86_64", "os_name": "posix"}  # fmt: skip
@@ -78,8 +80,11 @@ class Lock(BaseModel):
             if not isinstance(requires, str | None) or not isinstance(markers, list):
                 raise ValueError("requires-python or supported-markers of the wrong type")
         except (UnicodeDecodeError, ValueError) as exc:  # tomllib.TOMLDecodeError is a ValueError
-            raise TargetError(f"{where}: not a uv.lock ({exc}): fix or regenerate it (uv lock)") from None
-        return cls(sha256=hashlib.sha256(data).hexdigest(), requires_python=requires, environments=markers)
+            raise TargetError(f"{where}: not a uv.lock ({shown(exc)}): fix or regenerate it (uv lock)") from None
+        said = [shown(m) for m in markers]  # the lock's text, printed where a Python is refused: one line each
+        return cls(
+            sha256=hashlib.sha256(data).hexdigest(), requires_python=requires and shown(requires), environments=said
+        )
 
     def python_problem(self, version: str) -> str | None:
         """Why a Python of ``version`` on this host is not one the lock is made for, or None."""
@@ -167,23 +172,24 @@ class StackRecord(BaseModel):
 
 
 def _sources(lock: dict) -> dict[tuple[str, str], tuple[Origin, str]]:
-    """Each (name, version) of the lock with where it comes from."""
+    """Each (name, version) of the lock with where it comes from, each as one printable line: the lock is the pull
+    request's, and its names and sources are printed in the stack's lines and recorded with the environment."""
     out: dict[tuple[str, str], tuple[Origin, str]] = {}
     for pkg in lock.get("package", []):
         if not isinstance(pkg, dict):
             continue
         found = pkg.get("source")
         source: dict[str, object] = found if isinstance(found, dict) else {}
-        name, version = canonicalize_name(str(pkg.get("name"))), str(pkg.get("version"))
+        name, version = canonicalize_name(shown(pkg.get("name"))), shown(pkg.get("version"))
         if "registry" in source:
-            url = str(source["registry"])
+            url = shown(source["registry"], SOURCE)
             out[(name, version)] = ("package index" if url.rstrip("/") == PACKAGE_INDEX else "other index", url)
         elif "git" in source:
-            out[(name, version)] = ("git", str(source["git"]))
+            out[(name, version)] = ("git", shown(source["git"], SOURCE))
         elif "url" in source:
-            out[(name, version)] = ("url", str(source["url"]))
+            out[(name, version)] = ("url", shown(source["url"], SOURCE))
         else:
-            out[(name, version)] = ("path", str(next(iter(source.values()), "?")))
+            out[(name, version)] = ("path", shown(next(iter(source.values()), "?"), SOURCE))
     return out
 
 
@@ -203,8 +209,8 @@ def locked_stack(tree: Path, uv: str, extra: str = EXTRA, python_version: str | 
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise InfraError(f"uv export in {tree}: {exc}") from None
     if out.returncode != 0:
-        why = [ln.strip() for ln in out.stderr.splitlines() if ln.strip()]
-        raise TargetError(f"{path} does not resolve for extra {extra!r}: uv: {' | '.join(why)[-400:] or 'no output'}")
+        why = shown(" | ".join(ln.strip() for ln in out.stderr.splitlines() if ln.strip())[-400:], 500)
+        raise TargetError(f"{path} does not resolve for extra {extra!r}: uv: {why or 'no output'}")
     sources = _sources(tomllib.loads(data.decode()))
     env = {**{str(k): str(v) for k, v in default_environment().items()}, **LOCK_ENVIRONMENT}
     if python_version:
@@ -216,7 +222,7 @@ def locked_stack(tree: Path, uv: str, extra: str = EXTRA, python_version: str | 
         try:
             req = Requirement(line)
         except InvalidRequirement:
-            raise TargetError(f"{path}: uv export wrote {line!r}, which is no requirement") from None
+            raise TargetError(f"{path}: uv export wrote {shown(line)!r}, which is no requirement") from None
         if req.marker is not None and not req.marker.evaluate({**env, "extra": extra}):
             continue
         name = canonicalize_name(req.name)
@@ -250,7 +256,7 @@ def stack_python(lock: Lock, uv: str, where: str) -> tuple[str, str]:
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise InfraError(f"finding {said}: {exc}") from None
     if not version:
-        why = " ".join(ln.strip() for ln in found.stderr.splitlines() if ln.strip())[-300:] or "not found"
+        why = shown(" ".join(ln.strip() for ln in found.stderr.splitlines() if ln.strip())[-300:]) or "not found"
         raise EnvironmentProblem(
             f"{where}'s uv.lock: no Python for it ({said}: {why}): set HARNESS_STACK_PYTHON to one it supports"
         )

@@ -25,7 +25,8 @@ from harness.artifacts.crash import VERDICT_PARTIES, Crash, classify, transient
 from harness.artifacts.record import ExecResult, RunRecord
 from harness.artifacts.rundir import MODES, Mode, ScenarioDir
 from harness.errors import EnvironmentProblem, FailedAlike, HarnessBug, HarnessError, InfraError, WorkloadError
-from harness.safeio import MB, InputError, Versioned, output_path
+from harness.outside import shown
+from harness.safeio import MB, InputError, Versioned, cannot_write, output_path, tail_bytes
 from harness.scenario.model import Scenario
 from harness.targets.environment import TargetEnv, check_api, ensure_env, of_target
 from harness.targets.spec import Target, parse_target
@@ -85,10 +86,12 @@ def target_labels(target: Target) -> dict[str, str]:
 
 
 def _tail(path: Path, lines: int = 15) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) or "(the log is empty)"
-    except OSError:
+    """The log's last lines for an error, each shown as one line (the training's output is the code under test's:
+    a line ``::error::...`` in it would be a workflow command of its own), read from the log's end, never through
+    a link."""
+    if not path.is_file() or path.is_symlink():
         return "(no log)"
+    return "\n".join(shown(ln) for ln in tail_bytes(path, 64 * 1024).splitlines()[-lines:]) or "(the log is empty)"
 
 
 def _verdict(res: ExecResult, limit: tuple[float, str], log: Path, env: TargetEnv) -> tuple[str | None, Crash | None]:
@@ -159,6 +162,14 @@ class ScenarioLock(FileLock):
     trainings), then an error naming the lock (a run of another process that never ends no longer hangs this one)."""
 
     def acquire(self, timeout: float | None = None, poll_interval: float | None = None, **kw: Any) -> Any:
+        try:
+            return self._wait(timeout, poll_interval, **kw)
+        except Timeout:  # an OSError too: a wait the caller asked for, as filelock says it
+            raise
+        except OSError as exc:  # a lock file that cannot be written (a read-only mount): the results dir's, not ours
+            raise cannot_write(Path(self.lock_file), exc, named=f"{self.lock_file} (the results dir's lock)") from None
+
+    def _wait(self, timeout: float | None, poll_interval: float | None, **kw: Any) -> Any:
         if timeout is not None or kw.get("blocking") is False:  # an explicit wait: as asked
             return super().acquire(timeout, poll_interval, **kw)
         try:
@@ -186,7 +197,7 @@ def scenario_lock(sdir: ScenarioDir) -> FileLock:
     try:
         sdir.root.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise InfraError(f"cannot make the results dir {sdir.root.parent}: {exc.strerror}") from None
+        raise cannot_write(sdir.root.parent, exc, named=f"results dir {sdir.root.parent}") from None
     return ScenarioLock(str(sdir.lock), is_singleton=True)
 
 
@@ -232,12 +243,29 @@ def ensure_runs(
     return runs
 
 
+def fresh(root: Path) -> None:
+    """``root`` emptied for new runs and made; a dir that cannot be (read-only, another user's, a mount point) is
+    one line naming it and the first path it could not remove: bad input of whoever gave the results dir."""
+    failed: list[tuple[str, OSError]] = []
+
+    def refused(_: object, path: str, info: tuple[type, BaseException, object]) -> None:
+        if isinstance(info[1], OSError):
+            failed.append((path, info[1]))
+
+    if root.exists():
+        shutil.rmtree(root, onerror=refused)
+    try:
+        root.mkdir(parents=True)
+    except OSError as exc:
+        where, first = failed[0] if failed else (str(root), exc)
+        raise cannot_write(root, first, named=f"{root} (for new runs: {where})") from None
+
+
 def _run_both(
     scenario: Scenario, sdir: ScenarioDir, session: str, executor_kind: str, env: TargetEnv, watch: Watch
 ) -> ScenarioRuns:
     dumpfs.release_stale(sdir.root)  # a killed harness's dumps tmpfs: rmtree cannot remove a mount point
-    shutil.rmtree(sdir.root, ignore_errors=True)
-    sdir.root.mkdir(parents=True)
+    fresh(sdir.root)
     workload = WORKLOADS[scenario.workload.kind]
     # both runs under one slot: the off/on pair sees the same load, and waiting is not training time
     with heavy_slot() if workload.takes_slot(scenario) else contextlib.nullcontext():

@@ -14,6 +14,7 @@ from typing import Any
 
 from harness.gate.numerics.table import N_A
 from harness.outcomes import MISSING, NOTHING_COMPARED, REGRESSED
+from harness.outside import shown
 
 RESULTS = ("pass", "warning", "error")
 STATS = ("max", "min", "mean", "l2norm")
@@ -77,20 +78,23 @@ class StageNumerics:
         return self.first_da or (entry_of(self.first.name) if self.first else "")
 
     def line(self) -> str:
+        """One line: the stage's dir, the entry names and msprobe's error come from the dumps and msprobe (the code
+        under test), each shown as one line."""
         new, old = self.sides
+        where, detail = shown(self.where), shown(self.detail, 1000)
         if self.status == "missing":
-            return f"{self.where} dumped on {old}, missing on {new}{self.detail}: not compared"
+            return f"{where} dumped on {old}, missing on {new}{detail}: not compared"
         if self.status == "new":
-            return f"{self.where} dumped on {new} only{self.detail}: not compared"
+            return f"{where} dumped on {new} only{detail}: not compared"
         if self.status == "error":
-            return f"{self.where}: compare failed: {self.detail}"
+            return f"{where}: compare failed: {detail}"
         counts = ", ".join(f"{self.counts[r]} {r}" for r in RESULTS)
-        text = f"{self.where}: {self.rows} rows, {counts}"
+        text = f"{where}: {self.rows} rows, {counts}"
         text += f" (+{self.nonfinite_ok} nonfinite_ok rows counted apart)" if self.nonfinite_ok else ""
         text += f" (+{self.unmatched} rows with no counterpart on {old}: not compared)" if self.unmatched else ""
         if self.first:
-            how = "msprobe -da" if self.first_da else f"first non-pass row; msprobe -da names none{self.detail}"
-            text += f"; first diverging API {self.first_api} ({how}): {self.first.text()}"
+            how = "msprobe -da" if self.first_da else f"first non-pass row; msprobe -da names none{detail}"
+            text += f"; first diverging API {shown(self.first_api)} ({how}): {shown(self.first.text(), 1000)}"
         return text
 
 

@@ -28,6 +28,7 @@ from harness import config
 from harness.artifacts.record import ExecResult
 from harness.artifacts.rundir import RunDir
 from harness.errors import HarnessError, InfraError, WorkloadError
+from harness.outside import shown
 from harness.scenario.blocks import ExecutorSettingsBase
 from harness.scenario.settings.docker import DockerRuntime
 from harness.signals import interrupts, note_stopped
@@ -117,7 +118,9 @@ def resolve_settings(
         kind = "host_python" if labels.get(IMAGE_KIND_LABEL) == HOST_PYTHON else "self_contained"
     if kind == "self_contained" and target and labels.get(TARGET_LABEL) != target:
         if (built := _labelled(client, target)) is None:
-            holds = labels.get(TARGET_LABEL) or f"its base image's verl (no {TARGET_LABEL} label)"
+            holds = shown(
+                labels.get(TARGET_LABEL) or f"its base image's verl (no {TARGET_LABEL} label)"
+            )  # its builder's
             raise InfraError(
                 f"image {rt.image!r} holds {holds}, the run asks for {target}, and no local image is labelled "
                 f"{TARGET_LABEL}={target}: build one (python -m harness image ascend-context --verl SPEC, see "
@@ -224,9 +227,10 @@ class DockerExecutor:
             labels = c.labels or {}
             if owner_gone(labels):
                 _remove(client, c.id or "")
+                scenario, pid = (shown(labels.get(f"{LABEL_PREFIX}.{k}")) for k in ("scenario", "pid"))  # the daemon's
                 lines.append(
-                    f"removed stale container {c.name} ({c.status}; scenario {labels.get(f'{LABEL_PREFIX}.scenario')}"
-                    f", its harness pid {labels.get(f'{LABEL_PREFIX}.pid')} is gone)"
+                    f"removed stale container {shown(c.name)} ({c.status}; scenario {scenario}, its harness pid {pid} "
+                    "is gone)"
                 )
         return lines
 
