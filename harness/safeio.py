@@ -24,7 +24,7 @@ from typing import IO, Any, ClassVar, Self
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harness.errors import HarnessError, InfraError
-from harness.outside import redact
+from harness.outside import redact, shown
 
 MB = 1 << 20
 
@@ -230,9 +230,11 @@ def writable(where: Path) -> None:
 
 
 def validation_line(exc: ValidationError) -> str:
-    """A pydantic error as one line: the first field's path and problem, and how many more there are."""
+    """A pydantic error as one line: the first field's path and problem, and how many more there are. The path is
+    the file's own keys (a history's scenario, a figure's name): shown as outside text (``harness.outside.shown``),
+    a key that holds a line break or a workflow command is never a line of its own."""
     err = exc.errors()[0]
-    where = ".".join(map(str, err["loc"])) or "(top level)"
+    where = shown(".".join(map(str, err["loc"]))) or "(top level)"
     more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
     return f"{where}: {err['msg'].removeprefix('Value error, ')}{more}"
 
@@ -267,8 +269,8 @@ class Versioned(BaseModel):
             doc["schema_version"] = cls.schema_number()
         elif not known or version != cls.schema_number():
             raise InputError(
-                f"{cls.FILE} written by schema {version!r}, this harness reads schemas {cls.schema_number() - 1} and "
-                f"{cls.schema_number()}: {cls.REDO}"
+                f"{cls.FILE} written by schema {shown(repr(version))}, this harness reads schemas "
+                f"{cls.schema_number() - 1} and {cls.schema_number()}: {cls.REDO}"
             )
         try:
             return cls.model_validate(doc)

@@ -1683,6 +1683,148 @@ def _rows() -> list[Row]:
         "HISTORY ERROR: no results directory T/***")  # fmt: skip
 
     # --- #82: the history -----------------------------------------------------------------------------------------
+    import shlex
+
+    from gate_builders import ENV
+    from history_builders import BRANCH, EVIL, PROFILED, branch_with, change_at, history_file, run_of
+
+    def hist(edit: Callable[[dict], object] = lambda d: None, n: int = 3, step_at: int | None = None,
+             name: str = "h.json") -> Callable[[Path], Path]:  # fmt: skip
+        return lambda t: history_file(t / name, n, edit, step_at)
+
+    def crashed(why: str) -> Callable[[dict], object]:
+        return lambda d: run_of(d, 1).update(status="crashed", why=[why], figures={}, samples={})
+
+    def accepted(change: str, reason: str) -> Callable[[dict], object]:
+        return lambda d: d["accepted"].append({"change": change, "reason": reason, "accepted": "2026-11-30"})
+
+    def history(*words: str, made: Callable[[Path], Path] | None = None) -> Callable[[Path, contextlib.ExitStack], Case]:
+        """``history WORDS`` of a history ``made`` in T (three quiet nights), ``{H}`` its path, ``{T}`` the row's dir."""
+        return lambda t, _: ["history", *(w.format(H=(made or hist())(t), T=t) for w in words)]
+
+    def sample(value: float, night: int = 2) -> Callable[[dict], object]:
+        return lambda d: run_of(d, night)["samples"][PROFILED].update({"step4.rank0": value})
+
+    def copied(d: dict) -> None:
+        d["nights"].append(json.loads(json.dumps(d["nights"][-1])))
+
+    def check_doc(scenario: str, good: str) -> Callable[[Path], Path]:
+        """A history check's JSON planning one bisect: ``scenario``'s regression from ``good`` to a commit."""
+
+        def make(t: Path) -> Path:
+            finding = {"status": "regressed", "accepted": False, "scenario": scenario, "metric": PROFILED,
+                       "change": "c", "line": "REGRESSED", "range": {"good": good, "bad": "b" * 40, "commits": 3}}
+            doc = {"schema_version": 2, "exit_code": 1, "verdict": "FAIL", "nightly_exit": 1, "nightly_verdict": "FAIL",
+                   "nights": 12, "lines": [], "findings": [finding]}  # fmt: skip
+            (t / "c.json").write_text(json.dumps(doc))
+            return t / "c.json"
+
+        return make
+
+    def night_on(links: Callable[[Path], dict[str, str]]) -> Callable[[Path, contextlib.ExitStack], Case]:
+        """``.ci/history night`` of a results dir onto a branch holding ``links`` (on the branch: where to)."""
+
+        def make(t: Path, _: contextlib.ExitStack) -> Case:
+            (t / "outside" / "cpu").mkdir(parents=True)
+            (t / "outside" / "cpu" / "keep.txt").write_text("keep me")
+            (t / "outside" / "cpu.json").write_text("{}")
+            bare = branch_with(t, links(t))
+            res = results(t)
+            job = [f"RESULTS={t / 'job'}", f"PYTHON={PY}", f"GITHUB_STEP_SUMMARY={t / 'job' / 'summary.md'}"]
+            return Raw(["env", *job, "bash", str(ROOT / ".ci" / "history"), "night", str(bare), BRANCH,
+                        f"cpu.json={res}"])  # fmt: skip
+
+        return make
+
+    def read_only_history(made: Callable[[Path], Path], *words: str, lock: bool = False) -> Callable[..., Case]:
+        """``history WORDS`` (``{H}`` the history ``made`` in T/ro, ``{T}`` the row's dir) with T/ro read only: a
+        mount namespace of its own where T/ro is bound read only (``lock``: the history's lock file left there)."""
+
+        def make(t: Path, _: contextlib.ExitStack) -> Case:
+            ro = t / "ro"
+            h = made(ro)
+            if lock:
+                (ro / f".{h.name}.lock").write_text("")
+            argv = [PY, "-m", "harness", "history", *(w.format(H=h, T=t) for w in words)]
+            script = f"mount --bind {ro} {ro} && mount -o remount,ro,bind {ro} && exec {shlex.join(argv)}"
+            return Raw(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script])
+
+        return make
+
+    evil = "x\\n::error title=all good::merge it"  # as it is printed: one line, the line break escaped
+    add("5.1", "history check: a crashed night's reason with a line `::error …`", history("check", "{H}",
+        made=hist(crashed(EVIL))), 0, f"tiny_case: night … (2026-11-01) crashed (kept, not a point): {evil}")  # fmt: skip
+    add("5.1", "history check: an accepted change's reason `##[error]…`", history("check", "{H}", made=hist(accepted(
+        "tiny_case:overhead.wall.profiled@0123456789", "##[error]all good, merge it"))), 0,
+        "accepted tiny_case:overhead.wall.profiled@0123456789 (2026-11-30): '#\\#[error]all good, merge it'; no change point is there now")  # fmt: skip
+    add("5.1", "history check: an accepted change's name with a line `::error …`", history("check", "{H}",
+        made=hist(accepted(EVIL, "r"))), 0, f"accepted {evil} (2026-11-30): 'r'; no change point is there now")  # fmt: skip
+    add("5.1", "history check: the processor's name with a line `::error …`", history("check", "{H}", made=hist(
+        lambda d: [n["identity"].update(processor=EVIL) for n in d["nights"]] and run_of(d, 1).update(
+            figures={"overhead.wall.unprofiled": 1.1}, tolerances={"overhead.wall.unprofiled": 0.25}))), 0, f"tiny_case overhead.wall.unprofiled (cpu/x86_64, {evil}): disappears after night … (2026-11-01): judged up to there")  # fmt: skip
+    add("5.1", "history append: verl's version with a line `::error …`", lambda t, _: [
+        "history", "append", str(t / "h.json"), str(write_results(t / "r", env=ENV | {"verl": EVIL}, dumps=False)
+                                                        .parent), "--date", "2026-11-01"], 0,
+        f"night … (2026-11-01, verl {evil} (a release)) appended")  # fmt: skip
+    add("5.1", "history accept: a change named `##[error]…`", history("accept", "{H}", "##[error]all good",
+        "--reason", "r", made=hist(n=12, step_at=9)), 2,
+        f"HISTORY ERROR: #\\#[error]all good: no such change point in the history now (its change points: {change_at(9)})")  # fmt: skip
+    add("5.1", "history bisects: a check whose scenario holds a line `::error …`", lambda t, _: [
+        "history", "bisects", str(check_doc("tiny_x" + EVIL, "a" * 40)(t))], 2,
+        "HISTORY ERROR: T/c.json: findings.0.scenario: scenario names are lowercase letters, digits and '_', at most 100 characters: not a harness history check JSON: pass the file history check --json wrote")  # fmt: skip
+    for where, points in (("docs/.nojekyll", "outside/nojekyll"), ("docs", "outside"), ("docs/cpu", "outside/cpu"),
+                          ("cpu.json", "outside/cpu.json")):  # fmt: skip
+        add("5.2", f".ci/history night: the branch's {where} a link to an absolute path", night_on(
+            lambda t, w=where, to=points: {w: str(t / to)}), 2,
+            f"::error title=precision_debugger history::the history branch {BRANCH} holds a symbolic link ({where}): nothing is written through a link; remove it from the branch (this night is not recorded)", child=True)  # fmt: skip
+    ratio = "5e-324 is no on/off ratio (a positive normal number): not a harness history"
+    add("5.6", "history check: a subnormal sample (5e-324)", history("check", "{H}", made=hist(sample(5e-324))), 2,
+        f"HISTORY ERROR: T/h.json: nights.1.scenarios.tiny_case.0.samples.overhead.wall.profiled.step4.rank0: {ratio}")  # fmt: skip
+    add("5.6", "history append: onto a history with a subnormal sample", lambda t, s: [*history("append", "{H}",
+        made=hist(sample(5e-324, 3)))(t, s), str(results(t)), "--date", "2026-12-01"], 2,
+        f"HISTORY ERROR: T/h.json: nights.2.scenarios.tiny_case.0.samples.overhead.wall.profiled.step4.rank0: {ratio}")  # fmt: skip
+    add("5.6", "history check: a subnormal overhead figure (no samples)", history("check", "{H}", made=hist(
+        lambda d: run_of(d, 2)["figures"].update({"overhead.wall.unprofiled": -1e-310}))), 2,
+        "HISTORY ERROR: T/h.json: nights.1.scenarios.tiny_case.0.figures.overhead.wall.unprofiled: -1e-310 is a subnormal number: no figure measures one: not a harness history")  # fmt: skip
+    copy = "holds the runs of night … (2026-11-03) (results night3): a night copied twice, each results dir is one night's once (remove the copy): not a harness history"
+    add("5.6", "history check: the newest night copied twice", history("check", "{H}", made=hist(copied)), 2,
+        f"HISTORY ERROR: T/h.json: nights: night … (2026-11-03) {copy}")  # fmt: skip
+    add("5.6", "history accept: a history with a night copied twice", history("accept", "{H}", change_at(9),
+        "--reason", "r", made=hist(copied, n=12, step_at=9)), 2, "HISTORY ERROR: T/h.json: nights: night … (2026-11-12) holds the runs of night … (2026-11-12) (results night12): a night copied twice, each results dir is one night's once (remove the copy): not a harness history")  # fmt: skip
+    add("5.6", "history check: a run twice in one night", history("check", "{H}", made=hist(
+        lambda d: d["nights"][0]["scenarios"]["tiny_case"].append(run_of(d, 1)))), 2,
+        "HISTORY ERROR: T/h.json: nights: night … (2026-11-01) holds one of its runs twice (results night1): a night copied twice, each results dir is one night's once (remove the copy): not a harness history")  # fmt: skip
+    add("5.6", "validate: a scenario named index", lambda t, _: scenario(t, yaml.safe_dump(BASE), "index.yaml"), 2,
+        "T/scenarios/index.yaml:1: file name: 'index' is the name of the page of the nights' own index.html (history publish) (rename the file)")  # fmt: skip
+    add("5.6", "history publish: a history of a scenario named index", history("publish", "{H}", "--out", "{T}/site",
+        made=hist(lambda d: d["nights"][0].update(scenarios={"index": d["nights"][0]["scenarios"]["tiny_case"]}))), 2,
+        "HISTORY ERROR: T/h.json: nights.0.scenarios.index.[key]: 'index' is the name of the page of the nights' own index.html (history publish): not a harness history")  # fmt: skip
+    add("5.6", "history publish --out: a directory holding a site's index.html", lambda t, s: [
+        (t / "site").mkdir(), (t / "site" / "index.html").write_text("<p>a site of someone else</p>")] and history(
+            "publish", "{H}", "--out", "{T}/site")(t, s), 2,
+        "HISTORY ERROR: T/site: holds files the page of the nights did not write (no .nights-page): publish into a new or empty directory, or the page's own")  # fmt: skip
+    add("5.6", "history check: a verl commit that is an option (`--output=…`)", history("check", "{H}", made=hist(
+        lambda d: d["nights"][1]["identity"].update(verl_commit="--output=/tmp/x"))), 2,
+        "HISTORY ERROR: T/h.json: nights.1.identity.verl_commit: String should match pattern '^[0-9a-f]{7,64}$': not a harness history")  # fmt: skip
+    add("5.6", "history bisects: a range whose good commit is an option", lambda t, _: ["history", "bisects", str(
+        check_doc("tiny_x", "--output=/tmp/x")(t))], 2,
+        "HISTORY ERROR: T/c.json: findings.0.range.good: String should match pattern '^[0-9a-f]{7,64}$': not a harness history check JSON: pass the file history check --json wrote")  # fmt: skip
+    add("5.7", "history check: a history on a read-only mount", read_only_history(hist(), "check", "{H}"), 0,
+        "history check: PASS", child=True)  # fmt: skip
+    add("5.7", "history check: a history on a read-only mount, its lock file beside it", read_only_history(hist(n=4),
+        "check", "{H}", lock=True), 0, "history check: PASS", child=True)  # fmt: skip
+    add("5.7", "history publish: a history on a read-only mount", read_only_history(hist(), "publish", "{H}", "--out",
+        "{T}/site"), 0, "T/site/index.html: 1 scenarios, 1 charts over 3 nights", child=True)  # fmt: skip
+    cannot = "cannot write: a read-only filesystem (Read-only file system); write elsewhere or make it writable"
+    add("5.7", "history append: a history on a read-only mount", lambda t, s: read_only_history(hist(), "append", "{H}",
+        str(results(t)))(t, s), 2, f"ERROR: HISTORY T/ro/h.json: {cannot}", child=True)  # fmt: skip
+    add("5.7", "history accept: a history on a read-only mount", read_only_history(hist(n=12, step_at=9), "accept", "{H}",
+        change_at(9), "--reason", "r"), 2, f"ERROR: HISTORY T/ro/h.json: {cannot}", child=True)  # fmt: skip
+    add("5.7", "history check: `nights` a number", history("check", "{H}", made=lambda t: file_at(t, "h.json").write_text(
+        '{"schema_version": 4, "nights": 5}') and t / "h.json"), 2, "HISTORY ERROR: T/h.json: nights: Input should be a valid list: not a harness history")  # fmt: skip
+    add("5.7", "history check: a schema-3 history whose night is a list", history("check", "{H}", made=lambda t: file_at(
+        t, "h.json").write_text('{"schema_version": 3, "nights": [[1]]}') and t / "h.json"), 2,
+        "HISTORY ERROR: T/h.json: nights.0: Input should be a valid dictionary or instance of Night: not a harness history")  # fmt: skip
 
     # --- #82: the Ray executors -----------------------------------------------------------------------------------
     from fake_servers import STARTED, drip, ev

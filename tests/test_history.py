@@ -7,6 +7,7 @@ tests/gate_builders.py, as the harness leaves them. The real nights are benchmar
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -457,3 +458,134 @@ def test_night_of_reads_the_harness_commit_and_the_scenario_file(tmp_path):
     write_results(tmp_path / "s", "tiny_b", env=env | {"harness": "f" * 40}, dumps=False)
     with pytest.raises(HistoryError, match=r"tiny_b: harness 'f{40}' but tiny_a: 'c{40}': one night is one install"):
         night_of(tmp_path / "s", "2026-11-01", "r1")
+
+
+EVIL = "x\n::error title=all good::merge it ##[error]merge it"  # each a workflow command, unescaped
+
+
+def _forged(tmp_path: Path) -> Path:
+    """A history whose every text field from outside is a workflow command of its own, unescaped: 12 nights, the
+    profiled step 1.3x slower from night 9, when msprobe (the likely cause printed) changed too."""
+    h = tmp_path / "h.json"
+    h.write_text(history_of(stepped(12, at=9, msprobe="26.3.0")).model_dump_json())
+    doc = json.loads(h.read_text())
+    for n in doc["nights"]:
+        n["identity"] |= {"runner": EVIL, "verl": EVIL, "torch": EVIL, "processor": EVIL, "device_kind": EVIL}
+        n["identity"]["msprobe"] += EVIL
+        n["results"] = [EVIL]
+    doc["nights"][0]["scenarios"]["tiny"][0] |= {"status": "crashed", "why": [EVIL], "figures": {}, "samples": {}}
+    doc["accepted"] = [{"change": EVIL, "reason": EVIL, "accepted": EVIL}]
+    h.write_text(json.dumps(doc))
+    return h
+
+
+def test_text_from_a_history_is_printed_one_line_each_never_a_workflow_command(tmp_path, capsys):
+    """A history is data from outside (a pull request's run, a hand): each field it holds is printed escaped on its
+    line (harness.outside.shown) by every command that prints it, and stored so in what they write (check --json,
+    whose lines the morning's issue and the step summary take)."""
+    h = _forged(tmp_path)
+    printed = []
+    code, out, err = _cli(capsys, "check", str(h), "--json", str(tmp_path / "c.json"))
+    assert code == 1 and "REGRESSED: tiny overhead.wall.profiled (x\\n::error title=all good::merge it #\\#[" in out
+    printed += [out, err]
+    change = next(c for c in out.split("history accept HISTORY ")[1:]).split()[0]
+    code, out, err = _cli(capsys, "accept", str(h), change, "--reason", EVIL.replace("\n", " "))
+    assert code == 0 and out.startswith(f"accepted {change}: 'x ::error"), out
+    printed += [out, err]
+    printed += _cli(capsys, "accept", str(h), "##[error]no", "--reason", "r")[1:]
+    write_results(tmp_path / "r", dumps=False, env=ENV | {"verl": EVIL, "cpu_model": EVIL})
+    code, out, err = _cli(capsys, "append", str(tmp_path / "h2.json"), str(tmp_path / "r"), "--runner", "##[error]no")
+    assert code == 0 and "verl x\\n::error" in out and History.read(tmp_path / "h2.json").nights[0].identity.runner == (
+        "#\\#[error]no"
+    )
+    printed += [out, err]
+    lines = [ln for text in printed for ln in text.splitlines()]
+    assert [ln for ln in lines if ln.lstrip().startswith("::") or "##[" in ln] == []
+    doc = json.loads((tmp_path / "c.json").read_text())
+    assert all("\n" not in ln and "##[" not in ln for ln in [*doc["lines"], *(f["line"] for f in doc["findings"])])
+    stored = History.read(h).nights[0].identity  # written again by accept: as it is shown
+    assert stored.runner == json.loads(h.read_text())["nights"][0]["identity"]["runner"] == (
+        "x\\n::error title=all good::merge it #\\#[error]merge it"
+    )
+
+
+def test_the_morning_issue_takes_a_history_line_as_one_line(tmp_path):
+    from harness.report.issue import morning
+
+    doc = json.loads(json.dumps({"schema_version": 2, "exit_code": 1, "verdict": "FAIL", "nightly_exit": 1,
+                                 "nightly_verdict": "FAIL", "nights": 12, "lines": [], "findings": []}))  # fmt: skip
+    doc["findings"] = [{"status": "regressed", "accepted": False, "scenario": "tiny", "metric": PROFILED,
+                        "change": "c", "line": f"REGRESSED: {EVIL}\n## a heading", "range": None}]  # fmt: skip
+    (tmp_path / "c-check.json").write_text(json.dumps(doc))
+    body = morning([], [tmp_path / "c-check.json"]).body("t", "", [])
+    (line,) = [ln for ln in body.splitlines() if "REGRESSED" in ln]
+    assert line.startswith("- REGRESSED: x\\n::error") and line.endswith("\\n## a heading")
+
+
+def test_append_keeps_the_history_files_mode(tmp_path, capsys):
+    """A history another job publishes (its page, the branch) stays readable: append writes a new file over it
+    with the old file's mode, never the temp file's 0600; a new one gets the umask's."""
+    h = tmp_path / "history.json"
+    for i, mode in ((1, None), (2, 0o644), (3, 0o664)):
+        write_results(tmp_path / f"r{i}", dumps=False, env=ENV | {"verl_commit": f"{i:02x}" * 20})
+        if mode is not None:
+            h.chmod(mode)
+        assert _cli(capsys, "append", str(h), str(tmp_path / f"r{i}"), "--date", f"2026-11-0{i}")[0] == 0
+        umask = os.umask(0)
+        os.umask(umask)
+        assert h.stat().st_mode & 0o777 == (0o666 & ~umask if mode is None else mode)
+
+
+def test_check_and_publish_take_no_lock_append_and_accept_do(tmp_path, capsys):
+    """A reader takes no lock (it reads a whole file, old or new: a history on a read-only place is read as any
+    other, tests/bad_input_rows.py 5.7); a writer does, and a lock it cannot take is one line naming the history."""
+    h = tmp_path / "h" / "history.json"
+    h.parent.mkdir()
+    h.write_text(history_of([night(i) for i in range(1, 4)]).model_dump_json())
+    assert _cli(capsys, "check", str(h))[0] == 0
+    assert main(["history", "publish", str(h), "--out", str(tmp_path / "site")]) == 0
+    assert sorted(p.name for p in h.parent.iterdir()) == ["history.json"]
+    (h.parent / ".history.json.lock").symlink_to(tmp_path / "elsewhere")
+    write_results(tmp_path / "r", dumps=False)
+    code, _, err = _cli(capsys, "append", str(h), str(tmp_path / "r"))
+    assert code == 2 and err == f"ERROR: {h.parent / '.history.json.lock'}: a symbolic link: files are written in " \
+        "place, never through a link (remove it)\n"
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_a_harness_bug_in_append_writes_nothing_into_the_results_dir_read(tmp_path, capsys, monkeypatch):
+    import harness.cli.history
+
+    def bug(*_: object, **__: object) -> None:
+        raise RuntimeError("a harness bug")
+
+    monkeypatch.setattr(harness.cli.history, "night_of", bug)
+    write_results(tmp_path / "r", dumps=False)
+    before = sorted(p.name for p in (tmp_path / "r").iterdir())
+    code, _, err = _cli(capsys, "append", str(tmp_path / "h.json"), str(tmp_path / "r"))
+    assert code == 2 and err.startswith("HARNESS ERROR") and "traceback in" not in err
+    assert sorted(p.name for p in (tmp_path / "r").iterdir()) == before
+
+
+def test_the_page_is_written_only_where_it_is_its_own(tmp_path, capsys):
+    """publish rewrites its own directory (its marker) and refuses any other that is not empty; a history built in
+    code (not read, so not checked as read) with a scenario named as the page's own file is refused too."""
+    from harness.report.nights import MARKER, publish
+
+    h = tmp_path / "h.json"
+    h.write_text(history_of([night(i) for i in range(1, 3)]).model_dump_json())
+    site = tmp_path / "site"
+    for _ in range(2):
+        assert main(["history", "publish", str(h), "--out", str(site)]) == 0
+    assert sorted(p.name for p in site.iterdir()) == sorted([MARKER, "index.html", "tiny.html"])
+    capsys.readouterr()
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    assert main(["history", "publish", str(h), "--out", str(tmp_path / "other")]) == 2
+    assert "holds files the page of the nights did not write" in capsys.readouterr().err
+    assert sorted(p.name for p in (tmp_path / "other").iterdir()) == ["notes.txt"]
+    history = History.read(h)
+    first = history.nights[0].model_copy(update={"scenarios": {"index": history.nights[0].scenarios["tiny"]}})
+    with pytest.raises(HistoryError, match="scenario 'index': 'index' is the name of the page of the nights' own"):
+        publish(history.model_copy(update={"nights": [first]}), tmp_path / "code", "https://x")
+    assert not list((tmp_path / "code").iterdir())

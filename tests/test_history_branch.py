@@ -196,3 +196,30 @@ def test_the_bisect_job_with_nothing_to_bisect_says_so(tmp_path):
     assert proc.returncode == 2 and "::error title=precision_debugger history::no bisect plan: HISTORY ERROR: " in (
         proc.stdout
     )
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("where", ["docs", "docs/.nojekyll", "docs/cpu"])
+def test_a_link_on_the_branch_is_refused_nothing_written_through_it_nor_pushed(tmp_path, capsys, where):
+    """A link on the branch (another writer's, to an absolute path) would have the night publish through it (docs/
+    and its .nojekyll: files made, a directory emptied outside the clone) and push: refused in one error before the
+    checkout, the branch where it was and nothing outside changed or made."""
+    bare = seed(tmp_path, capsys, [(1, 1.0), (2, 1.0)])
+    outside = tmp_path / "outside"
+    (outside / "cpu").mkdir(parents=True)
+    (outside / "cpu" / "keep.txt").write_text("keep me")
+    work = tmp_path / "linked"
+    git("clone", "-q", "-b", BRANCH, str(bare), str(work))
+    (work / where).parent.mkdir(parents=True, exist_ok=True)
+    (work / where).symlink_to(outside / ("cpu" if where == "docs/cpu" else "nojekyll" if "." in where else ""))
+    git("add", "-A", cwd=work)
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "a link", cwd=work)
+    git("push", "-q", "origin", BRANCH, cwd=work)
+    tip = git("rev-parse", BRANCH, cwd=bare)
+    proc = night(tmp_path, bare, f"cpu.json={results(tmp_path, 3)}")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert annotations(proc) == [f"::error title=precision_debugger history::the history branch {BRANCH} holds a "
+                                 f"symbolic link ({where}): nothing is written through a link; remove it from the "
+                                 "branch (this night is not recorded)"]  # fmt: skip
+    assert git("rev-parse", BRANCH, cwd=bare) == tip
+    assert sorted(str(p.relative_to(outside)) for p in outside.rglob("*")) == ["cpu", "cpu/keep.txt"]

@@ -112,14 +112,13 @@ def test_one_night_says_so_and_html_from_the_history_is_escaped(tmp_path, capsys
     doc = json.loads(h.read_text())
     night = doc["nights"][0]
     hostile = '<script>alert("x")</script><img src=x onerror=alert(1)>'
-    night["scenarios"][hostile] = night["scenarios"].pop("tiny_a")
-    night["identity"]["runner"] = hostile
+    night["identity"]["runner"] = night["identity"]["msprobe"] = hostile
     h.write_text(json.dumps(doc))
     site = tmp_path / "site"
     code, _, err = publish(h, site, capsys)
     assert (code, err) == (0, ""), err
-    pages = sorted(p.name for p in site.iterdir())
-    assert len(pages) == 3 and "tiny_b.html" in pages and all(p.endswith(".html") and "<" not in p for p in pages)
+    pages = sorted(p.name for p in site.glob("*.html"))
+    assert pages == ["index.html", "tiny_a.html", "tiny_b.html"]
     with Browser(chromium) as browser:
         for page in pages:
             got = browser.load((site / page).as_uri())
@@ -127,6 +126,12 @@ def test_one_night_says_so_and_html_from_the_history_is_escaped(tmp_path, capsys
             assert browser.evaluate("document.querySelectorAll('script, img, [onerror]').length") == 0, page
             assert "one night" in browser.evaluate("document.body.textContent"), page
         assert hostile in browser.evaluate("document.body.textContent")  # shown as text
+    # markup as a scenario's name is no scenario's name: refused as the history is read, nothing written
+    night["scenarios"][hostile] = night["scenarios"].pop("tiny_a")
+    h.write_text(json.dumps(doc))
+    code, _, err = publish(h, tmp_path / "refused", capsys)
+    assert code == 2 and len(err.splitlines()) == 1 and "scenario names are lowercase letters" in err, err
+    assert not list((tmp_path / "refused").iterdir())
 
 
 def test_an_accepted_change_is_marked_with_its_reason_and_a_renamed_scenario_is_two(tmp_path, capsys, chromium):

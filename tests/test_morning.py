@@ -139,3 +139,19 @@ def test_one_small_job_files_the_issue_never_for_a_pull_request():
     caller = yaml.safe_load((ROOT / "docs" / "verl-nightly-caller-example.yml").read_text())
     for job_name in ("nightly", "cpu-nightly"):
         assert caller["jobs"][job_name]["permissions"]["issues"] == "write"
+
+
+def test_the_issue_body_is_never_written_over_nor_in_place_of_an_input(tmp_path, capsys):
+    """--out inside a night read (its annotations, on a night that files nothing: the body's old file removed) or a
+    history check read: one line, the input untouched."""
+    from harness.cli import main
+
+    night = _night(tmp_path, "passed", "pass")
+    check = tmp_path / "cpu-check.json"
+    check.write_text("{}")
+    for out in (night / "annotations.txt", check):
+        before = out.read_bytes()
+        code = main(["issue", "--night", str(night), "--history", str(check), "--title", "t", "--out", str(out)])
+        err = capsys.readouterr().err
+        assert code == 2 and len(err.splitlines()) == 1 and f"--out {out}: is " in err, err
+        assert out.read_bytes() == before

@@ -9,12 +9,12 @@ from pathlib import Path
 
 from harness import outcomes
 from harness.report.issue import morning
-from harness.safeio import write_atomic
+from harness.safeio import output_path, write_atomic
 
 
 def cmd_issue(args: argparse.Namespace) -> int:
+    out = output_path(args.out, "--out", [*args.night, *args.history])  # never an input, never through a link
     found = morning([Path(n) for n in args.night], [Path(c) for c in args.history])
-    out = Path(args.out)
     if not found:
         out.unlink(missing_ok=True)
         print("issue: no verdict on verl tonight: nothing to file")

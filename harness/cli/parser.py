@@ -310,7 +310,8 @@ def _history(sub: argparse._SubParsersAction) -> None:
     )
     p = h.add_parser("append", help="add one night: every figure of every scenario of a results dir, its identity")
     p.add_argument("history", metavar="HISTORY", help="the history file (made when absent)")
-    p.add_argument("results", metavar="RESULTS_DIR")
+    # dest night, not results: a command's ``results`` is where a harness bug's traceback is kept, never an input
+    p.add_argument("night", metavar="RESULTS_DIR", help="the night's results dir (read, never written)")
     p.add_argument("--date", help="the night's day, YYYY-MM-DD (default: today, UTC)")
     p.add_argument(
         "--runner",

@@ -7,6 +7,10 @@ embedded workload: minutes a probe; verl's real trainer takes far longer), confi
 newest night's duet (tonight's verl against the last good night's, side by side: ``duet``), between two verl commits
 whose first-parent distance is known, more than one (one is the commit itself) and at most ``MAX_BISECT_COMMITS``
 (four probes of a few pairs each).
+
+The file is read again by other jobs (``history bisects``, ``github annotations``, the morning's issue), so it is read
+as the history is (``harness.history.store``): its lines one line each, its scenarios names the loader accepts, its
+commits commits, never an option for git nor a line of their own in the bisect plan.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from harness import outcomes
-from harness.history.store import History, HistoryError, Night
+from harness.history.store import Commit, History, HistoryError, Night, ScenarioName, Text
 from harness.history.verdict import Finding, HistoryCheck
 from harness.safeio import MB, InputError, Versioned
 
@@ -29,8 +33,8 @@ class CheckRange(BaseModel):
     """The verl commits a change came in with: the last night's before it (good) and the first's after it (bad)."""
 
     model_config = ConfigDict(extra="forbid")
-    good: str
-    bad: str
+    good: Commit
+    bad: Commit
     commits: int | None  # first-parent distance; None where a night's position is unknown
 
 
@@ -38,10 +42,10 @@ class CheckFinding(BaseModel):
     model_config = ConfigDict(extra="forbid")
     status: outcomes.HistoryStatus
     accepted: bool
-    scenario: str
-    metric: str
-    change: str  # the name history accept takes
-    line: str
+    scenario: ScenarioName
+    metric: Text
+    change: Text  # the name history accept takes
+    line: Text
     range: CheckRange | None  # None where the nights ran verl releases, not commits
 
 
@@ -50,9 +54,9 @@ class DuetRegression(BaseModel):
     The night's own verdict, not a change point of the history (nothing for ``history accept``)."""
 
     model_config = ConfigDict(extra="forbid")
-    scenario: str
-    metrics: list[str]
-    line: str  # the duet's verdict line
+    scenario: ScenarioName
+    metrics: list[Text]
+    line: Text  # the duet's verdict line
     range: CheckRange | None  # None where either side's commit is unknown
 
 
@@ -62,11 +66,11 @@ class HistoryCheckDoc(Versioned):
     # 2: ``duet``, the newest night's duet regressions (the bisect plans from them as from confirmed change points)
     schema_version: Literal[2] = 2
     exit_code: int  # history check's own
-    verdict: str
+    verdict: Text
     nightly_exit: int  # what a nightly's history job exits with (outcomes.history_nightly)
-    nightly_verdict: str
+    nightly_verdict: Text
     nights: int
-    lines: list[str]
+    lines: list[Text]
     findings: list[CheckFinding]
     duet: list[DuetRegression] = []
 

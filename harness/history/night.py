@@ -25,7 +25,17 @@ from harness.gate.baseline import floor
 from harness.gate.observe import Observation, observe_dir
 from harness.history.duet import ALONE, DuetDoc
 from harness.history.duet import record as duet_record
-from harness.history.store import DATE, HistoryError, Identity, Night, RunStatus, ScenarioRun, first_apart
+from harness.history.store import (
+    DATE,
+    WEB_URL,
+    HistoryError,
+    Identity,
+    Night,
+    RunStatus,
+    ScenarioRun,
+    first_apart,
+)
+from harness.outside import shown
 from harness.targets.spec import git
 
 # identity fields every scenario of one results dir must agree on: one night runs on one machine and one install
@@ -101,8 +111,8 @@ def identity_of(observations: dict[str, Observation], date: str, runner: str, ve
     for name, f in fields.items():
         if bad := next((k for k in AGREED if f[k] != first[k]), None):
             raise HistoryError(
-                f"{name}: {bad} {f[bad]!r} but {first_name}: {first[bad]!r}: one night is one install on one machine "
-                "(append each results dir to a history of its own)"
+                f"{name}: {bad} {shown(repr(f[bad]))} but {first_name}: {shown(repr(first[bad]))}: one night is one "
+                "install on one machine (append each results dir to a history of its own)"
             )
     source = _source(observations[first_name])
     files = {name: str(d) for name, obs in observations.items() if (d := obs.environment.get("scenario_sha256"))}
@@ -136,13 +146,10 @@ def trained_on(observations: dict[str, Observation]) -> str:
     return ", ".join(names) if names else default_runner()
 
 
-WEB_URL = re.compile(r"https?://[^\s<>\"']+")
-
-
 def web_url(text: str, option: str) -> str:
-    """``text`` when it is an http(s) URL a page may link (no space, quote or angle bracket), else HistoryError."""
-    if not WEB_URL.fullmatch(text):
-        raise HistoryError(f"{option} {text!r}: not an http(s) URL")
+    """``text`` when it is an http(s) URL a page may link (``store.WEB_URL``), else HistoryError."""
+    if not re.fullmatch(WEB_URL, text):
+        raise HistoryError(f"{option} {shown(repr(text))}: not an http(s) URL")
     return text
 
 

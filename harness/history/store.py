@@ -6,6 +6,15 @@ the newest (by date, or by its verl commit's place in verl's first-parent histor
 rewritten behind the change points already reported on it. The reader refuses, in one line, a truncated file, a file
 of another schema and a night appended by another schema than the file's (a history pieced together by hand from
 two harness versions): nothing is read as if it were this schema.
+
+A history is data from outside the harness (a pull request's run may have written the file; a person edits it by
+hand), so its reader trusts none of it and checks what each field claims to be: every text field (a runner's name,
+verl's version, a crash's line, an accepted change's reason) is kept and shown as one line (``harness.outside.shown``:
+a line break escaped, a workflow command defused); what the harness names (a figure, a night's id, a digest) is a
+name; a verl commit is a commit (hex); a scenario's name is one the
+scenario loader accepts (never one of the page of the nights' own files); an overhead sample, the on/off ratio of two
+measured step times, is a positive normal number (a subnormal one read as an improvement of "0.00x" and passed); and
+each results dir's runs are in one night once (a night copied twice changed the verdict).
 """
 
 from __future__ import annotations
@@ -14,16 +23,19 @@ import hashlib
 import json
 import math
 import statistics
+import sys
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, FiniteFloat, field_validator, model_validator
 
-from harness.artifacts.figures import FIRST_PROFILED, OVERHEAD_PROFILED, overhead_stage, step_of_sample
+from harness.artifacts.figures import FIRST_PROFILED, OVERHEAD_PROFILED, SAMPLE_KEY, overhead_stage, step_of_sample
 from harness.errors import HarnessError
 from harness.gate.baseline import floor
 from harness.outcomes import DuetMode
+from harness.outside import shown
 from harness.safeio import MB, InputError, Versioned
+from harness.scenario.loader import name_problem
 
 # 2: a night's run (the CI run that made it). 3: the identity holds the harness's commit and each scenario file's
 # digest; the first profiled step is a figure of its own, left out of the profiled step's and the stages' series, and
@@ -38,7 +50,40 @@ MAX_BYTES = 256 * MB
 # night for the tiny tier's eight scenarios
 KEEP_NIGHTS = 400
 DATE = r"^\d{4}-\d{2}-\d{2}$"
+WEB_URL = r"^https?://[^\s<>\"'\x00-\x1f\x7f]+$"  # a page a report may link: no space, quote, bracket or control
+TEXT_LIMIT = 2000  # characters of one text field (a duet's line with its reproduce command is a few hundred)
 RunStatus = Literal["ok", "crashed", "error"]
+
+
+def _scenario(name: str) -> str:
+    if why := name_problem(name):
+        raise ValueError(why)  # the key is the error's path
+    return name
+
+
+def _ratio(value: float) -> float:
+    """An on/off ratio of two measured step times: above 0 and a normal number (a subnormal is no measurement)."""
+    if value < sys.float_info.min:
+        raise ValueError(f"{value!r} is no on/off ratio (a positive normal number)")
+    return value
+
+
+def _measured(value: float) -> float:
+    if value and abs(value) < sys.float_info.min:
+        raise ValueError(f"{value!r} is a subnormal number: no figure measures one")
+    return value
+
+
+# a text field from outside (module docstring): one line, escaped and defused, however the file held it
+Text = Annotated[str, AfterValidator(lambda text: shown(text, TEXT_LIMIT))]
+ScenarioName = Annotated[str, AfterValidator(_scenario)]
+Commit = Annotated[str, Field(pattern=r"^[0-9a-f]{7,64}$")]  # a git object name, never an option or a line
+# what the harness names (a figure, a night's id, a digest) and a sample's key (``step4.rank0``): checked by pattern,
+# never a line or a command of their own (a history holds hundreds of thousands of them: shown's cost is not spent)
+Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.\-]{1,200}$")]
+SampleKey = Annotated[str, Field(pattern=SAMPLE_KEY.pattern)]
+Ratio = Annotated[FiniteFloat, AfterValidator(_ratio)]
+Figure = Annotated[FiniteFloat, AfterValidator(_measured)]
 
 
 class HistoryError(HarnessError):
@@ -57,20 +102,20 @@ class Identity(_Model):
     names the likely cause of a change between two nights."""
 
     date: Annotated[str, Field(pattern=DATE)]  # the night's day (UTC)
-    verl: str  # verl's version as installed
-    verl_commit: str | None = None  # None: a release, not a commit of verl's history
+    verl: Text  # verl's version as installed
+    verl_commit: Commit | None = None  # None: a release, not a commit of verl's history
     verl_position: Annotated[int, Field(ge=0)] | None = None  # commits on verl's first-parent line up to verl_commit
-    series: str | None = None  # the verl ref the nightly follows (main, a release)
-    msprobe: str | None = None
-    torch: str | None = None
-    device_kind: str  # the device and the CPU architecture (``gate.observe.device_kind``)
-    processor: str  # the CPU model, or the NPU type on an NPU runner: step times move with it
-    image: str | None = None  # the container image the trainings ran in (docker executor)
-    runner: str  # the machine's name: shown, not keyed (a hosted runner's name changes every night)
+    series: Text | None = None  # the verl ref the nightly follows (main, a release)
+    msprobe: Text | None = None
+    torch: Text | None = None
+    device_kind: Text  # the device and the CPU architecture (``gate.observe.device_kind``)
+    processor: Text  # the CPU model, or the NPU type on an NPU runner: step times move with it
+    image: Text | None = None  # the container image the trainings ran in (docker executor)
+    runner: Text  # the machine's name: shown, not keyed (a hosted runner's name changes every night)
     # what measured: the harness's own commit and each scenario file's sha256 (None, absent: a schema-2 night, unknown).
     # A change of either moves overhead figures without any change of verl: an environment change, never blamed on it
-    harness: str | None = None
-    scenarios: dict[str, str] = {}
+    harness: Name | None = None
+    scenarios: dict[ScenarioName, Name] = {}
 
     def same_night(self, other: Identity) -> bool:
         """Two results dirs of one night: the same identity, the scenario files they share the same (the Ascend
@@ -96,12 +141,12 @@ class ScenarioRun(_Model):
     step and rank) and tolerance, as ``first_apart`` makes them. A run whose training crashed or failed is kept,
     marked, and is no point of any series."""
 
-    source: str  # the results.json's fingerprint: the same results dir (or a copy of it) is appended once
+    source: Name  # the results.json's fingerprint: the same results dir (or a copy of it) is appended once
     status: RunStatus
-    why: list[str] = []  # the crash or error lines of a run that is not ``ok``
-    figures: dict[str, FiniteFloat] = {}
-    samples: dict[str, dict[str, Annotated[FiniteFloat, Field(gt=0)]]] = {}
-    tolerances: dict[str, Annotated[FiniteFloat, Field(ge=0)]] = {}
+    why: list[Text] = []  # the crash or error lines of a run that is not ``ok``
+    figures: dict[Name, Figure] = {}
+    samples: dict[Name, dict[SampleKey, Ratio]] = {}
+    tolerances: dict[Name, Annotated[Figure, Field(ge=0)]] = {}
 
 
 class Duet(_Model):
@@ -111,14 +156,14 @@ class Duet(_Model):
     the pairs (the geometric means of the sides' runs); under ``noise`` both sides are tonight's verl (A/A noise)."""
 
     mode: DuetMode
-    base_commit: str | None = None
-    base_night: str | None = None
+    base_commit: Commit | None = None
+    base_night: Name | None = None
     exit_code: int
-    verdict: str
-    lines: list[str] = []
-    regressed: dict[str, list[str]] = {}  # per scenario, the overhead figures decided REGRESSED (schema 4)
-    base_runs: dict[str, list[ScenarioRun]] = {}
-    ratios: dict[str, dict[str, Annotated[FiniteFloat, Field(gt=0)]]] = {}
+    verdict: Text
+    lines: list[Text] = []
+    regressed: dict[ScenarioName, list[Name]] = {}  # per scenario, the overhead figures decided REGRESSED (schema 4)
+    base_runs: dict[ScenarioName, list[ScenarioRun]] = {}
+    ratios: dict[ScenarioName, dict[Name, Ratio]] = {}
 
 
 class Night(_Model):
@@ -126,25 +171,32 @@ class Night(_Model):
     one night with two runs), and its duet where one ran."""
 
     schema_version: int = SCHEMA
-    id: str
+    id: Name
     identity: Identity
-    appended: str  # when it was appended (UTC, ISO 8601)
-    results: list[str] = []  # the results dirs it came from, as given
-    run: str | None = None  # the CI run that made it (a URL), linked from the page of the nights
-    scenarios: dict[str, list[ScenarioRun]]
+    appended: Text  # when it was appended (UTC, ISO 8601)
+    results: list[Text] = []  # the results dirs it came from, as given
+    run: Annotated[str, Field(pattern=WEB_URL)] | None = None  # the CI run that made it, linked from the page
+    scenarios: dict[ScenarioName, list[ScenarioRun]]
     duet: Duet | None = None
 
-    def sources(self) -> set[str]:
+    def runs(self) -> list[ScenarioRun]:
+        """Every run the night holds: its own and its duet's base side's."""
         base = self.duet.base_runs.values() if self.duet else []
-        return {r.source for runs in [*self.scenarios.values(), *base] for r in runs}
+        return [r for runs in [*self.scenarios.values(), *base] for r in runs]
+
+    def sources(self) -> set[str]:
+        return {r.source for r in self.runs()}
+
+    def named(self) -> str:
+        return f"night {self.id} ({self.identity.date})"
 
 
 class Acceptance(_Model):
     """A change point a person acknowledged as intended (``history accept``): later nights stop failing on it."""
 
-    change: str  # ``<scenario>:<metric>@<night id>``, the night being the change point's first night after
-    reason: str
-    accepted: str  # when (UTC, ISO 8601)
+    change: Text  # ``<scenario>:<metric>@<night id>``, the night being the change point's first night after
+    reason: Text
+    accepted: Text  # when (UTC, ISO 8601)
 
 
 def _profiled_steps(metric: str) -> bool:
@@ -214,8 +266,8 @@ class History(Versioned):
         night appended by another schema than its file's is refused first, by the schemas as written."""
         version = doc.get("schema_version", 1) if isinstance(doc, dict) else SCHEMA
         if type(version) is not int or version not in (2, 3, SCHEMA):
-            raise InputError(f"{cls.FILE} written by schema {version!r}, this harness reads schemas 2, 3 and {SCHEMA}: "
-                             f"{cls.REDO}")  # fmt: skip
+            raise InputError(f"{cls.FILE} written by schema {shown(repr(version))}, this harness reads schemas 2, 3 "
+                             f"and {SCHEMA}: {cls.REDO}")  # fmt: skip
         if isinstance(doc, dict) and (mixed := _mixed(doc)):
             raise InputError(f"{mixed}: not a harness {cls.FILE}")
         if isinstance(doc, dict) and version == 2 and isinstance(doc.get("nights"), list):
@@ -239,6 +291,24 @@ class History(Versioned):
             raise ValueError(mixed)
         return doc
 
+    @field_validator("nights")
+    @classmethod
+    def _each_run_once(cls, nights: list[Night]) -> list[Night]:
+        """Each results dir's runs in one night, once: a night copied twice (or a run twice in a night) would be
+        two points (more samples) of the same measurement and move the verdict. ``add`` refuses them as they come,
+        this as the file is read."""
+        seen: dict[str, Night] = {}
+        for night in nights:
+            mine: set[str] = set()
+            for run in night.runs():
+                if run.source in mine or run.source in seen:
+                    again = f"the runs of {seen[run.source].named()}" if run.source in seen else "one of its runs twice"
+                    raise ValueError(f"{night.named()} holds {again} (results {run.source}): a night copied twice, "
+                                     "each results dir is one night's once (remove the copy)")  # fmt: skip
+                mine.add(run.source)
+            seen |= dict.fromkeys(mine, night)
+        return nights
+
     @classmethod
     def read(cls, path: Path) -> History:
         """``path`` as a history; a path that does not exist is a new, empty one. HistoryError in one line (the
@@ -256,13 +326,16 @@ class History(Versioned):
 
 def _mixed(doc: dict[str, Any]) -> str | None:
     """The first night of ``doc`` appended by another schema than the file's, in one line; None when there is none."""
-    for i, night in enumerate(doc.get("nights") or []):
-        said = night.get("schema_version", SCHEMA) if isinstance(night, dict) else SCHEMA
+    nights = doc.get("nights")
+    for i, night in enumerate(nights if isinstance(nights, list) else []):
+        if not isinstance(night, dict):
+            continue  # not a night at all: validation names it
+        said = night.get("schema_version", SCHEMA)
         if said != doc.get("schema_version", SCHEMA):
-            day = night.get("identity", {}).get("date", "?") if isinstance(night.get("identity"), dict) else "?"
+            day = shown(night["identity"].get("date", "?")) if isinstance(night.get("identity"), dict) else "?"
             return (
-                f"night {i + 1} ({day}) was appended by schema {said!r}, the file is schema "
-                f"{doc.get('schema_version', SCHEMA)!r}: a mixed-version history"
+                f"night {i + 1} ({day}) was appended by schema {shown(repr(said))}, the file is schema "
+                f"{shown(repr(doc.get('schema_version', SCHEMA)))}: a mixed-version history"
             )
     return None
 

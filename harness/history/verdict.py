@@ -22,6 +22,7 @@ from harness import outcomes
 from harness.history.detect import Change, Settings, changes
 from harness.history.series import Reading, read
 from harness.history.store import Acceptance, History, HistoryError, Identity
+from harness.outside import shown
 from harness.targets.spec import reproduce_compare, reproducible
 
 # an acceptance names the change point's first night after; the detector may place the same change one night
@@ -124,7 +125,7 @@ def finding(change: Change, settings: Settings, accepted: list[Acceptance]) -> F
     )
     ok = f"[{change.name}]"
     if (a := _accepted(change, accepted)) is not None:
-        return Finding(change, "ok", f"accepted: {where}; {a.reason!r} ({a.accepted}) {ok}", a)
+        return Finding(change, "ok", f"accepted: {where}; '{a.reason}' ({a.accepted}) {ok}", a)
     if not slower:
         return Finding(change, "ok", f"improved: {where}; {cause} {ok}")
     if change.size - 1 < tolerance:
@@ -188,7 +189,7 @@ def check_history(history: History, settings: Settings | None = None) -> History
         verdict.notes.append(f"{len(history.nights)} night(s): a series needs two nights or more to be judged")
     held = {id(f.accepted) for f in found if f.accepted is not None}
     verdict.notes += [
-        f"accepted {a.change} ({a.accepted}): {a.reason!r}; no change point is there now"
+        f"accepted {a.change} ({a.accepted}): '{a.reason}'; no change point is there now"
         for a in history.accepted
         if id(a) not in held
     ]
@@ -203,7 +204,7 @@ def accept(history: History, change: str, reason: str, settings: Settings | None
     names = [f.change.name for f in check_history(history, settings).findings]
     if change not in names:
         listed = ", ".join(names) if names else "none"
-        raise HistoryError(f"{change}: no such change point in the history now (its change points: {listed})")
+        raise HistoryError(f"{shown(change)}: no such change point in the history now (its change points: {listed})")
     if any(a.change == change for a in history.accepted):
         raise HistoryError(f"{change}: already accepted")
     made = Acceptance(

@@ -4,7 +4,9 @@ Read from what the night's jobs left, never from their consoles: each night's jo
 ``python3 -m harness.job run --record``) with its annotations (``annotations.txt``, one finding a line, each ending
 with the command that reproduces it), and each history check (``history check --json``: a confirmed regression with
 its verl commit range). A night that failed for an error, or one that passed, files nothing: an error is not a verdict
-on verl (its job is red and says what to do), and an issue nobody needs to act on is noise.
+on verl (its job is red and says what to do), and an issue nobody needs to act on is noise. Each finding is outside
+text (a verl commit's field in a history, a line of a night's annotations): one line of the issue each, escaped
+(``harness.outside.shown``), never markup or lines of its own.
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ from pathlib import Path
 from harness import job, outcomes
 from harness.errors import HarnessError
 from harness.history.checkdoc import HistoryCheckDoc
+from harness.outside import shown
 from harness.safeio import MB, InputError, read_text
 
 MAX_INPUT = 16 * MB
+LINE = 4000  # characters of one finding in the issue (a history's line, its range and reproduce command: ~600)
 LABEL = "precision-debugger-regression"  # the one open issue is found by it
 
 
@@ -36,7 +40,7 @@ class Morning:
         out += [f"The page of the nights: {p}" for p in pages] or ["The page of the nights: not published"]
         for name, lines in self.sections.items():
             if lines:
-                out += ["", f"### {name}", "", *(f"- {line}" for line in lines)]
+                out += ["", f"### {name}", "", *(f"- {shown(line, LINE)}" for line in lines)]
         out += ["", "Each line ends with the command that reproduces it on a developer's machine. An intended change: "
                 "accept it (`history accept`, or the nightly's dispatch with accept-baseline) and close this issue."]
         return "\n".join(out) + "\n"

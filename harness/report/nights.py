@@ -4,7 +4,10 @@ figure over the nights in verl's commit order, each night's samples shown beside
 Static on purpose: it loads from ``file://`` and from GitHub Pages alike and makes no request (every chart an SVG
 inlined by matplotlib, its text SVG text in the page's fonts; no script, font or stylesheet fetched). All from the
 history (scenario names, commits, runners, reasons) is escaped: a history is data, and one from a pull request's run
-must not write the page's markup. Charted: the figures a person reads a night by (overhead per stage and profiled or
+must not write the page's markup. Each scenario's page is ``<scenario>.html``, its name one the scenario loader
+accepts (never ``index``: the index's), checked again here; the site is written only into a directory that is new,
+empty or the page's own (its ``MARKER`` file, written first): a site's ``index.html`` of anyone else is never
+overwritten. Charted: the figures a person reads a night by (overhead per stage and profiled or
 unprofiled step, wall and CPU; disk in total, per stage and per rank; entry counts; the run time off and on); a
 step's own figures are the report's. The verdicts are ``history check``'s (``harness.history.verdict``): nothing is
 judged here.
@@ -12,11 +15,9 @@ judged here.
 
 from __future__ import annotations
 
-import hashlib
 import html
 import io
 import math
-import re
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -31,9 +32,11 @@ import matplotlib.pyplot as plt
 from harness import outcomes
 from harness.artifacts.figures import parse
 from harness.history.series import Key
-from harness.history.store import History, Night
+from harness.history.store import History, HistoryError, Night
 from harness.history.verdict import Finding, check_history
+from harness.outside import shown
 from harness.safeio import write_atomic
+from harness.scenario.loader import name_problem
 
 # the kinds charted (harness.artifacts.figures), in the order a page shows them: overhead first, the headline
 CHARTED = ["overhead", "overhead.first", "overhead.stage", "overhead.cpu", "overhead.cpu.stage", "run_time",
@@ -52,6 +55,7 @@ STYLE = """body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:11
 table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left}
 .regressed,.environment{color:#b00020;font-weight:bold}.suspected{color:#a15c00;font-weight:bold}
 .chart{margin:1.2em 0}.chart svg{max-width:100%;height:auto}code{font-size:90%}li{margin:.3em 0}"""
+MARKER = ".nights-page"  # in every directory the page is written to: one holding it is the page's own
 
 
 @dataclass
@@ -169,12 +173,18 @@ def _draw(chart: Chart, k: int, history: History, findings: list[Finding], verl_
     return text[text.index("<svg") :]
 
 
-def _slug(name: str) -> str:
-    """A file name of a scenario: its own where it is one, else a safe one that stays unique."""
-    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:80]
-    if safe == name and not name.startswith("."):
-        return safe
-    return f"{safe.lstrip('.')}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+def _writable(out: Path, scenarios: list[str]) -> None:
+    """HistoryError, one line, before anything is written: a scenario whose page would not be a file of its own (a
+    history built in code, not read: a read one is checked as it is read), or ``out`` holding files of anyone else
+    (a directory that is not empty and has no ``MARKER``)."""
+    if bad := next((s for s in scenarios if name_problem(s)), None):
+        raise HistoryError(f"scenario {shown(repr(bad))}: {name_problem(bad)}: its page would not be a file of its own")
+    marker = out / MARKER
+    if any(out.iterdir()) and (marker.is_symlink() or not marker.is_file()):
+        raise HistoryError(
+            f"{out}: holds files the page of the nights did not write (no {MARKER}): publish into a new or empty "
+            "directory, or the page's own"
+        )
 
 
 def _page(title: str, body: list[str]) -> str:
@@ -227,6 +237,9 @@ def publish(history: History, out: Path, verl_url: str) -> Site:
     charts = charts_of(history)
     scenarios = sorted({c.scenario for c in charts} | {s for n in history.nights for s in n.scenarios})
     out.mkdir(parents=True, exist_ok=True)
+    _writable(out, scenarios)
+    write_atomic(out / MARKER, "the page of the nights (python -m harness history publish): it rewrites this "
+                 "directory, and no directory that is not empty without this file\n")  # fmt: skip
     pages: dict[str, Path] = {}
     index_rows: list[str] = []
     one = ["<p><b>one night</b>: nothing to compare yet; the next nights draw the series.</p>"]
@@ -249,7 +262,7 @@ def publish(history: History, out: Path, verl_url: str) -> Site:
             svg = _svg(chart, k, history, by_series.get((scenario, chart.metric), []), verl_url)
             body.append(f'<div class="chart" data-metric="{html.escape(chart.metric)}">{svg}</div>')
         body += ["<h2>the nights</h2>", *_nights_table(history, scenario, verl_url)]
-        path = out / f"{_slug(scenario)}.html"
+        path = out / f"{scenario}.html"
         write_atomic(path, _page(f"{scenario}: the nights", body))
         pages[scenario] = path
         newest = max((i for c in mine for i in c.values), default=None)

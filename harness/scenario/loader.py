@@ -21,9 +21,22 @@ from harness.scenario.settings import WORKLOADS
 # matched whole (fullmatch: ``$`` alone also matches before a final newline); at most 100 characters, so that every
 # file named after a scenario (its results dir, lock and JUnit files, with their suffixes) fits a file name
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_]{0,99}$")
+# the page of the nights (``history publish``: report/nights.py) writes these beside one ``<scenario>.html`` a
+# scenario: a scenario of one of these names would overwrite the page's own file
+PAGE_FILES = frozenset({"index"})
 MAX_NODES = 100_000  # a scenario's YAML expanded (aliases followed): a few hundred nodes; anchors nested past this
 MAX_SCENARIO_BYTES = MB
 PLAIN_KEY = re.compile(r"[\w.-]+")  # shown as is in a problem line; any other key is quoted (a newline in a key)
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a scenario's (None: it can): each file named after a scenario (its results dir, lock,
+    JUnit file, its page of the nights) must be a file name of its own, never another file's."""
+    if not NAME_RE.fullmatch(name):
+        return "scenario names are lowercase letters, digits and '_', at most 100 characters"
+    if name in PAGE_FILES:
+        return f"'{name}' is the name of the page of the nights' own {name}.html (history publish)"
+    return None
 
 
 def _node_at(root: yaml.Node | None, loc: tuple[Any, ...]) -> tuple[yaml.Node | None, bool]:
@@ -188,9 +201,8 @@ def load_scenario(path: str | Path, executor: str | None = None) -> Scenario:
         raise ScenarioError([f"{path}: {exc}"]) from None
     root, data = parse_yaml(path, text)
     problems = []
-    if not NAME_RE.fullmatch(path.stem):
-        problems.append(f"{path}:1: file name: scenario names are lowercase letters, digits and '_', at most 100 "
-                        "characters (rename the file)")  # fmt: skip
+    if why := name_problem(path.stem):
+        problems.append(f"{path}:1: file name: {why} (rename the file)")
     if not isinstance(data, dict):
         raise ScenarioError([*problems, f"{path}:1: (top level): a scenario is a mapping of fields"])
     try:
