@@ -153,7 +153,9 @@ def test_stale_directories_are_swept_by_age_and_the_others_kept(tmp_path):
         os.utime(root / name, (old, old))
     (root / "harness-linked").symlink_to(tmp_path)  # a link is removed, never followed
     os.utime(root / "harness-linked", (old, old), follow_symlinks=False)
-    lines = rayjob_files.sweep(str(tmp_path))
+    rt = SimpleNamespace(cache=str(tmp_path))
+    settings = [SimpleNamespace(kind="rayjob", options=lambda kind: rt), SimpleNamespace(kind="local")]
+    lines = rayjob.RayJobSubmitterExecutor().sweep(settings)  # type: ignore[arg-type]
     assert sorted(p.name for p in root.iterdir()) == ["harness-s-off-5e6f7a8b", "verls-own"]
     assert len(lines) == 3 and all(re.match(r"removed .* from the shared cache: left 24 h ago", ln) for ln in lines)
     assert (tmp_path / rayjob_files.HARNESS_DIR).is_dir()
@@ -202,6 +204,22 @@ def test_the_payload_names_the_verl_under_test_and_the_workflows_image(tmp_path,
     assert body["commit_sha"] == verl.commit and body["image"] == "registry.example/verl:a3-nightly"
     monkeypatch.delenv("IMAGE")
     assert rayjob.payload(launch, rt, node, None)["image"] == rt.image
+
+
+def test_the_scenarios_env_values_are_never_shown_posted_nor_readable_by_others(tmp_path, service):
+    """Values of executor.rayjob.env were printed by the dry run, sent in the payload and written world-readable."""
+    srv = service()
+    rt, _, launch, run = setup_run(tmp_path, srv.url, env={"HF_TOKEN": "hf_only_the_job_reads_this"})
+    settings = SimpleNamespace(timeout_s=60, options=lambda kind: rt)
+    lines = rayjob.RayJobSubmitterExecutor().describe(launch, run, settings, {})  # type: ignore[arg-type]
+    assert not [ln for ln in lines if "hf_only_the_job_reads_this" in ln]
+    assert any("env.json: " in ln and "HF_TOKEN" in ln and "(values not shown)" in ln for ln in lines)
+    files = rayjob_files.make(launch, run, rt, launch.node)  # type: ignore[arg-type]
+    assert json.loads((files.dir / rayjob_files.ENV).read_text())["HF_TOKEN"] == "hf_only_the_job_reads_this"
+    assert [oct(p.stat().st_mode & 0o777) for p in (files.dir, files.dir / rayjob_files.ENV)] == ["0o700", "0o600"]
+    rayjob_files.remove(files.dir)
+    execute(tmp_path / "run", srv, env={"HF_TOKEN": "hf_only_the_job_reads_this"})
+    assert srv.payloads[0]["env"] == {} and "hf_only" not in json.dumps(srv.payloads[0])
 
 
 # --- the watch, as verl's loop reads it -----------------------------------------------------------------------------

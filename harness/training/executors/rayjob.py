@@ -63,7 +63,7 @@ from harness.artifacts.record import ExecResult
 from harness.artifacts.rundir import RunDir
 from harness.errors import InfraError
 from harness.outside import shown
-from harness.remote import Answer, Remote, RemoteError
+from harness.remote import Answer, Redirected, Remote, RemoteError
 from harness.safeio import open_to_write
 from harness.scenario.blocks import ExecutorSettingsBase
 from harness.scenario.settings.rayjob import RayJobRuntime, check_url
@@ -244,7 +244,6 @@ class Submitter:
         tries, why = 0, ""
         while True:
             tries += 1
-            again = True
             try:
                 answer = self.remote.request("DELETE", path, params={"attempt": attempt}, total_s=REQUEST_TIMEOUT_S,
                                              until=until)  # fmt: skip
@@ -252,7 +251,7 @@ class Submitter:
                     return None
                 why, again = f"HTTP {answer.status}: {answer.line()}", answer.status >= 500
             except RemoteError as exc:
-                why, again = str(exc), "redirected" not in str(exc)
+                why, again = str(exc), not isinstance(exc, Redirected)
             if not again or time.monotonic() + DELETE_RETRY_S >= until:
                 return f"{why} ({tries} {'try' if tries == 1 else 'tries'} within {budget_s:g} s)"
             time.sleep(DELETE_RETRY_S)
@@ -306,7 +305,7 @@ class RayJobSubmitterExecutor:
         interrupted = False
         try:
             files = rayjob_files.make(launch, run, rt, node)
-            _write_marker(run, node, rt)
+            _write_marker(run, node)
             posted = rayjob_files.Posted(run_id=run_id(node), attempt=config.GITHUB_RUN_ATTEMPT.get(),
                                          submitter=submitter.url, name_suffix=name_suffix(node))  # fmt: skip
             _record(posted, run)
@@ -317,7 +316,7 @@ class RayJobSubmitterExecutor:
                     return self._follow(submitter, job, node, run, settings, stop or threading.Event(), started)
             except KeyboardInterrupt as exc:
                 interrupted = True
-                note_stopped(exc, f"RayJob of {node.job} at {submitter.url} (deleted)")
+                note_stopped(exc, f"RayJob of {node.job} at {submitter.url} (its DELETE sent)")
                 raise
             finally:  # once a POST was tried, whatever its answer: this training's job deleted, a second signal waits
                 with deferred():
@@ -393,13 +392,11 @@ class RayJobSubmitterExecutor:
         return _ended(seen, job, run, detail, time.monotonic() - started)
 
 
-def _write_marker(run: RunDir, node: NodeRun, rt: RayJobRuntime) -> None:
-    """The run dir's proof that the job sees it (``ray_entry``): the job's id, in the shared cache."""
-    try:
-        with open_to_write(run.root / ray_entry.MARKER) as f:
-            f.write(node.job)
-    except OSError as exc:
-        raise InfraError(rayjob_files.shared_cache_problem(exc, run.root / ray_entry.MARKER, rt.cache)) from None
+def _write_marker(run: RunDir, node: NodeRun) -> None:
+    """The run dir's proof that the job sees it (``ray_entry``): the job's id, in the shared cache, never through a
+    link the job left there."""
+    with open_to_write(run.root / ray_entry.MARKER) as f:
+        f.write(node.job)
 
 
 def _record(posted: rayjob_files.Posted, run: RunDir) -> None:

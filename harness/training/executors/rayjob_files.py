@@ -43,12 +43,14 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Literal, cast
 
 import harness
+from harness import config
 from harness.artifacts.rundir import RunDir
 from harness.errors import InfraError
 from harness.safeio import Versioned
 from harness.scenario.settings.rayjob import RayJobRuntime
 from harness.targets.environment import source_tree
 from harness.training.executors import ray_entry, ray_gather, ray_lease
+from harness.training.executors.ray_cluster import RUN_ENV
 from harness.training.launch import Launch, NodeRun
 
 HARNESS_DIR = "verl-msprobe-harness"  # in the shared cache
@@ -94,9 +96,6 @@ def run_dir(rt: RayJobRuntime, node: NodeRun) -> Path:
 
 def job_env(launch: Launch, rt: RayJobRuntime, node: NodeRun) -> dict[str, str]:
     """Every actor's variables: the block's, the workload's, the run's id (how its actors are found)."""
-    from harness import config
-    from harness.training.executors.ray_cluster import RUN_ENV
-
     env = {**rt.env, "PYTHONUNBUFFERED": "1", **launch.env, RUN_ENV: node.job}
     if gate := config.GATHER_GATE.text():
         env[config.GATHER_GATE.name] = gate
