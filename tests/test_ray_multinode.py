@@ -467,20 +467,23 @@ def test_the_multinode_scenario_sets_the_finish_hook_a_rank_subset_and_verls_who
 @pytest.mark.integration
 def test_the_workflows_cleanup_deletes_this_runs_rayjobs_only_and_its_directory(tmp_path, service):
     srv = service()
-    results = tmp_path / "job" / "results"
-    for name, run in (("ours", f"{RUN_ID}-0a1b2c"), ("verls", RUN_ID), ("other", "9999-0a1b2c"), ("forged", "x; rm")):
+    results = tmp_path / "job" / "results"  # and results.attempt1, an attempt the job step moved aside
+    forged = f"{RUN_ID}-0a1b2c\n::error title=ok::merge it"
+    for name, run in (("ours", f"{RUN_ID}-0a1b2c"), ("verls", RUN_ID), ("other", "9999-0a1b2c"), ("forged", forged)):
         srv.runs[run] = True
-        (results / name / "on").mkdir(parents=True)
+        where = (results.with_name("results.attempt1") if name == "ours" else results) / name / "on"
+        where.mkdir(parents=True)
         rayjob_files.Posted(run_id=run, attempt="1", submitter=srv.url, name_suffix="pd-on-0a1b2c").write(
-            results / name / "on" / rayjob_files.Posted.FILE
+            where / rayjob_files.Posted.FILE
         )
-    env = {**os.environ, "SUBMITTER_URL": srv.url, "GITHUB_RUN_ID": RUN_ID, "JOBDIR": str(tmp_path / "job")}
-    done = subprocess.run(["bash", ".ci/ascend-job", "multinode-cleanup", str(results)], cwd=ROOT, env=env,
+    env = {**os.environ, "SUBMITTER_URL": srv.url, "GITHUB_RUN_ID": RUN_ID}
+    done = subprocess.run(["bash", ".ci/ascend-job", "multinode-cleanup", str(tmp_path / "job")], cwd=ROOT, env=env,
                           capture_output=True, text=True, check=False, timeout=60)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert srv.deleted() == [f"/api/v1/workflows/{RUN_ID}-0a1b2c?attempt=1"]
-    assert sorted(srv.alive()) == sorted([RUN_ID, "9999-0a1b2c", "x; rm"]) and not (tmp_path / "job").exists()
+    assert sorted(srv.alive()) == sorted([RUN_ID, "9999-0a1b2c", forged]) and not (tmp_path / "job").exists()
     assert done.stderr.count("not one of this run's: not deleted") == 3
+    assert not [ln for ln in (done.stdout + done.stderr).splitlines() if ln.startswith("::")]
 
 
 # --- the bad input of verl's runners --------------------------------------------------------------------------------
