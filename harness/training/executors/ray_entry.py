@@ -9,6 +9,10 @@ by Ray on the node that holds the job's driver (the head), with the run dir at t
    gathers every node's dumps and metrics into the run dir (``ray_gather``), writes ``nodes.json`` and removes each
    node's run dir.
 
+Under verl's RayJob submitter (executor ``rayjob``) a fresh cluster holds nothing of the run: ``ray_entry setup``
+comes first (``setup``: the harness's lease seen renewed, every node on a machine of its own, every node set up from
+the run's checked bundle).
+
 A failure of its own (no run dir here, an input missing on a node, a node lost while gathering) is one line
 ``HARNESS RAY ERROR: ...`` at the end of the job's log, which the executor turns into an infrastructure error; the
 training's own failure keeps its exit code and traceback (the crash classifier reads them). SIGTERM (the job
