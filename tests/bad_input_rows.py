@@ -1783,6 +1783,8 @@ def _rows() -> list[Row]:
     add("5.6", "history append: onto a history with a subnormal sample", lambda t, s: [*history("append", "{H}",
         made=hist(sample(5e-324, 3)))(t, s), str(results(t)), "--date", "2026-12-01"], 2,
         f"HISTORY ERROR: T/h.json: nights.2.scenarios.tiny_case.0.samples.overhead.wall.profiled.step4.rank0: {ratio}")  # fmt: skip
+    add("5.6", "history check: a sample of 1e-300 (a normal number, no measurement)", history("check", "{H}",
+        made=hist(sample(1e-300))), 2, "HISTORY ERROR: T/h.json: nights.1.scenarios.tiny_case.0.samples.overhead.wall.profiled.step4.rank0: 1e-300 is no on/off ratio of two measured step times (from 0.001 to 10000): not a harness history")  # fmt: skip
     add("5.6", "history check: a subnormal overhead figure (no samples)", history("check", "{H}", made=hist(
         lambda d: run_of(d, 2)["figures"].update({"overhead.wall.unprofiled": -1e-310}))), 2,
         "HISTORY ERROR: T/h.json: nights.1.scenarios.tiny_case.0.figures.overhead.wall.unprofiled: -1e-310 is a subnormal number: no figure measures one: not a harness history")  # fmt: skip

@@ -61,10 +61,17 @@ def _scenario(name: str) -> str:
     return name
 
 
+RATIO_RANGE = (1e-3, 1e4)  # on/off of two step times of one run: a thousandth or ten thousand times is no measurement
+
+
 def _ratio(value: float) -> float:
-    """An on/off ratio of two measured step times: above 0 and a normal number (a subnormal is no measurement)."""
+    """An on/off ratio of two measured step times: above 0 and a normal number (a subnormal is no measurement), and
+    within ``RATIO_RANGE`` (1e-300 read as an improvement of "0.00x" and passed)."""
     if value < sys.float_info.min:
         raise ValueError(f"{value!r} is no on/off ratio (a positive normal number)")
+    low, high = RATIO_RANGE
+    if not low <= value <= high:
+        raise ValueError(f"{value!r} is no on/off ratio of two measured step times (from {low:g} to {high:g})")
     return value
 
 
