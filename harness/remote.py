@@ -44,6 +44,10 @@ class RemoteError(InfraError):
     """A server that could not be reached, stalled, redirected elsewhere or answered what cannot be read."""
 
 
+class Redirected(RemoteError):
+    """A server that sent the request to another host (or round in circles): asking it again changes nothing."""
+
+
 @dataclass(frozen=True)
 class Answer:
     """A server's answer, its body read whole up to ``MAX_BYTES`` (``cut``: there was more)."""
@@ -155,12 +159,12 @@ class Remote:
             answer.close()
             there = urlsplit(location)
             if (there.scheme, there.hostname, there.port) != self._origin:
-                raise RemoteError(f"{self.where}: {method} {path} was redirected to another host "
+                raise Redirected(f"{self.where}: {method} {path} was redirected to another host "
                                   f"({shown(location, 200)}): not followed")  # fmt: skip
             if time.monotonic() - started > budget:
                 break
             url, params = location, None
-        raise RemoteError(f"{self.where}: {method} {path}: redirected more than {MAX_HOPS} times: not followed")
+        raise Redirected(f"{self.where}: {method} {path}: redirected more than {MAX_HOPS} times: not followed")
 
 
 def _bounded(call: Any, budget: float, late: str) -> Answer:
