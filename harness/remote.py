@@ -38,6 +38,7 @@ MAX_HOPS = 3
 CHUNK = 1 << 16
 REDIRECTS = (301, 302, 303, 307, 308)
 HTTP_OK = range(200, 300)  # an HTTP status, not an exit
+SERVER_FAILED = range(500, 600)
 
 
 class RemoteError(InfraError):
@@ -60,6 +61,11 @@ class Answer:
     @property
     def ok(self) -> bool:
         return self.status in HTTP_OK
+
+    @property
+    def server_failed(self) -> bool:
+        """A 5xx: the server may answer otherwise the next time (a 4xx will not)."""
+        return self.status in SERVER_FAILED
 
     def json(self) -> Any:
         """The body as JSON; RemoteError in one line where it is not (an HTML page, a truncated body)."""

@@ -249,7 +249,7 @@ class Submitter:
                                              until=until)  # fmt: skip
                 if answer.ok:
                     return None
-                why, again = f"HTTP {answer.status}: {answer.line()}", answer.status >= 500
+                why, again = f"HTTP {answer.status}: {answer.line()}", answer.server_failed
             except RemoteError as exc:
                 why, again = str(exc), not isinstance(exc, Redirected)
             if not again or time.monotonic() + DELETE_RETRY_S >= until:
