@@ -139,7 +139,7 @@ DEADLINE: Var[float | None] = Var(
     "HARNESS_DEADLINE", None, "the epoch second the job's step ends (python3 -m harness.job run --minutes sets it); "
     "default none", PositiveSeconds, "expected a positive number of seconds"
 )  # fmt: skip
-IMAGE: Var[str | None] = Var(
+JOB_IMAGE: Var[str | None] = Var(
     "HARNESS_IMAGE", None, "the container image the harness itself runs inside (a CI job's container: the workflow "
     "names it), recorded with each local run with a fingerprint of what it holds; default none"
 )

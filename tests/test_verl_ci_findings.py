@@ -169,7 +169,7 @@ def test_the_local_executor_records_the_image_it_runs_inside_with_what_it_holds(
             self.metadata, self.version = {"Name": name}, version
 
     image = "swr.example/verl:latest-vllm-910b-ubuntu"
-    monkeypatch.setenv(config.IMAGE.name, image)
+    monkeypatch.setenv(config.JOB_IMAGE.name, image)
     held = [Dist("torch", "2.7.1"), Dist("torch_npu", "2.7.1"), Dist("verl", "0.9.1")]
     monkeypatch.setattr(local.importlib.metadata, "distributions", lambda: held)
     before = local.LocalExecutor().environment(None, None)["image"]  # type: ignore[arg-type]

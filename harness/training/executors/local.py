@@ -131,7 +131,7 @@ class LocalExecutor:
 
     def environment(self, settings: ExecutorSettingsBase, packages_dir: str | None) -> dict[str, Any]:
         out: dict[str, Any] = {"packages_dir": packages_dir} if packages_dir else {}
-        if image := config.IMAGE.get():
+        if image := config.JOB_IMAGE.get():
             out["image"] = image_identity(image)
         return out
 
