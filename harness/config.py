@@ -139,6 +139,10 @@ DEADLINE: Var[float | None] = Var(
     "HARNESS_DEADLINE", None, "the epoch second the job's step ends (python3 -m harness.job run --minutes sets it); "
     "default none", PositiveSeconds, "expected a positive number of seconds"
 )  # fmt: skip
+JOB_IMAGE: Var[str | None] = Var(
+    "HARNESS_IMAGE", None, "the container image the harness itself runs inside (a CI job's container: the workflow "
+    "names it), recorded with each local run with a fingerprint of what it holds; default none"
+)
 RAY_ADDRESS: Var[str | None] = Var(
     "HARNESS_RAY_ADDRESS", None, "--ray-address: a Ray cluster's dashboard, http://HEAD:8265, for every scenario; "
     "default the scenario's executor.ray.address"

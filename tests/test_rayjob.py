@@ -501,7 +501,7 @@ def test_the_caller_example_pins_the_workflow_and_runs_on_verls_repository_only(
     (job,) = caller["jobs"].values()
     assert job["if"] == "github.repository_owner == 'verl-project'"
     uses, _, _ = job["uses"].partition(" ")
-    assert re.fullmatch(r"OWNER/verl-msprobe-harness/\.github/workflows/verl-multinode\.yml@[0-9a-f]{40}", uses)
+    assert re.fullmatch(r"verl-project/verl-msprobe-harness/\.github/workflows/verl-multinode\.yml@[0-9a-f]{40}", uses)
     assert job["with"]["harness-ref"] == uses.rsplit("@", 1)[1]
 
 
