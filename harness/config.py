@@ -139,6 +139,10 @@ DEADLINE: Var[float | None] = Var(
     "HARNESS_DEADLINE", None, "the epoch second the job's step ends (python3 -m harness.job run --minutes sets it); "
     "default none", PositiveSeconds, "expected a positive number of seconds"
 )  # fmt: skip
+JOB_IMAGE: Var[str | None] = Var(
+    "HARNESS_IMAGE", None, "the container image the harness itself runs inside (a CI job's container: the workflow "
+    "names it), recorded with each local run with a fingerprint of what it holds; default none"
+)
 RAY_ADDRESS: Var[str | None] = Var(
     "HARNESS_RAY_ADDRESS", None, "--ray-address: a Ray cluster's dashboard, http://HEAD:8265, for every scenario; "
     "default the scenario's executor.ray.address"
@@ -172,7 +176,7 @@ RUNNER_NAME: Var[str | None] = Var(
 )
 GITHUB_SHA: Var[str | None] = Var(
     "GITHUB_SHA", None, "the harness's commit where its checkout has no .git; the commit_sha of a RayJob the "
-    "rayjob executor submits; default none"
+    "rayjob executor submits where the verl under test has no commit; default none"
 )  # fmt: skip
 GITHUB_SERVER_URL: Var[str | None] = Var(
     "GITHUB_SERVER_URL", None, "the GitHub a night's Actions run is on (its link in the history); default none"
@@ -182,8 +186,8 @@ GITHUB_REPOSITORY: Var[str | None] = Var(
     "payload); default none"
 )  # fmt: skip
 GITHUB_RUN_ID: Var[str | None] = Var(
-    "GITHUB_RUN_ID", None, "a night's Actions run (its link in the history: all three set, or none); the run whose "
-    "RayJobs the rayjob executor submits and deletes (default there: harness-PID); default none"
+    "GITHUB_RUN_ID", None, "a night's Actions run (its link in the history: all three set, or none); the rayjob "
+    "executor's own run id of each RayJob starts with it (RUN_ID-XXXXXX; default local-XXXXXX); default none"
 )  # fmt: skip
 GITHUB_RUN_ATTEMPT: Var[str] = Var(
     "GITHUB_RUN_ATTEMPT", "1", "the attempt of that run, in a RayJob's payload and its deletion; default 1"
@@ -194,6 +198,10 @@ GITHUB_REF_NAME: Var[str] = Var(
 SUBMITTER_URL: Var[str | None] = Var(
     "SUBMITTER_URL", None, "verl's RayJob submitter service (its multi-node nightly's variable) for executor "
     "rayjob; default the scenario's executor.rayjob.url"
+)  # fmt: skip
+IMAGE: Var[str | None] = Var(
+    "IMAGE", None, "the image of every pod of a RayJob the rayjob executor submits (verl's multi-node nightly's "
+    "variable); default the scenario's executor.rayjob.image"
 )  # fmt: skip
 DOCKER_HOST: Var[str | None] = Var(
     "DOCKER_HOST", None, "the Docker daemon the docker executor uses; default unix:///var/run/docker.sock"

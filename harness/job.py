@@ -1,8 +1,8 @@
 """``python3 -m harness.job``: the one command every workflow step and .ci script ends through, so what a CI job does
 with an exit is decided once, by ``harness.outcomes``' table of job outcomes:
 
-    python3 -m harness.job run [--title T] [--minutes M] [--fresh DIR]... [--annotations FILE] [--no-verdict]
-                               [--accept-baseline BOOL] [--record FILE] -- CMD ARGS...
+    python3 -m harness.job run [--title T] [--minutes M] [--ends-by EPOCH] [--fresh DIR]... [--annotations FILE]
+                               [--no-verdict] [--side-effects] [--accept-baseline BOOL] [--record FILE] -- CMD ARGS...
         run CMD; an exit that is no verdict (2, or no harness exit at all) runs it once more where another attempt as
         long as the first fits the M minutes this step has (HARNESS_DEADLINE, the end of those minutes, caps every
         training the step starts; each DIR moved aside to DIR.attempt1 first, so the
@@ -12,7 +12,8 @@ with an exit is decided once, by ``harness.outcomes``' table of job outcomes:
         ``baseline`` (``publish`` or ``keep``: whether a night's figures become the next baseline, ``accept-baseline``
         letting a verdict through) in the step's outputs; exits 0 (the job green) or 1 (red). ``--no-verdict``: a
         step that decides nothing about verl (set-up, build, query): any failure is an error, retried once, and a
-        pass says nothing
+        pass says nothing. ``--ends-by``: the step ends by then at the latest (the job's deadline, counted from its
+        start). ``--side-effects``: never run twice (a push, an issue's comment)
     python3 -m harness.job of CODE...
         one exit for the codes of a job's several steps (``outcomes.steps_exit``), printed (a .ci script exits it);
         a CODE is a number or a word of ``outcomes.CODES`` (``error``: a script's own failure, not the harness's)
@@ -133,9 +134,12 @@ def publish(
         fields = {"title": title, "code": outcome.code, "action": outcome.action, "line": outcome.line}
         record.write_text(json.dumps(fields, indent=1) + "\n")
     if out := os.environ.get("GITHUB_OUTPUT"):
-        baseline = "publish" if verdicts and outcomes.publishes_baseline(outcome.code, accepted) else "keep"
+        # ``baseline`` only where a step gives a verdict: a set-up or query step's own ``baseline`` output (the CPU
+        # nightly's axis: the series' artifact name) was overwritten with "keep", and the night found no baseline
+        baseline = "publish" if outcomes.publishes_baseline(outcome.code, accepted) else "keep"
+        said = f"exit={outcome.code}\naction={outcome.action}\nattempts={attempts}\n"
         with open(out, "a", encoding="utf-8") as f:
-            f.write(f"exit={outcome.code}\naction={outcome.action}\nattempts={attempts}\nbaseline={baseline}\n")
+            f.write(said + (f"baseline={baseline}\n" if verdicts else ""))
     if not verdicts and outcome.action == "pass":
         return
     print(command(outcome.level, title, outcome.line), flush=True)
@@ -156,12 +160,21 @@ def run(
     record: Path | None = None,
     once: Callable[[Sequence[str], dict[str, str]], tuple[int, str]] = attempt,
     clock: Callable[[], float] = time.monotonic,
+    ends_by: float | None = None,
+    side_effects: bool = False,
 ) -> int:
-    """The step run under the table: retried once on an error where time allows, then published; the job's exit."""
+    """The step run under the table: retried once on an error where time allows, then published; the job's exit.
+    ``ends_by``: the epoch second by which the step must be done so that the job's own end (the uploads after it,
+    within its timeout counted from the job's start) still comes: the step's time is the shorter of ``minutes``
+    and that. ``side_effects``: a step that pushes or comments is never run twice (a second attempt fails on what the
+    first did, "already in the history", and hides why the first failed)."""
     started = clock()
     env = dict(os.environ)
-    if minutes is not None:  # the trainings of the step are capped by what is left of it (harness.training.deadline)
-        env[DEADLINE_ENV] = f"{time.time() + minutes * 60:.0f}"
+    budget = None if minutes is None else minutes * 60
+    if ends_by is not None:
+        budget = min(budget if budget is not None else float("inf"), ends_by - time.time())
+    if budget is not None:  # the trainings of the step are capped by what is left of it (harness.training.deadline)
+        env[DEADLINE_ENV] = f"{time.time() + budget:.0f}"
     tries = 0
     while True:
         tries += 1
@@ -169,15 +182,19 @@ def run(
         code, why = once(argv, env)
         why = error_of(annotations, code) or why
         took = clock() - began
-        left = None if minutes is None else minutes * 60 - (clock() - started)
+        left = None if budget is None else budget - (clock() - started)
+        if side_effects:
+            if outcomes.job_action(code, verdicts) == "error" and code <= outcomes.SIGNALLED:
+                why = f"{why or 'no error line'} ({outcomes.ONCE})"
+            break
         if not outcomes.retries(code, tries, took, left, verdicts, why):
             break
         line = f"attempt {tries}: {outcomes.meaning(code, verdicts)}: {why or 'no error line'}; running it once more"
         print(command("warning", title, line), flush=True)
         move_aside(fresh, tries)
-    if outcomes.retries(code, 1, took, None, verdicts, why) and tries == 1 and left is not None:
+    if not side_effects and outcomes.retries(code, 1, took, None, verdicts, why) and tries == 1 and left is not None:
         why = f"{why or 'no error line'} (no time left for a second attempt: {took / 60:.1f} min, {left / 60:.1f} left)"
-    outcome = outcomes.job_outcome(code, tries, why, undecided_of(annotations), verdicts)
+    outcome = outcomes.job_outcome(code, tries, why, undecided_of(annotations), verdicts, accepted)
     publish(outcome, title, tries, verdicts, accepted, record)
     return outcome.exit
 
@@ -208,7 +225,11 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--annotations", type=Path, help="the step's annotations file: its INCONCLUSIVE figures are quoted")
     r.add_argument("--record", type=Path, help="the outcome as JSON (title, code, action, line) for a later job")
     r.add_argument("--no-verdict", dest="verdicts", action="store_false", help="a step that decides nothing about verl")
-    r.add_argument("--accept-baseline", type=_bool, default=False, help="a verdict on verl publishes its baseline")
+    r.add_argument("--accept-baseline", type=_bool, default=False,
+                   help="a verdict on verl is accepted: the job passes as ACCEPTED and publishes its baseline")
+    r.add_argument("--ends-by", type=float, metavar="EPOCH",
+                   help="the epoch second the step must end by for its job to end in time (the job's start + budget)")
+    r.add_argument("--side-effects", action="store_true", help="a step that pushes or comments: never run twice")
     r.add_argument("argv", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
     o = sub.add_parser("of", help="one exit for a job's several steps")
     o.add_argument("codes", nargs="+", type=_code)
@@ -236,8 +257,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         publish(outcome, args.title, 1)
         return outcome.exit
     return run(
-        cmd, args.title, args.minutes, args.fresh, args.annotations, args.verdicts, args.accept_baseline, args.record
-    )
+        cmd, args.title, args.minutes, args.fresh, args.annotations, args.verdicts, args.accept_baseline, args.record,
+        ends_by=args.ends_by, side_effects=args.side_effects,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -212,6 +212,7 @@ JobAction = Literal["pass", "fail", "warn", "error"]
 CODES = {"pass": EXIT_PASS, "fail": EXIT_FAIL, "error": EXIT_ERROR, "inconclusive": EXIT_INCONCLUSIVE}  # by name
 Level = Literal["error", "warning", "notice"]
 SIGNALLED = 128  # 128+N: stopped by signal N
+KILLED = 9  # SIGKILL: what the out-of-memory killer sends (a cancelled job gets SIGTERM first, then SIGKILL)
 
 EXIT_MEANING: dict[int, str] = {
     EXIT_PASS: "pass",
@@ -253,7 +254,11 @@ def meaning(code: int, verdicts: bool = True) -> str:
     not a verdict on verl)."""
     if not verdicts and code != EXIT_PASS:
         return f"exit {code} of a step that gives no verdict on verl (a set-up, a build, a query)"
-    if code >= SIGNALLED:
+    if code == SIGNALLED + KILLED:
+        return (f"killed (signal {KILLED}, exit {code}): out of memory (the kernel's OOM killer, or the runner's "
+                "memory limit, ends a process so; its log's last lines say what it was doing), or the runner stopped "
+                "it by force: not a verdict on verl")
+    if code > SIGNALLED:  # 128 itself is no signal: git's fatal error exits 128
         return f"stopped by signal {code - SIGNALLED} (the job cancelled or past its time limit): not a verdict on verl"
     return EXIT_MEANING.get(code, f"exit {code}, no exit of the harness: {EXIT_MEANING[EXIT_ERROR]}")
 
@@ -285,7 +290,7 @@ def retries(code: int, attempt: int, took_s: float, left_s: float | None, verdic
     only an error that is no verdict (2 or no harness exit at all, never a signal: a cancelled job stays cancelled)
     and not of the job's own input (``why``, its error line: ``input_error``), only once, and only where another
     attempt as long as this one ends within the ``left_s`` the job has left (None: no limit was given)."""
-    if job_action(code, verdicts) != "error" or code >= SIGNALLED or attempt > 1 or input_error(why):
+    if job_action(code, verdicts) != "error" or code > SIGNALLED or attempt > 1 or input_error(why):
         return False
     return left_s is None or took_s <= left_s
 
@@ -311,14 +316,26 @@ class JobOutcome:
     line: str
 
 
+ACCEPTED_BASELINE = (
+    f"{ACCEPTED} (exit 1 accepted: accept-baseline): the findings listed above are an intended change, so this "
+    "night's figures are the next baseline; no issue is filed"
+)
+ONCE = "not run again: this step has side effects (a push, an issue's comment) that a second attempt would repeat"
+
+
 def job_outcome(
-    code: int, attempts: int = 1, why: str = "", undecided: Iterable[str] = (), verdicts: bool = True
-) -> JobOutcome:
+    code: int, attempts: int = 1, why: str = "", undecided: Iterable[str] = (), verdicts: bool = True,
+    accepted: bool = False,
+) -> JobOutcome:  # fmt: skip
     """The table applied to a step's final exit ``code`` after ``attempts`` runs; ``why``: the step's last error line
     (exit 2), ``undecided``: the figures the noise left undecided (exit 3), quoted in the warning; ``verdicts``:
-    ``job_action``'s."""
+    ``job_action``'s; ``accepted``: a maintainer's dispatch accepts a verdict on verl as an intended change (the
+    nightlies' accept-baseline): the job passes, its findings still annotated, as ``ACCEPTED``, and it publishes its
+    baseline (``publishes_baseline``) and files no issue (``harness.report.issue`` reads the action)."""
     action = job_action(code, verdicts)
     tried = f" ({attempts} attempts)" if attempts > 1 else ""
+    if action == "fail" and accepted:
+        return JobOutcome(code, "pass", JOB_EXIT["pass"], "notice", ACCEPTED_BASELINE)
     if action == "pass":
         line = f"PASS (exit 0){tried}: no regression"
     elif action == "fail":

@@ -38,10 +38,15 @@ MAX_HOPS = 3
 CHUNK = 1 << 16
 REDIRECTS = (301, 302, 303, 307, 308)
 HTTP_OK = range(200, 300)  # an HTTP status, not an exit
+SERVER_FAILED = range(500, 600)
 
 
 class RemoteError(InfraError):
     """A server that could not be reached, stalled, redirected elsewhere or answered what cannot be read."""
+
+
+class Redirected(RemoteError):
+    """A server that sent the request to another host (or round in circles): asking it again changes nothing."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,11 @@ class Answer:
     @property
     def ok(self) -> bool:
         return self.status in HTTP_OK
+
+    @property
+    def server_failed(self) -> bool:
+        """A 5xx: the server may answer otherwise the next time (a 4xx will not)."""
+        return self.status in SERVER_FAILED
 
     def json(self) -> Any:
         """The body as JSON; RemoteError in one line where it is not (an HTML page, a truncated body)."""
@@ -155,12 +165,12 @@ class Remote:
             answer.close()
             there = urlsplit(location)
             if (there.scheme, there.hostname, there.port) != self._origin:
-                raise RemoteError(f"{self.where}: {method} {path} was redirected to another host "
+                raise Redirected(f"{self.where}: {method} {path} was redirected to another host "
                                   f"({shown(location, 200)}): not followed")  # fmt: skip
             if time.monotonic() - started > budget:
                 break
             url, params = location, None
-        raise RemoteError(f"{self.where}: {method} {path}: redirected more than {MAX_HOPS} times: not followed")
+        raise Redirected(f"{self.where}: {method} {path}: redirected more than {MAX_HOPS} times: not followed")
 
 
 def _bounded(call: Any, budget: float, late: str) -> Answer:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 
@@ -63,3 +64,29 @@ def interrupts() -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)  # None: set outside Python
+
+
+@contextlib.contextmanager
+def deferred() -> Iterator[list[int]]:
+    """Within: a handled signal is recorded, not raised, so what runs there (a clean-up the first signal started:
+    the DELETE of a job) is not cut off by a second one. On the way out the first recorded is raised as
+    ``Interrupted``, unless an exception is already on its way (the first signal's own, when this runs in a
+    ``finally``: it goes on, carrying what its clean-up stopped). Main thread only, as ``interrupts``; elsewhere it
+    defers nothing."""
+    got: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield got
+        return
+
+    def record(signum: int, _frame: object) -> None:
+        got.append(signum)
+
+    on_its_way = sys.exc_info()[1] is not None
+    previous = {sig: signal.signal(sig, record) for sig in HANDLED if signal.getsignal(sig) is not signal.SIG_IGN}
+    try:
+        yield got
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+    if got and not on_its_way:
+        raise Interrupted(got[0])

@@ -73,6 +73,7 @@ CLASSES = {
     "5.6": "#82 inputs that are not what they claim",
     "5.7": "#82 tracebacks and harness errors on bad input",
     "5.8": "#82 leftovers and env keys a cluster refuses",
+    "6.1": "#83 verl's multi-node runners: the submitter's answers, the watch's ends, verl's own RayJobs, the shared cache",
 }
 
 
@@ -1858,7 +1859,7 @@ def _rows() -> list[Row]:
     add("5.3", "run (ray): the state API's error echoes the token", token_echoed("GET /api/v0/nodes", state_error), 2,
         "the token: in 0 line(s) printed, in 0 of … files of the results dir")  # fmt: skip
     add("5.4", "run (rayjob): the DELETE redirected to another host", rayjob_redirected, 2,
-        "harness: DELETE of run 4242's RayJobs at http://127.0.0.1:… failed: the RayJob submitter at http://127.0.0.1:…: DELETE /api/v1/workflows/4242 was redirected to another host (http://127.0.0.1:…/api/v1/workflows/4242?attempt=1): not followed")  # fmt: skip
+        "harness: DELETE of RayJob run 4242-… at http://127.0.0.1:… failed: the RayJob submitter at http://127.0.0.1:…: DELETE /api/v1/workflows/4242-… was redirected to another host (http://127.0.0.1:…/api/v1/workflows/4242-…?attempt=1): not followed (1 try within 20 s)")  # fmt: skip
     add("5.4", "run (ray): the dashboard redirects to another host", ray_redirected, 2,
         f"{off_run} the Ray cluster at http://127.0.0.1:…: GET /api/version was redirected to another host (…): not followed (its dashboard, where the Job Submission API answers: http://HEAD:8265)")  # fmt: skip
     add("5.4", "run (rayjob): the submitter drips its answer to the POST", rayjob(timeout_s=3, post=drip), 2,
@@ -1874,12 +1875,24 @@ def _rows() -> list[Row]:
     add("5.7", "run (rayjob): the job replaces the lease by a directory", lease_taken("a directory"), 2,
         "harness: the Ray job's lease T/cache/results/two_nodes_fsdp_l1/off/.ray-lease is not removed: Is a directory")  # fmt: skip
     add("5.8", "run (rayjob): what a run leaves in the shared cache", rayjob_leftovers, 2,
-        "left in the shared cache's harness-jobs/: nothing")  # fmt: skip
+        "left in the shared cache's verl-msprobe-harness/: nothing")  # fmt: skip
     for kind, key in (("rayjob", "A=B"), ("ray", "MY VAR"), ("ray", "")):
         add("5.8", f"validate: executor.{kind}.env key {key!r}", cluster_env(kind, {"HF_HUB_OFFLINE": "1", key: "1"}), 2,
             f"T/scenarios/two_nodes_fsdp_l1.yaml:…: executor.{kind}.env: key '{key}' is not a variable name every node takes: letters, digits and '_', not starting with a digit")  # fmt: skip
     add("5.8", "validate: executor.rayjob.env value with a NUL", cluster_env("rayjob", {"A": "x\x00y"}), 2,
         "T/scenarios/two_nodes_fsdp_l1.yaml:…: executor.rayjob.env: A: its value holds a NUL byte, which no process environment can hold")  # fmt: skip
+
+    # --- #83: verl's multi-node runners ---------------------------------------------------------------------------
+    from ray_bad_input import beside_verls_own
+
+    add("6.1", "run (rayjob): the submitter answers an HTML page with HTTP 200", rayjob(post=(200, "<html><body>502 Bad Gateway</body></html>")), 2,
+        f"{off_run} the RayJob submitter at http://127.0.0.1:… answered HTTP 200 with no JSON: <html><body>502 Bad Gateway</body></html>")  # fmt: skip
+    add("6.1", "run (rayjob): the watch ends without a final event", rayjob(watches=[[STARTED, ev("log", line="step:1")]]), 2,
+        f"{off_run} the watch of RayJob rayjob-1 was lost before its final status: the watch ended without a final event (verl's loop fails such a job)")  # fmt: skip
+    add("6.1", "run (rayjob): a final status verl's loop does not know", rayjob(watches=[[STARTED, ev("final", status="PREEMPTED")]]), 2,
+        f"{off_run} RayJob rayjob-1 ended 'PREEMPTED', not one of verl's SUCCEEDED, FAILED, TIMEOUT, NOT_FOUND")  # fmt: skip
+    add("6.1", "run (rayjob): inside a run whose own RayJob (verl's) the submitter holds", beside_verls_own, 2,
+        "the RayJobs of run 4242 at the submitter after the run: verl's (4242) alive, the harness's (4242-…) deleted")  # fmt: skip
 
     # --- #82: tools, the finish hook, the places the harness writes -----------------------------------------------
     hook = [PY, "-m", "harness.artifacts.finish_hook"]  # verl's finish_hook_cmd, as a node runs it

@@ -1,9 +1,10 @@
 """The servers the Ray executors speak to, faked on 127.0.0.1 only, for their tests and the bad-input table.
 
 - ``Service``: verl's RayJob submitter as its submit script sees it: POST answers ``post``, each watch streams
-  ``watches`` in turn, DELETE answers ``{"deleted": 1}``; each may instead be handled by a function of the request (a
-  drip, a redirect). Like the job the harness's job script runs, it writes the run's ``nodes.json`` into the run dir
-  the script names before the watch ends (``gathers``), so a SUCCEEDED job has gathered.
+  ``watches`` in turn (chunked, so that a stream cut short is not one that ended), DELETE answers ``{"deleted": 1}``
+  and removes the RayJobs of its run id; each may instead be handled by a function of the request (a drip, a
+  redirect). Like the job the harness's job script runs, it writes the run's ``nodes.json`` into the run dir the
+  script names before the watch ends (``gathers``), so a SUCCEEDED job has gathered.
 - ``Dashboard``: a Ray cluster's dashboard answering each ``METHOD /path`` it is given (Ray 2.60's version by default).
 - ``Heard``: another host that records what reaches it: a redirect's target, which must hear nothing."""
 
@@ -20,22 +21,26 @@ from pathlib import Path
 from typing import Any
 
 from harness.artifacts.nodes import NodesRecord
-from harness.training.executors import rayjob
+from harness.training.executors import rayjob_files
 
 
 def ev(kind: str, **fields: Any) -> str:
     return json.dumps({"type": kind, **fields})
 
 
-STARTED = ev("log", line=rayjob.STARTED)
+STARTED = ev("log", line=rayjob_files.STARTED)
 RUNNING = ev("status", status="RUNNING", rayjob_status="RUNNING", job_deployment_status="Running", message="")
 SUCCEEDED = ev("final", status="SUCCEEDED")
+CUT = "\0cut"  # a watch's line: the connection broken here, mid-stream (no chunked end: the client sees it cut)
+SILENT = "\0silent"  # a watch's line: nothing more sent, the connection held open (a dead connection)
 Handle = Callable[["Handler"], None]
 
 
 class Service(http.server.ThreadingHTTPServer):
     """``post`` is the answer to POST (status, body) or a handler, ``watches`` the lines of each watch connection in
-    turn (the last repeated; ``None``: status events until the client goes), ``delete`` a handler of DELETE."""
+    turn (the last repeated; ``None``: status events until the client goes; ``CUT``, ``SILENT``: see above), ``delete``
+    a handler of DELETE. It keeps the RayJobs POSTed to it by run id (``alive``), and a DELETE it answers 2xx removes
+    those of its run id, as verl's submitter does."""
 
     daemon_threads = True
 
@@ -50,8 +55,11 @@ class Service(http.server.ThreadingHTTPServer):
         self.post, self.watches, self.delete, self.gathers = post, watches, delete, gathers
         self.requests: list[tuple[str, str]] = []
         self.payloads: list[dict[str, Any]] = []
+        self.scripts: list[str] = []  # the job script each POST named, as it was when POSTed
         self.on_watch: Any = None
         self.run_dir: Path | None = None
+        self.runs: dict[str, bool] = {}  # run id -> alive
+        self.stopping = threading.Event()
 
     @property
     def url(self) -> str:
@@ -63,6 +71,17 @@ class Service(http.server.ThreadingHTTPServer):
     def watched(self) -> int:
         return sum(m == "GET" for m, _ in self.requests)
 
+    def alive(self) -> list[str]:
+        """The run ids of the RayJobs POSTed here that no DELETE removed."""
+        return [run for run, alive in self.runs.items() if alive]
+
+    def remove(self, path: str) -> None:
+        """What a DELETE of ``path`` (/api/v1/workflows/RUN?attempt=N) removes: every RayJob of that run id."""
+        run = path.split("?", 1)[0].rsplit("/", 1)[-1]
+        for known in self.runs:
+            if known == run:
+                self.runs[known] = False
+
     def gather(self) -> None:
         """What the job's entrypoint writes once it has gathered every node (no node here: nothing else)."""
         if self.gathers and self.run_dir is not None and self.run_dir.is_dir():
@@ -73,27 +92,34 @@ class Service(http.server.ThreadingHTTPServer):
 
 def run_dir_of(script: str) -> Path | None:
     """The run dir the harness's job script gathers into (its ``ray_entry run --run DIR``)."""
-    with contextlib.suppress(OSError, ValueError):
+    with contextlib.suppress(OSError):
         for line in Path(script).read_text().splitlines():
-            if line.startswith("exec ") and " run " in line:
-                words = shlex.split(line)
+            try:
+                words = shlex.split(line, comments=True)
+            except ValueError:
+                continue
+            if "--run" in words and "run" in words and "setup" not in words:
                 return Path(words[words.index("--run") + 1])
     return None
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
     server: Service
-    protocol_version = "HTTP/1.0"  # the stream ends when the connection closes
+    protocol_version = "HTTP/1.1"  # a watch is chunked: a stream cut short is told from one that ended
 
     def do_POST(self) -> None:
         self.server.requests.append(("POST", self.path))
         body = self.rfile.read(int(self.headers["Content-Length"]))
         self.server.payloads.append(json.loads(body))
-        self.server.run_dir = run_dir_of(str(self.server.payloads[-1].get("script", "")))
+        script = Path(str(self.server.payloads[-1].get("script", "")))
+        self.server.scripts.append(script.read_text() if script.is_file() else "")
+        self.server.run_dir = run_dir_of(str(script))
         if callable(self.server.post):
             self.server.post(self)
             return
         code, text = self.server.post
+        if code in range(200, 300):
+            self.server.runs[str(self.server.payloads[-1].get("github_run_id"))] = True
         self.send(code, text.encode())
 
     def do_DELETE(self) -> None:
@@ -101,6 +127,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if self.server.delete is not None:
             self.server.delete(self)
             return
+        self.server.remove(self.path)
         self.send(200, b'{"deleted": 1}')
 
     def do_GET(self) -> None:
@@ -108,20 +135,40 @@ class Handler(http.server.BaseHTTPRequestHandler):
         lines = self.server.watches.pop(0) if len(self.server.watches) > 1 else self.server.watches[0]
         self.send_response(200)
         self.send_header("Content-Type", "application/x-ndjson")
+        self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         if self.server.on_watch:
             self.server.on_watch()
         try:
             if lines is None:
-                while True:  # a watch that never ends
-                    self.wfile.write((RUNNING + "\n").encode())
-                    self.wfile.flush()
+                while not self.server.stopping.is_set():  # a watch that never ends
+                    self.chunk((RUNNING + "\n").encode())
                     time.sleep(0.05)
+                return
             self.server.gather()
+            held = bytearray()
             for line in lines:
-                self.wfile.write((line + "\n").encode())
+                if line in (CUT, SILENT):
+                    self.chunk(bytes(held))
+                    held.clear()
+                    if line == SILENT:
+                        self.server.stopping.wait()
+                    self.close_connection = True
+                    return
+                held += (line + "\n").encode()
+                if len(held) > 1 << 16:
+                    self.chunk(bytes(held))
+                    held.clear()
+            self.chunk(bytes(held))
+            self.wfile.write(b"0\r\n\r\n")  # the stream's clean end
+            self.close_connection = True
         except (BrokenPipeError, ConnectionResetError):
-            pass
+            self.close_connection = True
+
+    def chunk(self, data: bytes) -> None:
+        if data:
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
 
     def send(self, code: int, body: bytes, headers: dict[str, str] | None = None) -> None:
         self.send_response(code)
@@ -160,6 +207,7 @@ def serving(
     try:
         yield srv
     finally:
+        srv.stopping.set()
         srv.shutdown()
         srv.server_close()
 

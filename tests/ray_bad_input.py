@@ -75,16 +75,18 @@ def rayjob_redirected(tmp: Path, stack: contextlib.ExitStack) -> Any:
 
 
 def rayjob_leftovers(tmp: Path, stack: contextlib.ExitStack) -> Any:
-    """A run, then what the shared cache's jobs dir kept."""
+    """A run, then what the shared cache's directory of the harness kept (each training's directory goes with it)."""
     from bad_input_rows import run_in_process
     from fake_servers import ev
+
+    from harness.training.executors.rayjob_files import HARNESS_DIR
 
     argv = rayjob_argv(tmp, stack, watches=[[ev("final", status="TIMEOUT")]])
 
     def call() -> tuple[int, str]:
         code, text = run_in_process(argv, tmp)
-        kept = sorted(p.name for p in (tmp / "cache" / "harness-jobs").iterdir())
-        return code, f"{text}\nleft in the shared cache's harness-jobs/: {', '.join(kept) or 'nothing'}"
+        kept = sorted(p.name for p in (tmp / "cache" / HARNESS_DIR).iterdir())
+        return code, f"{text}\nleft in the shared cache's {HARNESS_DIR}/: {', '.join(kept) or 'nothing'}"
 
     return call
 
@@ -180,3 +182,23 @@ def lease_taken(by: str) -> Make:
         return argv
 
     return make
+
+
+def beside_verls_own(tmp: Path, stack: contextlib.ExitStack) -> Any:
+    """A run inside a workflow run whose own RayJob (verl's, POSTed under the run's id) the submitter holds; then which
+    of the run's RayJobs are left there."""
+    from bad_input_rows import run_in_process
+    from fake_servers import ev
+
+    srv, argv = rayjob_served(tmp, stack, watches=[[ev("final", status="TIMEOUT")]])
+    srv.runs[RUN_ID] = True
+
+    def call() -> tuple[int, str]:
+        code, text = run_in_process(argv, tmp)
+        ours = [run for run in srv.runs if run != RUN_ID]
+        said = ", ".join(f"the harness's ({run.rsplit('-', 1)[0]}-…) {'alive' if srv.runs[run] else 'deleted'}"
+                         for run in ours)  # fmt: skip
+        verls = f"verl's ({RUN_ID}) {'alive' if srv.runs[RUN_ID] else 'deleted'}"
+        return code, f"{text}\nthe RayJobs of run {RUN_ID} at the submitter after the run: {verls}, {said}"
+
+    return call

@@ -339,7 +339,9 @@ def test_one_writer_of_the_history_branch_a_baseline_kept_while_nights_regress_a
         steps = jobs["nightly"]["steps"]
         finder = next(s for s in steps if s.get("id") == "previous")
         assert "require('./.ci/previous-baseline.js')" in finder["with"]["script"]
-        assert finder["env"]["WORKFLOW_REF"] == "${{ github.workflow_ref }}"
+        # the runner's GITHUB_WORKFLOW_REF (github.workflow_ref, the calling workflow's file where a reusable one runs)
+        assert "process.env.GITHUB_WORKFLOW_REF" in finder["with"]["script"]
+        assert "WORKFLOW_REF" not in finder.get("env", {})
         uploads = [s for s in steps if s.get("uses", "").startswith("actions/upload-artifact@")]
         named = {s["if"]: s["with"]["path"] for s in uploads if str(s["with"].get("retention-days")) == "90"}
         night = "nightly" if name == "nightly-cpu.yml" else "night"

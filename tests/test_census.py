@@ -240,7 +240,7 @@ def test_the_changes_jobs_filter_on_a_files_api_answer(tmp_path):
     document."""
     job = yaml.safe_load((ROOT / "docs" / "verl-caller-example.yml").read_text())["jobs"]["changes"]
     step = job["steps"][0]
-    program = re.search(r"--jq '(.*?)'\)", step["run"], re.S)
+    program = re.search(r"--jq '(.*?)'(?: 2>[^)]*)?\)", step["run"], re.S)
     assert program
     files = [
         {"filename": "verl/utils/profiler/profile.py", "patch": "@@ -1 +1 @@\n-a\n+b"},

@@ -1,6 +1,7 @@
 """The morning after: a night that is a verdict on verl opens or updates one issue in the calling repository
-(.ci/history issue, through gh), naming the scenario, the figure, the commit range and the command that reproduces
-it, with the page of the nights, which the history job publishes on the branch (docs/, for GitHub Pages)."""
+(.ci/history issue, through the real gh against the fake API: tests/fake_github.py), naming the scenario, the figure,
+the commit range and the command that reproduces it, with the page of the nights, which the history job publishes on
+the branch (docs/, for GitHub Pages)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,14 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
+from fake_github import FakeGitHub
 from test_history_branch import BRANCH, git, results, seed
+from workflow_engine import gh
 
 from harness import job
 
@@ -20,26 +24,24 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGES_URL = "https://verl-project.github.io/verl/"
 RUN = "https://github.com/verl-project/verl/actions/runs/42"
 REPRODUCE = "python -m harness compare scenarios/tiny_case.yaml --base https://github.com/verl-project/verl@aaaa"
-FAKE_GH = """#!/usr/bin/env bash
-echo "$*" >> "$GH_LOG"
-case "$FAKE_GH:$1 $2" in
-  denied:*) echo "HTTP 403: Resource not accessible by integration (https://api.github.com/repos/o/r)" >&2; exit 1 ;;
-  open:"issue list") echo 7 ;;
-  none:"issue list") ;;
-  *:"issue create") cp "${@: -1}" "$GH_BODY"; echo "https://github.com/verl-project/verl/issues/8" ;;
-  *:"issue comment") cp "${@: -1}" "$GH_BODY" ;;
-esac
-"""
 
 
-def _env(tmp_path: Path, mode: str) -> dict[str, str]:
-    fake = tmp_path / "bin"
-    fake.mkdir(exist_ok=True)
-    (fake / "gh").write_text(FAKE_GH)
-    (fake / "gh").chmod(0o755)
+@pytest.fixture
+def api(tmp_path: Path) -> Iterator[FakeGitHub]:
+    """The REST API ``gh api`` calls (tests/fake_github.py), verl's repository on it."""
+    fake = FakeGitHub(tmp_path / "api", tmp_path / "artifacts")
+    fake.repo("verl-project/verl")
+    fake.token("write", issues="write")
+    fake.token("read")
+    yield fake
+    fake.close()
+
+
+def _env(tmp_path: Path, api: FakeGitHub, token: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")}
-    return env | {"PATH": f"{fake}:{env['PATH']}", "FAKE_GH": mode, "GH_LOG": str(tmp_path / "gh.log"),
-                  "GH_BODY": str(tmp_path / "body.md"), "RESULTS": str(tmp_path / "morning"), "PYTHON": sys.executable,
+    return env | {"PATH": f"{Path(gh()).parent}:{env['PATH']}", "GH_TOKEN": token, "NIGHTLY": "cpu",
+                  "HTTPS_PROXY": f"http://127.0.0.1:{api.port}", "SSL_CERT_FILE": str(api.authority), "NO_PROXY": "",
+                  "GH_CONFIG_DIR": str(tmp_path / "gh"), "RESULTS": str(tmp_path / "morning"), "PYTHON": sys.executable,
                   "RUN_URL": RUN, "PAGES": f"{PAGES_URL}cpu/", "PAGES_URL": PAGES_URL}  # fmt: skip
 
 
@@ -56,20 +58,20 @@ def _night(tmp_path: Path, name: str, action: str) -> Path:
     return night
 
 
-def _issue(tmp_path: Path, mode: str, *args: str) -> subprocess.CompletedProcess[str]:
+def _issue(tmp_path: Path, api: FakeGitHub, token: str, *args: str) -> subprocess.CompletedProcess[str]:
     argv = ["bash", ".ci/history", "issue", "verl-project/verl", "precision_debugger: a verdict on verl main", *args]
-    return subprocess.run(argv, cwd=ROOT, env=_env(tmp_path, mode), capture_output=True, text=True, check=False,
+    return subprocess.run(argv, cwd=ROOT, env=_env(tmp_path, api, token), capture_output=True, text=True, check=False,
                           timeout=300)  # fmt: skip
 
 
 @pytest.mark.integration
-def test_a_confirmed_regression_files_one_issue_with_its_range_reproduce_command_and_page(tmp_path, capsys):
+def test_a_confirmed_regression_files_one_issue_with_its_range_reproduce_command_and_page(tmp_path, capsys, api):
     """The history job publishes the page of the nights on the branch and links it; the morning's job opens the
     issue (none open) with the night's finding, the history's confirmed regression (its verl commit range and both
     commands), the run and the page; a later night comments on the one open issue; a night that failed for an error
     files nothing."""
     bare = seed(tmp_path, capsys, [(i, 1.4 if i >= 9 else 1.0) for i in range(1, 11)])
-    env = _env(tmp_path, "none") | {"RESULTS": str(tmp_path / "history"),
+    env = _env(tmp_path, api, "write") | {"RESULTS": str(tmp_path / "history"),
                                     "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md")}  # fmt: skip
     proc = subprocess.run(["bash", ".ci/history", "night", str(bare), BRANCH, f"cpu.json={results(tmp_path, 11, 1.4)}"],
                           cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=300)  # fmt: skip
@@ -79,13 +81,12 @@ def test_a_confirmed_regression_files_one_issue_with_its_range_reproduce_command
     assert f"The page of the nights: {PAGES_URL}cpu/" in (tmp_path / "summary.md").read_text()
 
     failed, broken = _night(tmp_path, "nightly-cpu-results-pinned", "fail"), _night(tmp_path, "errored", "error")
-    proc = _issue(tmp_path, "none", str(failed), str(broken), "--", str(tmp_path / "history" / "cpu-check.json"))
+    proc = _issue(tmp_path, api, "write", str(failed), str(broken), "--", str(tmp_path / "history" / "cpu-check.json"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    calls = (tmp_path / "gh.log").read_text().splitlines()
-    assert calls[0].startswith("issue list --repo verl-project/verl --label precision-debugger-regression --state open")
-    assert calls[-1].startswith("issue create --repo verl-project/verl --title precision_debugger: a verdict on verl "
-                                "main --label precision-debugger-regression --body-file ")  # fmt: skip
-    body = (tmp_path / "body.md").read_text()
+    (issue,) = api.repo("verl-project/verl").issues.values()
+    assert issue["title"] == "precision_debugger: a verdict on verl main"
+    assert {lb["name"] for lb in issue["labels"]} == {"precision-debugger-regression", "precision-debugger-cpu"}
+    body = issue["body"]
     assert f"The night's run: {RUN}" in body and f"The page of the nights: {PAGES_URL}cpu/" in body
     assert (
         f"- REGRESSED tiny_case: disk.total_bytes baseline 1.00 MB now 2.00 MB (+100%); reproduce: {REPRODUCE}" in body
@@ -97,28 +98,29 @@ def test_a_confirmed_regression_files_one_issue_with_its_range_reproduce_command
     public = "https://github.com/verl-project/verl"
     command = f"python -m harness compare scenarios/tiny_case.yaml --base {public}@{good} --head {public}@{bad}"
     assert history.endswith(f"reproduce: {command}")
-    assert "::notice title=precision_debugger morning::https://github.com/verl-project/verl/issues/8" in proc.stdout
+    assert "::notice title=precision_debugger morning::https://github.com/verl-project/verl/issues/1" in proc.stdout
 
-    (tmp_path / "gh.log").unlink()
-    proc = _issue(tmp_path, "open", str(failed))
+    api.calls.clear()
+    proc = _issue(tmp_path, api, "write", str(failed))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert [c.split(" --")[0] for c in (tmp_path / "gh.log").read_text().splitlines()] == [
-        "issue list", "issue comment 7", "issue edit 7"]  # fmt: skip
+    assert api.calls == [("GET", "/repos/verl-project/verl/issues"),
+                         ("POST", "/repos/verl-project/verl/issues/1/comments")]  # fmt: skip
+    assert REPRODUCE in issue["comments"][0]
 
-    (tmp_path / "gh.log").unlink()
-    proc = _issue(tmp_path, "none", str(broken))
-    assert proc.returncode == 0 and "no verdict on verl tonight: nothing to file" in proc.stdout
-    assert not (tmp_path / "gh.log").exists()
+    api.calls.clear()
+    proc = _issue(tmp_path, api, "write", str(broken))
+    assert proc.returncode == 0 and "a night ended in an error (errored): the issue is left as it is" in proc.stdout
+    assert not api.calls
 
 
 @pytest.mark.integration
-def test_a_token_that_may_not_write_issues_is_one_line_never_a_silent_green(tmp_path):
-    proc = _issue(tmp_path, "denied", str(_night(tmp_path, "night", "fail")))
+def test_a_token_that_may_not_write_issues_is_one_line_never_a_silent_green(tmp_path, api):
+    proc = _issue(tmp_path, api, "read", str(_night(tmp_path, "night", "fail")))
     assert proc.returncode == 2, proc.stdout + proc.stderr
     (line,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("::error")]
     assert line.startswith("::error title=precision_debugger history::the morning's issue could not be filed in "
-                           "verl-project/verl: the token may not write issues (HTTP 403: Resource not accessible by "
-                           "integration")  # fmt: skip
+                           "verl-project/verl: the token may not write issues (gh: Resource not accessible by "
+                           "integration (HTTP 403)")  # fmt: skip
     assert line.endswith("grant the calling job issues: write (docs/verl-nightly-caller-example.yml) and keep issues "
                          "enabled in verl-project/verl")  # fmt: skip
 
@@ -131,11 +133,13 @@ def test_one_small_job_files_the_issue_never_for_a_pull_request():
             assert writes == (job_name == "notify"), (name, job_name)
         notify = jobs["notify"]
         assert notify["permissions"] == {"issues": "write", "actions": "read"}
+        assert notify["concurrency"] == {"group": f"precision-debugger-morning-{notify['env']['NIGHTLY']}",
+                                         "cancel-in-progress": False}  # fmt: skip
         assert set(notify["needs"]) == {"nightly", "history"}
         assert "github.event_name != 'pull_request'" in notify["if"] and notify["if"].startswith("${{ !cancelled()")
         assert '-- bash .ci/history issue "$REPO" "$TITLE"' in " ".join(s.get("run", "") for s in notify["steps"])
-        assert notify["env"]["PAGES"].startswith("https://${{ github.repository_owner }}.github.io/")
-        assert jobs["history"]["env"]["PAGES_URL"].startswith("https://${{ github.repository_owner }}.github.io/")
+        assert notify["env"]["PAGES"].startswith("${{ inputs.pages-url && format(")
+        assert jobs["history"]["env"]["PAGES_URL"] == "${{ inputs.pages-url }}"
     caller = yaml.safe_load((ROOT / "docs" / "verl-nightly-caller-example.yml").read_text())
     for job_name in ("nightly", "cpu-nightly"):
         assert caller["jobs"][job_name]["permissions"]["issues"] == "write"

@@ -443,7 +443,7 @@ def test_a_rank_subset_whose_node_lost_its_dumps_fails_naming_that_node_only(ran
 
 
 class FakeClient:
-    def __init__(self, statuses: list[str], info: dict[str, Any], log: str = "") -> None:
+    def __init__(self, statuses: list[str | Exception], info: dict[str, Any], log: str = "") -> None:
         self.statuses, self.info, self.log = statuses, info, log
         self.stopped: list[str] = []
         self.submitted: list[dict[str, Any]] = []
@@ -451,7 +451,10 @@ class FakeClient:
     def get_job_status(self, job: str) -> str:
         if job.endswith("-clean"):
             return "SUCCEEDED"
-        return self.statuses.pop(0) if len(self.statuses) > 1 else self.statuses[0]
+        status = self.statuses.pop(0) if len(self.statuses) > 1 else self.statuses[0]
+        if isinstance(status, Exception):  # the dashboard did not answer this time
+            raise status
+        return status
 
     def get_job_info(self, job: str) -> Any:
         return SimpleNamespace(**self.info)
@@ -508,6 +511,20 @@ def test_a_jobs_end_maps_to_a_runs(tmp_path, monkeypatch):
     with pytest.raises(InfraError, match=r"\(worker, bbbbbbbb\) \(ranks \[1\]\) gathering stopped after 2 files"):
         cut = two_nodes(problem="gathering stopped after 2 files: RayTaskError: node died")  # Ray: still alive
         follow(tmp_path / "7", FakeClient(["FAILED"], {"message": "", "driver_exit_code": 1}), nodes=cut)
+
+
+def test_a_dashboard_that_fails_to_answer_once_abandons_no_healthy_run(tmp_path, monkeypatch):
+    """One failed get_job_status ended the harness's follow: it stopped renewing its lease, and the lease then stopped a
+    healthy run. A blip is asked again; a dashboard silent past the grace is the cluster lost, in one line."""
+    monkeypatch.setattr(ray_job, "POLL_S", 0.01)
+    blip = ConnectionError("Connection refused (the dashboard restarting)")
+    info = {"message": "", "driver_exit_code": 0}
+    ok = follow(tmp_path / "1", FakeClient(["RUNNING", blip, blip, "RUNNING", "SUCCEEDED"], info), nodes=two_nodes())
+    assert ok.exit_code == 0
+    monkeypatch.setattr(ray_job, "STATUS_GRACE_S", 0.2)
+    lost = r"^lost the Ray cluster at http://h:8265 during the run: .*Connection refused.* \(no answer for 0\.2 s\)$"
+    with pytest.raises(InfraError, match=lost):
+        follow(tmp_path / "2", FakeClient(["RUNNING", blip], info), nodes=two_nodes())
 
 
 def test_a_timed_out_job_is_stopped_waited_for_and_its_node_dirs_removed(tmp_path, monkeypatch):

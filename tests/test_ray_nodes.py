@@ -39,7 +39,7 @@ from ray_cluster import LABEL, TwoNodes, two_nodes
 from harness.config import RAY_ADDRESS
 from harness.errors import InfraError
 from harness.scenario.loader import load_scenario
-from harness.training.executors import ray_entry, ray_lease
+from harness.training.executors import ray_entry, ray_gather, ray_lease
 from harness.training.executors.docker import connect
 from harness.training.executors.ray_cluster import RUN_ENV, actor_env
 from harness.training.slots import heavy_slot
@@ -244,6 +244,8 @@ def test_every_nodes_dumps_reach_the_results_dir_with_their_node_and_every_check
     record = yaml.safe_load((results / NAME / "on" / "nodes.json").read_text())
     placed = {n["ip"]: n["ranks"] for n in record["nodes"]}
     assert placed == {nodes.ips["head"]: [0], nodes.ips["worker"]: [1]} and record["complete"] is True
+    # the machine under each node: both containers stand on this one (verl's RayJob pods must not: ray_entry setup)
+    assert {n["host"] for n in record["nodes"]} == {ray_gather.host_of()} != {""}
     doc = yaml.safe_load((results / NAME / "results.json").read_text())
     verdicts = {name: c["passed"] for name, c in doc["checks"].items()}
     assert verdicts == dict.fromkeys(("crash", "layout", "contents", "overhead", "disk"), True), verdicts

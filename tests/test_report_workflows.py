@@ -84,7 +84,8 @@ def test_verl_calls_a_cpu_gate_on_hosted_runners_for_every_pull_request_forks_in
     assert "hashFiles('.ci/cpu.lock')" in restore["with"]["key"]
     assert "github.event_name == 'schedule'" in save["if"] and "default_branch" in save["if"]  # never from a PR
     caller = _load(ROOT / "docs" / "verl-caller-example.yml")
-    assert set(caller[True]) == {"pull_request"} and caller[True]["pull_request"] is None  # every PR: no paths filter
+    assert set(caller[True]) == {"pull_request"} and set(caller[True]["pull_request"]) == {"types"}  # no paths filter
+    assert "labeled" in caller[True]["pull_request"]["types"]  # the intended label accepts the head it is set on
     cpu = caller["jobs"]["cpu-gate"]
     assert cpu["uses"].split("@")[0].endswith("/verl-cpu-gate.yml") and "head.repo" not in cpu["if"]  # forks too
     assert cpu["with"]["harness-ref"] == cpu["uses"].split("@")[1].split()[0]

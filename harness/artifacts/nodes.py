@@ -23,6 +23,7 @@ class NodeDoc(BaseModel):
     node_id: str  # Ray's
     ip: str
     hostname: str = ""
+    host: str = ""  # the machine under it: its kernel's boot id, one per machine whatever pods or containers share it
     head: bool = False
     alive: bool = True  # when the job gathered (a node that died took its dumps with it)
     ranks: list[int] = []  # the ranks Ray placed there
@@ -44,7 +45,7 @@ class NodesRecord(Versioned):
 
     FILE = "nodes.json"
     REDO = "re-run the scenario with this harness"
-    schema_version: Literal[1] = 1
+    schema_version: Literal[2] = 2  # 2: each node's host (schema 1 had none: read as unknown)
     job: str  # the Ray job's submission id
     nodes: list[NodeDoc]
     placement: str  # where each rank's node was read from

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from harness.artifacts.rundir import MODES, ScenarioDir
@@ -47,6 +48,8 @@ def describe(
         for mode in MODES:
             run = sdir.run(mode)
             launch = workload.prepare(scenario, run, enabled=mode == "on", dry=True, python=python)
+            if env is not None:  # the verl the runs would test (the rayjob executor's payload and bundle name it)
+                launch = replace(launch, verl=env.target.verl)
             labels = {
                 f"{LABEL_PREFIX}.session": "<session>",
                 f"{LABEL_PREFIX}.scenario": scenario.name,

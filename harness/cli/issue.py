@@ -1,6 +1,7 @@
 """``python -m harness issue --night DIR... --history CHECK_JSON... --title TITLE --out FILE``: the morning after's
 issue (harness.report.issue): its body written to FILE where the night is a verdict on verl (nothing written where it
-is not), and one line saying which."""
+is not), and one line saying which; ``--state FILE``: ``verdict``, ``green`` (the open issue is closed) or
+``undecided`` (a night's error: left as it is)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,14 @@ from harness.safeio import output_path, write_atomic
 def cmd_issue(args: argparse.Namespace) -> int:
     out = output_path(args.out, "--out", [*args.night, *args.history])  # never an input, never through a link
     found = morning([Path(n) for n in args.night], [Path(c) for c in args.history])
+    if args.state:
+        state = output_path(args.state, "--state", [*args.night, *args.history])
+        write_atomic(state, found.state + "\n")
     if not found:
         out.unlink(missing_ok=True)
-        print("issue: no verdict on verl tonight: nothing to file")
+        said = f"a night ended in an error ({', '.join(found.undecided)}): the issue is left as it is" if (
+            found.undecided) else "a green night: an open issue of this nightly is closed"  # fmt: skip
+        print(f"issue: no verdict on verl tonight: {said}")
         return outcomes.EXIT_PASS
     write_atomic(out, found.body(args.title, args.run, args.page))
     print(f"issue: {sum(len(v) for v in found.sections.values())} finding(s) in {out}")

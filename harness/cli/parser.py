@@ -14,6 +14,7 @@ from harness.artifacts.figures import FAMILIES
 from harness.cli import (
     baseline,
     bisect,
+    caller,
     compare,
     dry_run,
     duet,
@@ -128,7 +129,13 @@ def build() -> argparse.ArgumentParser:
     p.add_argument("--run", default="", metavar="URL", help="the night's CI run")
     p.add_argument("--page", action="append", default=[], metavar="URL", help="the page of the nights")
     p.add_argument("--out", required=True, metavar="FILE", help="the issue's body (written only if there is one)")
+    p.add_argument("--state", metavar="FILE", help="verdict, green (close the open issue) or undecided (an error)")
     p.set_defaults(func=issue.cmd_issue)
+    p = sub.add_parser("caller", help="the workflow verl adds to call this harness, pinned to one of its commits")
+    p.add_argument("kind", choices=list(caller.CALLERS), help="pr: the pull-request gates; nightly; multinode")
+    p.add_argument("--ref", required=True, help="the harness commit to pin (a ref of this checkout)")
+    p.add_argument("--repository", default=caller.HOME, metavar="OWNER/NAME", help="where verl finds the harness")
+    p.set_defaults(func=caller.cmd_caller)
     p = sub.add_parser("pair", help="the pair a pull-request gate compares: head and its merge base with --base")
     p.add_argument("--base", required=True, metavar="SPEC", help="<repository>@<ref>: the base branch's commit")
     p.add_argument("--head", required=True, metavar="SPEC", help="<repository>@<ref> of the same repository")

@@ -31,9 +31,17 @@ class Morning:
     """What the night found on verl: per night (a results dir) or history file, its findings."""
 
     sections: dict[str, list[str]] = field(default_factory=dict)
+    undecided: list[str] = field(default_factory=list)  # nights that ended in an error, or never ended
 
     def __bool__(self) -> bool:
         return any(self.sections.values())
+
+    @property
+    def state(self) -> str:
+        """``verdict`` (file or update the issue), ``green`` (every night passed and the history confirms nothing:
+        the open issue is closed) or ``undecided`` (a night ended in an error: the issue is left as it is, neither
+        updated nor closed: an error says nothing of verl either way)."""
+        return "verdict" if self else "undecided" if self.undecided else "green"
 
     def body(self, title: str, run: str, pages: list[str]) -> str:
         out = [f"## {title}", "", f"The night's run: {run}" if run else "The night's run: (not named)"]
@@ -53,20 +61,24 @@ def _text(path: Path) -> str:
         raise HarnessError(f"{path}: {exc}") from None
 
 
-def night_findings(night: Path) -> list[str] | None:
-    """A night's findings on verl, or None when the night is no verdict on verl (it passed, or failed for an error):
-    its ``outcome.json`` (absent: the night never ended, nothing to say) and its annotations' errors, the harness's
-    own verdict lines and the errors that are no verdict left out."""
+def night_action(night: Path) -> str | None:
+    """What the night's job did with its exit (``harness.outcomes.JobAction``); None where it never ended."""
     record = night / "outcome.json"
     if not record.is_file():
         return None
     try:
-        outcome = json.loads(_text(record))
-        action = outcome["action"]
+        return str(json.loads(_text(record))["action"])
     except (ValueError, KeyError, TypeError):
         raise HarnessError(f"{record}: not a job outcome (python3 -m harness.job run --record writes one)") from None
-    if action != outcomes.JOB_ACTION[outcomes.EXIT_FAIL]:  # only a verdict on verl files an issue
+
+
+def night_findings(night: Path) -> list[str] | None:
+    """A night's findings on verl, or None when the night is no verdict on verl (it passed, was accepted, or failed
+    for an error): its ``outcome.json`` (absent: the night never ended, nothing to say) and its annotations' errors,
+    the harness's own verdict lines and the errors that are no verdict left out."""
+    if night_action(night) != outcomes.JOB_ACTION[outcomes.EXIT_FAIL]:  # only a verdict on verl files an issue
         return None
+    outcome = json.loads(_text(night / "outcome.json"))
     found = []
     notes = night / "annotations.txt"
     for line in _text(notes).splitlines() if notes.is_file() else []:
@@ -91,6 +103,10 @@ def morning(nights: list[Path], checks: list[Path]) -> Morning:
     for night in nights:
         if (found := night_findings(night)) is not None:
             m.sections[f"the night of {night.name}"] = found
+        elif night_action(night) not in ("pass", "warn"):
+            m.undecided.append(night.name)
+    if not nights:
+        m.undecided.append("no night's results")
     for check in checks:
         m.sections[f"the history: {check.name.removesuffix('-check.json')}"] = history_findings(check)
     return m

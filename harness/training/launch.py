@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from harness.errors import WorkloadError
+from harness.targets.spec import Package
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,7 @@ class Launch:
     python: str | None = None  # the target environment's interpreter; None: the executor's default
     target: str | None = None  # the verl identity a self-contained image must hold; None: the pinned release
     node: NodeRun | None = None  # a run on a Ray cluster's nodes (the ray executor); None: on one host
+    verl: Package | None = None  # the verl under test, where it came from (executor rayjob: its nodes install it)
 
     def argv(self, python: str) -> list[str]:
         return [python, "-m", self.module, *self.args]

@@ -291,6 +291,7 @@ def _train(
     for mode in MODES:
         run = sdir.run(mode)
         launch = workload.prepare(scenario, run, enabled=mode == "on", python=env.python)
+        launch = replace(launch, verl=env.target.verl)
         if env.target.verl.kind != "pinned":  # a self-contained image must hold this very verl
             launch = replace(launch, target=env.target.verl.identity)
         labels = {

@@ -3,9 +3,10 @@ its jobs (``.github/workflows/nightly_ascend_multinode.yml``): a payload POSTed 
 service, which makes a fresh KubeRay cluster for each job and tears it down afterwards
 (``harness.training.executors.rayjob``).
 
-The submitter's address is verl's own variable, ``SUBMITTER_URL`` (or this block's ``url``); the shared cache is
-the one directory the runner's container and every pod of the job's cluster see at the same path: the job script,
-the harness and verl under test, and the results dir lie there, because a node's disk goes with its cluster."""
+The submitter's address is verl's own variable, ``SUBMITTER_URL`` (or this block's ``url``), the pods' image its
+``IMAGE`` (or this block's ``image``); the shared cache is the one directory the runner's container and every pod of
+the job's cluster see at the same path: each training's job script and bundle (the harness, the verl under test, the
+wheels) and the results dir lie there, because a node's disk goes with its cluster."""
 
 from __future__ import annotations
 
@@ -59,23 +60,15 @@ class RayJobRuntime(ClusterRuntime):
     )
     cache: str = Field(
         "/root/.cache/cicd_test",
-        description="the shared cache: the runner's container and every pod see it at this path; the job script, "
-        "the harness, the verl under test and the results dir must lie under it",
-    )
-    verl_dir: str = Field(
-        "/root/.cache/cicd_test/verl",
-        description="verl's checkout in the shared cache (as verl's nightly copies it): installed on every node "
-        "(pip install --no-deps -e) before the training",
-    )
-    harness_dir: str = Field(
-        "/root/.cache/cicd_test/harness",
-        description="the harness's checkout in the shared cache: importable on every node (a .pth) for the job's "
-        "gathering",
+        description="the shared cache: the runner's container and every pod see it at this path; the results dir "
+        "must lie under it, and each training's job script and bundle (the harness, the verl under test, the "
+        "wheels) lie in a directory of their own there, verl-msprobe-harness/<job>, removed as the training ends",
     )
     wheels_dir: str = Field(
-        "/root/.cache/cicd_test/wheels",
-        description="wheels every node installs --no-deps, offline, before the training (msprobe: verl's image lacks "
-        "it); the workflow fills it",
+        "/tmp/verl-msprobe-harness/wheels",
+        description="on the harness's host, outside the shared cache: wheels every node installs --no-deps, "
+        "offline, before the training (msprobe: verl's image lacks it), sent in the training's bundle; the "
+        "workflow fills it",
     )
     template_patches: list[TemplatePatch] = Field(
         default_factory=list, description="RFC 6902 operations on the RayJob (verl's template_patches)"
@@ -84,13 +77,17 @@ class RayJobRuntime(ClusterRuntime):
         5, ge=0, le=100, description="a watch that drops is resumed this many times (verl: curl --retry 5)"
     )
     retry_delay_s: float = Field(10, ge=0, le=600, description="between two tries of the watch (verl: 10 s)")
+    watch_read_s: float = Field(
+        300, gt=0, le=3600, description="a watch silent this long is a dead connection: it is opened again, one of "
+        "watch_retries (verl's curl has no such bound: a dead connection would run to the scenario's timeout)"
+    )
 
     @field_validator("url")
     @classmethod
     def _url(cls, value: str | None) -> str | None:
         return None if value is None else check_url(value)
 
-    @field_validator("cache", "verl_dir", "harness_dir", "wheels_dir")
+    @field_validator("cache", "wheels_dir")
     @classmethod
     def _dirs(cls, value: str) -> str:
         return absolute_dir(value)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import grp
+import hashlib
+import importlib.metadata
 import os
 import pwd
 import shutil
@@ -19,6 +21,7 @@ from typing import Any, ClassVar
 
 import psutil
 
+from harness import config
 from harness.artifacts.record import ExecResult
 from harness.artifacts.rundir import RunDir
 from harness.errors import InfraError
@@ -127,7 +130,10 @@ class LocalExecutor:
         ]
 
     def environment(self, settings: ExecutorSettingsBase, packages_dir: str | None) -> dict[str, Any]:
-        return {"packages_dir": packages_dir} if packages_dir else {}
+        out: dict[str, Any] = {"packages_dir": packages_dir} if packages_dir else {}
+        if image := config.JOB_IMAGE.get():
+            out["image"] = image_identity(image)
+        return out
 
     def device_ids(self, settings: ExecutorSettingsBase, device: str) -> list[int] | None:
         return None
@@ -143,6 +149,28 @@ def _closing(fd: int) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+# what a CI job installs into the image itself (the verl under test, msprobe, the harness): not the image's
+_INSTALLED_BY_THE_JOB = {"verl", "mindstudio-probe", "verl-msprobe-harness"}
+
+
+def image_identity(ref: str) -> str:
+    """The image a local run ran inside, as a series keys it: the reference the workflow names and a fingerprint of
+    what the image holds (every installed distribution and version but what the job itself installs, and CANN's
+    version file where ASCEND_TOOLKIT_HOME names one). verl rebuilds its Ascend ``:latest`` daily: the tag alone is
+    the same string every night, and a new torch_npu or CANN in it would read as verl's change."""
+    held = sorted(
+        f"{d.metadata['Name']}=={d.version}".lower() for d in importlib.metadata.distributions()
+        if d.metadata["Name"] and d.metadata["Name"].lower() not in _INSTALLED_BY_THE_JOB
+    )  # fmt: skip
+    toolkit = os.environ.get("ASCEND_TOOLKIT_HOME", "")
+    for name in ("version.cfg", "version.info"):
+        found = Path(toolkit, name) if toolkit else None
+        if found is not None and found.is_file():
+            held.append(found.read_text(errors="replace"))
+    digest = hashlib.sha256("\n".join(held).encode()).hexdigest()[:12]
+    return f"{ref} (content {digest})"
 
 
 def _who(labels: dict[str, str]) -> str:

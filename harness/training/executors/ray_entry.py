@@ -9,6 +9,10 @@ by Ray on the node that holds the job's driver (the head), with the run dir at t
    gathers every node's dumps and metrics into the run dir (``ray_gather``), writes ``nodes.json`` and removes each
    node's run dir.
 
+Under verl's RayJob submitter (executor ``rayjob``) a fresh cluster holds nothing of the run: ``ray_entry setup``
+comes first (``setup``: the harness's lease seen renewed, every node on a machine of its own, every node set up from
+the run's checked bundle).
+
 A failure of its own (no run dir here, an input missing on a node, a node lost while gathering) is one line
 ``HARNESS RAY ERROR: ...`` at the end of the job's log, which the executor turns into an infrastructure error; the
 training's own failure keeps its exit code and traceback (the crash classifier reads them). SIGTERM (the job
@@ -28,6 +32,7 @@ from __future__ import annotations
 import _thread
 import argparse
 import contextlib
+import hashlib
 import json
 import os
 import runpy
@@ -181,7 +186,7 @@ def gather(root: str, run_dir: Path, run: str) -> NodesRecord:
             for ref in stream:
                 msg = ray.get(ref, timeout=GET_TIMEOUT_S)
                 if msg[0] == "node":
-                    doc.hostname = msg[1]["hostname"]
+                    doc.hostname, doc.host = msg[1]["hostname"], msg[1].get("host", "")
                 else:
                     receiver.take(msg)
         except Exception as exc:  # a node lost mid-stream: what came is kept, the rest said
@@ -314,26 +319,89 @@ def adopt_env(path: str) -> None:
 
 
 def setup(args: argparse.Namespace) -> int:
-    """Under verl's RayJob submitter, before ``run``: as verl's own multi-node nightly sets its fresh cluster up, a
-    task pinned to every alive node installs the verl under test from the shared cache (``pip install --no-deps
-    -e``) and makes the harness there importable (a .pth), after checking the cluster has the nodes asked."""
-    import ray
+    """Under verl's RayJob submitter, before ``run``, as verl's own multi-node nightly sets its fresh cluster up (a task
+    pinned to every alive node), but nothing read from the shared cache: the job script hands this driver the run's
+    bundle as it copied and checked it on this pod's own disk.
 
-    ray.init(address="auto", logging_level="WARNING", runtime_env={"env_vars": {"PYTHONPATH": args.harness}})
+    1. The harness's lease is seen renewed before anything (``ray_lease.renewed``): the harness is alive, and this pod
+       sees what its host writes into the shared filesystem. It is watched from then on: a harness gone while the
+       pods start or the nodes are set up ends the job here, as it ends the training.
+    2. The cluster has the nodes asked, each on a machine of its own: two pods on one machine (the same kernel boot
+       id) would make a run "across nodes" of one machine, and it is the job's failure, said so.
+    3. Every node is set up from the bundle, sent through Ray (``ray_gather.setup_node``: the verl under test installed
+       not editable, or the image's release checked; msprobe's wheels; the harness)."""
+    lease = Path(args.run) / ray_lease.FILE
+    if not ray_lease.renewed(lease, args.lease_stale_s):
+        raise Failed(
+            f"the harness's lease {lease} did not change within {args.lease_stale_s:g}s as this pod sees it: the "
+            "harness is gone, or the shared filesystem does not show this pod what the harness's host writes (its "
+            "cache: no close-to-open consistency); nothing was set up"
+        )
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    watch = ray_lease.Watch(lease, args.lease_stale_s, lambda _silent: _thread.interrupt_main())
+    watch.start()
+    try:
+        _setup(args)
+    except KeyboardInterrupt:
+        if not watch.expired.is_set():
+            raise
+        raise Failed(
+            f"the harness stopped renewing its lease for more than {args.lease_stale_s:g}s while the nodes were set up "
+            "(killed, or cut off from the run dir): the training was never started"
+        ) from None
+    finally:
+        watch.close()
+    return 0
+
+
+def _setup(args: argparse.Namespace) -> None:
+    import ray
+    from ray import cloudpickle
+
+    # the nodes hold no harness yet: they run this driver's own copy of the node-side code, sent by value
+    cloudpickle.register_pickle_by_value(ray_gather)
+    ray.init(address="auto", logging_level="WARNING")
     nodes = [n for n in alive_nodes() if float(n.get("Resources", {}).get(args.resource, 0)) > 0]
     if len(nodes) < args.nodes:
         offered = ", ".join(f"{n.get('NodeManagerAddress')}: {n.get('Resources', {}).get(args.resource, 0):g}"
                             for n in alive_nodes()) or "none alive"  # fmt: skip
         raise Failed(f"{args.nodes} nodes with {args.resource} wanted, the RayJob's cluster has {len(nodes)} "
                      f"({offered})")  # fmt: skip
-    refs = [_pinned(ray_gather.setup_node, n["NodeID"]).remote(args.verl, args.harness, args.wheels)
+    try:
+        facts = ray.get([_pinned(ray_gather.node_facts, n["NodeID"]).remote() for n in nodes], timeout=GET_TIMEOUT_S)
+    except Exception as exc:
+        raise Failed(f"reading the nodes failed: {type(exc).__name__}: {_first(exc)}") from None
+    if problem := one_machine(facts):
+        raise Failed(problem)
+    bundle = Path(args.bundle).read_bytes()  # this pod's own copy, checked by the job script
+    digest, ref = hashlib.sha256(bundle).hexdigest(), ray.put(bundle)
+    refs = [_pinned(ray_gather.setup_node, n["NodeID"]).remote(ref, digest, args.verl_version)
             for n in alive_nodes()]  # fmt: skip
     try:
         for fact in ray.get(refs, timeout=PREPARE_TIMEOUT_S):
-            say(fact)
+            say(fact["line"])
     except Exception as exc:  # a node that cannot install the verl under test: the cluster's, one line
         raise Failed(f"setting the nodes up failed: {type(exc).__name__}: {_first(exc)}") from None
-    return 0
+
+
+def one_machine(facts: list[dict[str, Any]]) -> str | None:
+    """Why the nodes the training spans do not stand on machines of their own (their ``host``: the kernel's boot
+    id), or None. A node whose host cannot be read is said and not counted."""
+    by_host: dict[str, list[str]] = {}
+    for f in facts:
+        name = f"node {f['ip']} ({f['hostname']})"
+        if not f.get("host"):
+            say(f"{name}: its machine cannot be told ({ray_gather.BOOT_ID} unreadable): not checked")
+            continue
+        by_host.setdefault(f["host"], []).append(name)
+    shared = {host: names for host, names in by_host.items() if len(names) > 1}
+    if not shared:
+        say("every node on a machine of its own: " + ", ".join(f"{n[0]} on {h[:8]}" for h, n in by_host.items()))
+        return None
+    return "; ".join(
+        f"{' and '.join(names)} are pods of one machine (kernel boot id {host[:8]})" for host, names in shared.items()
+    ) + (f": the training would span {len(by_host)} machine(s), not {len(facts)} (each pod must take a whole "
+         "machine: verl's RayJob asks for all 16 NPUs of an A3 node a pod)")  # fmt: skip
 
 
 def _run(args: argparse.Namespace, run_dir: Path, expired: threading.Event) -> int:
@@ -393,9 +461,11 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("args", nargs=argparse.REMAINDER)
     r.set_defaults(func=run)
     s = sub.add_parser("setup")
-    s.add_argument("--verl", required=True, help="verl's checkout in the shared cache")
-    s.add_argument("--harness", required=True, help="the harness's checkout in the shared cache")
-    s.add_argument("--wheels", required=True, help="wheels every node installs --no-deps (msprobe), in the cache")
+    s.add_argument("--bundle", required=True, help="the run's bundle (harness, verl, wheels) on this pod's own disk")
+    s.add_argument("--verl-version", help="no verl in the bundle: the release the image's own verl must be")
+    s.add_argument("--run", required=True, help="the run dir (the harness's lease), as the harness's host has it")
+    s.add_argument("--lease-stale-s", type=float, default=ray_lease.STALE_S,
+                   help="give up once the harness's lease in the run dir is unchanged this long")  # fmt: skip
     s.add_argument("--nodes", type=int, required=True, help="the nodes the training spans")
     s.add_argument("--resource", required=True, help="the Ray resource of its ranks (NPU, GPU)")
     s.set_defaults(func=setup)

@@ -32,17 +32,33 @@ from typing import Any, BinaryIO
 CHUNK = 4 << 20  # bytes a message: a dump of GBs streams through the object store without holding it whole
 SENT = ("dumps", "metrics.jsonl", "finish_hook")  # what a node's run dir holds that the run dir gets
 RANK_DIR = "rank"
+# what the run's bundle (executor rayjob) holds: the harness's package, the verl under test (a source tree or a
+# wheel), the wheels installed beside it
+BUNDLE_HARNESS, BUNDLE_VERL, BUNDLE_WHEELS = "harness-src", "verl", "wheels"
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
 
 
 def node_facts() -> dict[str, Any]:
-    """This node as Ray knows it."""
+    """This node as Ray knows it, and the machine under it (``host``: see ``host_of``)."""
     import ray
 
     return {
         "node_id": ray.get_runtime_context().get_node_id(),
         "ip": ray.util.get_node_ip_address(),
         "hostname": socket.gethostname(),
+        "host": host_of(),
     }
+
+
+def host_of(path: str = BOOT_ID) -> str:
+    """The machine this process runs on: its kernel's boot id, which every container and pod of one machine shares
+    (the kernel does not namespace it) and no two machines do; a pod's hostname and address are its own. "" where
+    it cannot be read."""
+    try:
+        with open(path, encoding="ascii") as f:
+            return f.read(64).strip()
+    except (OSError, UnicodeDecodeError):
+        return ""
 
 
 def prepare(root: str, files: dict[str, bytes], inputs: list[str]) -> dict[str, Any]:
@@ -62,34 +78,58 @@ def prepare(root: str, files: dict[str, bytes], inputs: list[str]) -> dict[str, 
     return {**facts, "missing": missing, "error": None}
 
 
-def setup_node(verl: str, harness: str, wheels: str) -> str:
-    """On a node of a cluster verl's RayJob submitter made for one job: the verl under test installed from the shared
-    cache as verl's own multi-node nightly installs it (``pip install --no-deps -e``; its image holds the rest), the
-    wheels the job container installed beside the harness (msprobe) from the shared cache, offline, and the harness's
-    checkout there importable by every later process (a .pth in site-packages), so the gathering's tasks run on it.
-    A line saying so; an error of pip raises (the job's setup fails, naming the node)."""
+def setup_node(bundle: bytes, digest: str, verl_version: str | None) -> dict[str, Any]:
+    """On a node of a cluster verl's RayJob submitter made for one job, before the training: the run's bundle (the
+    job's driver read it from its own checked copy and sent it through Ray: nothing here is read from the shared
+    cache) unpacked into a directory of this node's own, then the verl under test installed from it, not editable
+    (its code copied into site-packages: a rewrite of any copy after this changes nothing the training runs), or,
+    for a release, the image's own verl checked to be that release; the wheels beside it (msprobe) installed
+    offline; and the harness's copy importable by every later process (a .pth), so the gathering's tasks run on it.
+    This node's facts with the line saying so; a bundle that arrives changed, a failing pip or another verl raises
+    (the job's set-up fails, naming the node)."""
+    import io
     import site
     import subprocess
     import sys
+    import tarfile
+    import tempfile
 
-    where = f"node {ray_node_name()}"
-    pip = [sys.executable, "-m", "pip", "install", "--no-deps"]
-    built = sorted(str(p) for p in Path(wheels).glob("*.whl"))
-    for argv in ([*pip, "--no-build-isolation", "-e", verl], [*pip, "--no-index", *built] if built else None):
+    facts = node_facts()
+    where = f"node {facts['ip']} ({facts['hostname']})"
+    if hashlib.sha256(bundle).hexdigest() != digest:
+        raise RuntimeError(f"{where}: the run's bundle arrived changed (sha256): not installed")
+    here = Path(tempfile.mkdtemp(prefix="harness-rayjob-"))
+    with tarfile.open(fileobj=io.BytesIO(bundle)) as tar:  # the harness's own archive, its digest checked
+        if hasattr(tarfile, "data_filter"):  # an image's Python without the filters (before 3.11.4) extracts as is
+            tar.extractall(here, filter="data")
+        else:
+            tar.extractall(here)
+    pip = [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index"]
+    verl = [str(p) for p in sorted((here / BUNDLE_VERL).glob("*.whl"))] or (
+        [str(here / BUNDLE_VERL)] if (here / BUNDLE_VERL).is_dir() else []
+    )
+    wheels = sorted(str(p) for p in (here / BUNDLE_WHEELS).glob("*.whl"))
+    for argv in ([*pip, "--no-build-isolation", *verl] if verl else None, [*pip, *wheels] if wheels else None):
         if argv is None:
             continue
         done = subprocess.run(argv, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1][:300]
-            raise RuntimeError(f"{where}: {' '.join(argv[3:])[:200]}: {tail}")
-    Path(site.getsitepackages()[0], "verl-msprobe-harness-rayjob.pth").write_text(harness + "\n")
-    return f"{where}: verl installed from {verl}, {len(built)} wheel(s) from {wheels}, the harness from {harness}"
+            raise RuntimeError(f"{where}: pip install {' '.join(argv[6:])[:200]}: {tail}")
+    if not verl and verl_version is not None:
+        from importlib.metadata import PackageNotFoundError, version
 
-
-def ray_node_name() -> str:
-    """This node as a line names it: its address and hostname."""
-    facts = node_facts()
-    return f"{facts['ip']} ({facts['hostname']})"
+        try:
+            found = version("verl")
+        except PackageNotFoundError:
+            found = "none"
+        if found != verl_version:
+            raise RuntimeError(f"{where}: the image holds verl {found}, the run names verl=={verl_version}: another "
+                               "verl would be tested (name a checkout, a commit or a wheel, or the image's own "
+                               "release)")  # fmt: skip
+    Path(site.getsitepackages()[0], "verl-msprobe-harness-rayjob.pth").write_text(f"{here / BUNDLE_HARNESS}\n")
+    what = "verl installed from the run's bundle" if verl else f"the image's verl {verl_version or '(as it is)'}"
+    return {**facts, "line": f"{where}: {what}, {len(wheels)} wheel(s), the harness from {here / BUNDLE_HARNESS}"}
 
 
 def _kind(mode: int) -> str:

@@ -48,6 +48,7 @@ from harness.training.executors.ray_cluster import RUN_ENV, TERMINAL, Cluster, a
 from harness.training.launch import Launch, NodeRun, argv_lines
 
 POLL_S = 1.0
+STATUS_GRACE_S = 60.0  # a dashboard that does not answer the job's status this long in a row is lost
 STOP_WAIT_S = 60  # a stopped job's end and its actors' exit
 CLEAN_WAIT_S = 120
 
@@ -254,7 +255,18 @@ def _asked(cluster: Cluster, call: Any, job: str) -> Any:
 
 
 def _status(cluster: Cluster, job: str) -> str:
-    return str(_asked(cluster, cluster.client.get_job_status, job))
+    """The job's status. A dashboard that fails to answer is asked again every ``POLL_S`` for ``STATUS_GRACE_S``: a
+    blip (a restart, one dropped request) is no lost cluster, and giving up on it would abandon a healthy run, whose
+    lease then stops it; past the grace, InfraError in one line."""
+    until = time.monotonic() + STATUS_GRACE_S
+    while True:
+        try:
+            return str(cluster.client.get_job_status(job))
+        except Exception as exc:
+            if time.monotonic() >= until:
+                raise InfraError(f"lost the Ray cluster at {cluster.address} during the run: {said(exc)} (no "
+                                 f"answer for {STATUS_GRACE_S:g} s)") from None  # fmt: skip
+            time.sleep(POLL_S)
 
 
 def _copy_logs(cluster: Cluster, job: str, log: Path) -> None:

@@ -9,8 +9,10 @@ Job Submission API (HTTP), which has no value a running job can read back, and a
 would need a Ray driver on the harness's host (none runs there: no local raylet). The entrypoint compares the
 file's contents, never its time stamp, against its own monotonic clock: the harness's host and the head need not
 agree on the time, and a shared filesystem's attribute cache cannot fake a renewal (each read opens the file anew,
-which NFS's close-to-open consistency revalidates). A file rewritten in place (not renamed over) keeps one inode,
-so a client never holds a stale name. Removing the file (the harness's run over) is never a renewal either.
+which NFS's close-to-open consistency revalidates). That consistency is checked, not assumed: a job submitted
+through verl's RayJob submitter sets nothing up before it has seen the lease change (``renewed``). A file rewritten
+in place (not renamed over) keeps one inode, so a client never holds a stale name. Removing the file (the harness's
+run over) is never a renewal either.
 
 The run dir is the job's to write too (the training runs there): the renewal never writes through a link found at
 the lease's name (it would rewrite whatever the link points to on the harness's host) nor into anything but a
@@ -96,6 +98,19 @@ class Lease:
 
     def silent_for(self, now: float) -> float:
         return now - self.changed
+
+
+def renewed(path: Path, within_s: float, poll_s: float = POLL_S, clock: Callable[[], float] = time.monotonic) -> bool:
+    """Whether the lease changes within ``within_s`` as this process sees it (the job's first step, before anything
+    is set up: proof that the harness is alive and that this machine sees what the harness's host writes into the
+    shared filesystem; a filesystem that served this pod a cached copy would otherwise make a live harness look
+    gone, or a gone one alive)."""
+    first, until = read(path), clock() + within_s
+    while clock() < until:
+        time.sleep(poll_s)
+        if (now := read(path)) is not None and now != first:
+            return True
+    return False
 
 
 def read(path: Path) -> str | None:

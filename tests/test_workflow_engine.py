@@ -1,0 +1,302 @@
+"""Every path a caller can take, run end to end by a real workflow engine (nektos/act, tests/workflow_engine.py): the
+caller verl adds (printed by ``python -m harness caller``, pinned to this working tree's commit) calling this
+repository's reusable workflows, on events as GitHub sends them, against the fake API (tests/fake_github.py). Each
+test prints the engine's run (each job, its conclusion, its annotations, the run's minutes). The paths that train
+verl's real trainer are the heavy tier; the light ones run the embedded CPU scenarios, and the Ascend and
+multi-node workflows run with their runner stood in (docs/workflow-engine.md)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from workflow_engine import HARNESS_REPO, ROOT, Engine, Run, git, snapshot
+
+from harness.cli.caller import caller
+
+VERL = "verl-project/verl"
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="session")
+def harness_commit(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    src = tmp_path_factory.mktemp("harness") / "src"
+    return src, snapshot(src)
+
+
+@pytest.fixture(scope="session")
+def runner_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The runner's warm environment: a venv of its own over this project's installed packages (a ``.pth``), so a
+    workflow's ``pip install`` lands here, never in the project's venv, and no harness is installed in it (each
+    workflow's checkout is the harness it runs)."""
+    venv = tmp_path_factory.mktemp("runner") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    purelib = subprocess.run([sys.executable, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    ours = next(venv.glob("lib/python3*/site-packages"))
+    (ours / "runner.pth").write_text(purelib + "\n")
+    pip = venv / "bin" / "pip"
+    pip.write_text(f"#!/bin/sh\nexec {venv}/bin/python -m pip \"$@\"\n")
+    pip.chmod(0o755)
+    # the lock's exact versions where this project's venv has moved past them (its ranges), from the package index
+    # here, so that `.ci/setup --locked` finds the runner holding the lock, as a warm hosted runner's cache makes it
+    frozen = set(subprocess.run([str(pip), "freeze", "--exclude-editable"], capture_output=True, text=True,
+                                check=True).stdout.lower().split())  # fmt: skip
+    lock = [ln for ln in (ROOT / ".ci" / "cpu.lock").read_text().splitlines() if ln and not ln.startswith(("#", "-"))]
+    if missing := [ln for ln in lock if ln.lower() not in frozen]:
+        subprocess.run([str(pip), "install", "-q", "--no-deps", *missing], check=True, timeout=900)
+    return venv
+
+
+@pytest.fixture
+def engine(tmp_path: Path, harness_commit: tuple[Path, str], runner_venv: Path, cache: Path) -> Iterator[Engine]:
+    src, sha = harness_commit
+    world = Engine(tmp_path, src, sha, runner_venv, cache)
+    yield world
+    world.close()
+
+
+def shown(run: Run) -> Run:
+    print(run.printed())
+    return run
+
+
+def pr_caller(engine: Engine, tmp: Path, scenarios: str = "") -> Path:
+    """verl's caller, as ``python -m harness caller pr`` prints it for this working tree's commit (``scenarios``: the
+    CPU gate's input, the embedded CPU scenarios in the light tier)."""
+    text = caller("pr", engine.harness_sha, HARNESS_REPO)
+    if scenarios:
+        given = f"      scenarios: {scenarios}\n      harness-repository: "
+        text = text.replace("      harness-repository: ", given, 1)
+    path = tmp / "precision-debugger-gate.yml"
+    path.write_text(text)
+    return path
+
+
+def pr_event(number: int, base: str, head: str, head_repo: str = VERL, action: str = "synchronize",
+             label: str | None = None) -> dict:  # fmt: skip
+    event = {"action": action, "number": number, "repository": {"full_name": VERL, "default_branch": "main"},
+             "pull_request": {"number": number, "base": {"sha": base, "ref": "main", "repo": {"full_name": VERL}},
+                              "head": {"sha": head, "ref": "pr", "repo": {"full_name": head_repo}}}}  # fmt: skip
+    if label:
+        event["label"] = {"name": label}
+    return event
+
+
+def test_a_pull_request_that_does_not_touch_the_integration_skips_the_gate_and_passes(engine, tmp_path):
+    """A README change: the changes job reads the files API (nothing checked out), finds no integration file; the
+    CPU and Ascend gates are skipped and cpu-gate-verdict, the required check, passes."""
+    token = engine.api.token("pr-token", pull_requests="read")
+    engine.api.pull(VERL, 7, files=[{"filename": "README.md", "status": "modified", "patch": "@@ -1 +1 @@\n-a\n+b"}])
+    run = shown(engine.run(pr_caller(engine, tmp_path), "pull_request", pr_event(7, "a" * 40, "b" * 40),
+                           repository=VERL, ref="refs/pull/7/merge", sha="c" * 40, token=token))  # fmt: skip
+    assert run.result("changes") == "success", run.log[-3000:]
+    assert "integration files changed: none" in "\n".join(run.job("changes").lines)
+    assert run.result("cpu-gate") == "skipped" and run.result("ascend-gate") == "skipped"
+    assert run.result("cpu-gate-verdict") == "success" and run.conclusion == "success"
+
+
+def verdict(engine: Engine, changes: str, gate_result: str) -> subprocess.CompletedProcess[str]:
+    """The required check's own step (``cpu-gate-verdict``) run as the caller holds it, with the results of the jobs
+    it needs: act stops a run at a failed reusable-workflow call, so the engine never reaches it after a red gate
+    (docs/workflow-engine.md)."""
+    import yaml
+
+    job = yaml.safe_load(caller("pr", engine.harness_sha, HARNESS_REPO))["jobs"]["cpu-gate-verdict"]
+    (step,) = job["steps"]
+    env = {"CHANGES": changes, "GATE": gate_result, "PATH": os.environ["PATH"]}
+    return subprocess.run(["bash", "-e", "-c", step["run"]], env=env, capture_output=True, text=True, check=False)
+
+
+def red_verdict(engine: Engine, run: Run) -> None:
+    """A red gate fails the required check: the engine's run of it where act reached it, else its step as the
+    caller holds it."""
+    if "cpu-gate-verdict" in run.jobs:
+        assert run.result("cpu-gate-verdict") == "failure"
+    else:
+        assert verdict(engine, "success", run.result("cpu-gate")).returncode != 0
+
+
+def pr_files(repo: Path, base: str, head: str) -> list[dict]:
+    """The files API's answer for a pull request from ``base`` to ``head``: each file's name, status and patch."""
+    out = []
+    for line in git("diff", "--name-status", "-M", f"{base}..{head}", cwd=repo).splitlines():
+        status, *names = line.split("\t")
+        patch = git("diff", f"{base}..{head}", "--", *names, cwd=repo).split("\n@@", 1)
+        entry = {"filename": names[-1], "status": {"M": "modified", "A": "added", "D": "removed"}.get(status[0],
+                 "renamed"), "patch": "@@" + patch[1] if len(patch) > 1 else None}  # fmt: skip
+        if len(names) > 1:
+            entry["previous_filename"] = names[0]
+        out.append(entry)
+    return out
+
+
+# the light tier's gate: the embedded CPU scenario, one run a side, structure and disk (compare's options, passed as a
+# runner's environment: the reusable workflow's own defaults are the heavy tier's)
+LIGHT = {"CPU_GATE_REPEATS": "--repeats 1 --max-repeats 1 --judge disk,structure"}
+
+
+def gate(engine: Engine, tmp: Path, repo, head: str, number: int, *, head_repo: str = VERL, action: str = "synchronize",
+         label: str | None = None, labels: tuple[str, ...] = (), token: str | None = None) -> Run:  # fmt: skip
+    engine.remote(VERL, repo.path)
+    engine.api.pull(VERL, number, files=pr_files(repo.path, repo.release, head),
+                    labels=[{"name": n} for n in labels])  # fmt: skip
+    token = token or engine.api.token(f"pr-token-{number}", pull_requests="read")
+    event = pr_event(number, repo.release, head, head_repo, action, label)
+    return shown(engine.run(pr_caller(engine, tmp, "scenarios/tiny_fsdp_l0.yaml"), "pull_request", event,
+                            repository=VERL, ref=f"refs/pull/{number}/merge", sha=head, token=token, env=LIGHT))
+
+
+@pytest.mark.trains
+def test_a_breaking_head_fails_the_gate_its_finding_read_first(engine, tmp_path, repo):
+    """``bad``: verl's integration no longer dumps actor_update. The CPU gate goes red, its first annotation the
+    finding on verl (not the job's own line), and the required check fails with it; the Ascend gate runs only on
+    verl's own runners' branches (skipped: its runner label has no runner here, tests below stand it in)."""
+    run = gate(engine, tmp_path, repo, repo.bad, 11)
+    assert run.result("cpu-gate/cpu-gate") == "failure", run.log[-5000:]
+    job = run.job("cpu-gate/cpu-gate")
+    errors = [f"{t}: {m}" for lv, t, m in job.annotations if lv == "error"]
+    assert errors[0].startswith("precision_debugger gate: FAIL (exit 1: a regression of head: a verdict on the verl")
+    assert errors[1].startswith("REGRESSED tiny_fsdp_l0: REGRESSED tiny_fsdp_l0: structure.actor_update"), errors
+    assert any("missing dump dir step_2/actor_update" in e for e in errors)
+    assert run.result("ascend-gate") == "skipped"
+    red_verdict(engine, run)
+
+
+def test_the_intended_label_accepts_the_head_it_was_set_on_and_no_later_push(engine, tmp_path):
+    """The label read from the API accepted every later push of the pull request. Now the run of the labelling itself
+    accepts, for the head that event names; a later push with the label still on is judged again (the changes job's
+    ``accept`` output, which the gates' ``accept`` input follows)."""
+    token = engine.api.token("pr-token", pull_requests="read")
+    files = [{"filename": "verl/utils/profiler/precision_debugger_profile.py", "status": "modified", "patch": "+x"}]
+    engine.api.pull(VERL, 9, files=files, labels=[{"name": "precision-debugger-intended"}])
+    said = {}
+    for action, head in (("labeled", "a" * 40), ("synchronize", "b" * 40)):
+        event = pr_event(9, "c" * 40, head, action=action, label="precision-debugger-intended" if action == "labeled"
+                         else None)  # fmt: skip
+        run = shown(engine.run(pr_caller(engine, tmp_path), "pull_request", event, repository=VERL,
+                               ref="refs/pull/9/merge", sha=head, token=token, job="changes"))  # fmt: skip
+        assert run.result("changes") == "success", run.log[-3000:]
+        (said[action],) = [ln for ln in run.job("changes").lines if ln.startswith("label ")]
+    assert said["labeled"] == f"label precision-debugger-intended set on head {'a' * 40} by this run's event: true"
+    assert said["synchronize"].endswith(": false")
+
+
+def test_the_files_api_failing_or_no_token_is_one_line_and_never_a_pass(engine, tmp_path):
+    """The API answering 500, and a run whose token may not read pull requests (a missing secret reads the same): the
+    changes job fails in one line naming the API, the required check fails saying nothing was judged, never a pass
+    and never a verdict on the pull request."""
+    engine.api.pull(VERL, 5, files=[{"filename": "README.md", "status": "modified", "patch": "+x"}])
+    engine.api.fault(r"/pulls/5/files", 500)
+    tokens = engine.api.token("pr-token", pull_requests="read"), engine.api.token("no-pulls", pull_requests="none")
+    for token in tokens:
+        run = shown(engine.run(pr_caller(engine, tmp_path), "pull_request", pr_event(5, "a" * 40, "b" * 40),
+                               repository=VERL, ref="refs/pull/5/merge", sha="c" * 40, token=token))  # fmt: skip
+        changes = run.job("changes").first()
+        assert changes.startswith("precision_debugger changes: the pull request's files could not be read from the API")
+        assert "not a verdict on the pull request" in changes and ("500" in changes or "403" in changes), changes
+        # its line is held by the required check's own test: act may drop what a step prints as it exits (its gap)
+        assert run.result("cpu-gate") == "skipped" and run.result("cpu-gate-verdict") == "failure"
+        engine.api.faults.clear()
+
+
+@pytest.mark.trains
+def test_an_unchanged_head_from_a_fork_passes_with_a_read_only_token_and_no_secret(engine, tmp_path, repo):
+    """``neutral`` (a comment) from a fork: the CPU gate runs on the hosted runner with the pull request's read-only
+    token (the fake API refuses it any write) and no secret (none is passed: the reusable workflow declares none),
+    and passes; the Ascend gate never runs a fork's code."""
+    token = engine.api.token("fork-token", pull_requests="read", contents="read", issues="read")
+    run = gate(engine, tmp_path, repo, repo.neutral, 13, head_repo="someone/verl", token=token)
+    assert run.result("cpu-gate/cpu-gate") == "success", run.log[-5000:]
+    assert run.job("cpu-gate/cpu-gate").annotations[-1][2].startswith("PASS (exit 0)"), run.printed()
+    assert run.result("cpu-gate-verdict") == "success" and run.result("ascend-gate") == "skipped"
+    assert not [c for c in engine.api.calls if c[0] != "GET"]  # nothing written with the pull request's token
+
+
+@pytest.mark.trains
+def test_a_head_labelled_intended_passes_and_a_later_push_is_judged_again(engine, tmp_path, repo):
+    """``bad`` labelled precision-debugger-intended: the labelling's run passes as ACCEPTED for that head, its findings
+    still listed; the next push (the same breaking change, the label still on) is judged again, red."""
+    labelled = gate(engine, tmp_path, repo, repo.bad, 15, action="labeled", label="precision-debugger-intended",
+                    labels=("precision-debugger-intended",))  # fmt: skip
+    job = labelled.job("cpu-gate/cpu-gate")
+    assert labelled.result("cpu-gate/cpu-gate") == "success", labelled.log[-5000:]
+    assert any(t.startswith("REGRESSED tiny_fsdp_l0") for _, t, _ in job.annotations), labelled.printed()
+    accepted = ("notice", "ACCEPTED as intended", f"label precision-debugger-intended on {repo.bad}")
+    assert accepted in job.annotations, labelled.printed()
+    pushed = gate(engine, tmp_path, repo, repo.bad, 15, labels=("precision-debugger-intended",))
+    assert pushed.result("cpu-gate/cpu-gate") == "failure"
+    red_verdict(engine, pushed)
+
+
+def test_the_required_check_passes_a_passed_or_skipped_gate_only(engine):
+    """cpu-gate-verdict, the check verl requires: green where the gate passed or did not need to run, red where it
+    failed, was cancelled or the changes job did not succeed (its own line then: nothing was judged)."""
+    for changes, gate_result, passes in (("success", "success", True), ("success", "skipped", True),
+                                         ("success", "failure", False), ("success", "cancelled", False),
+                                         ("failure", "skipped", False)):  # fmt: skip
+        proc = verdict(engine, changes, gate_result)
+        assert (proc.returncode == 0) == passes, (changes, gate_result, proc.stdout)
+    assert "::error title=precision_debugger gate::the changes job ended failure" in proc.stdout
+
+
+def nightly_caller(engine: Engine, tmp: Path) -> Path:
+    """verl's nightly caller as printed for this commit, its CPU nightly given the embedded CPU scenario and no duet
+    (the light tier: the night's own runs, its gate against the last good night, the history, the issue)."""
+    text = caller("nightly", engine.harness_sha, HARNESS_REPO)
+    light = "      scenarios: scenarios/tiny_fsdp_l0.yaml\n      duet: false\n      accept-baseline: ${{ inputs"
+    text = text.replace("      accept-baseline: ${{ inputs", light, 1) if "cpu-nightly" in text else text
+    head, sep, tail = text.partition("  cpu-nightly:")
+    text = head + sep + tail.replace("      accept-baseline: ${{ inputs", light, 1)
+    path = tmp / "precision-debugger-nightly.yml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.trains
+def test_the_cpu_nightly_over_five_nights_one_issue_opened_commented_closed_and_an_accepted_night(engine, tmp_path,
+                                                                                                   repo):  # fmt: skip
+    """verl's nightly caller, its CPU nightly on the pinned msprobe, night after night on verl main as it moves: a quiet
+    night (green, no issue, the series started); ``bad`` merged (red, one issue opened with the finding and its
+    reproduce command); still ``bad`` (red, a comment on that issue); back to a good verl (green, the issue closed);
+    the change made again and dispatched with accept-baseline (green as ACCEPTED, no issue). Every night appends one
+    commit to the history
+    branch, and each night is gated against the last good night's baseline, found among the runs by the API."""
+    bare = engine.remote(VERL, repo.path)
+    token = engine.api.token("nightly-token", contents="write", issues="write", actions="read")
+    workflow = nightly_caller(engine, tmp_path)
+    # verl main only moves forward: ``bad`` merged, a night later still there, then reverted, then made again
+    work = tmp_path / "verl-main"
+    git("clone", "-q", str(bare), str(work))
+    git("checkout", "-q", repo.bad, cwd=work)
+    git("revert", "--no-edit", "HEAD", cwd=work)
+    fixed = git("rev-parse", "HEAD", cwd=work)
+    git("revert", "--no-edit", "HEAD", cwd=work)
+    again = git("rev-parse", "HEAD", cwd=work)
+    git("push", "-q", str(bare), f"{again}:refs/heads/again", cwd=work)
+    nights = [(repo.release, "schedule", False), (repo.bad, "schedule", False), (repo.bad, "schedule", False),
+              (fixed, "schedule", False), (again, "workflow_dispatch", True)]  # fmt: skip
+    issues = engine.api.repo(VERL).issues
+    said = []
+    for n, (commit, event, accept) in enumerate(nights, 1):
+        git("update-ref", "refs/heads/main", commit, cwd=bare)
+        payload = {"repository": {"full_name": VERL, "default_branch": "main", "name": "verl"},
+                   "ref": "refs/heads/main"}  # fmt: skip
+        if accept:
+            payload["inputs"] = {"accept-baseline": "true"}  # as GitHub sends a dispatch's inputs: strings
+        run = shown(engine.run(workflow, event, payload, repository=VERL, ref="refs/heads/main", sha=commit,
+                               token=token, matrix=["msprobe:pinned"]))  # fmt: skip
+        said.append((n, run.result("cpu-nightly/nightly"), len(issues), [len(i["comments"]) for i in issues.values()],
+                     [i["state"] for i in issues.values()]))  # fmt: skip
+        assert run.result("cpu-nightly/history") == "success", run.log[-4000:]
+    print(said)
+    assert [s[1] for s in said] == ["success", "failure", "failure", "success", "success"], said
+    (issue,) = issues.values()
+    assert len(issue["comments"]) == 2 and issue["state"] == "closed", said  # a red night's comment, the green one's
+    assert "reproduce: python -m harness" in issue["body"] and "actor_update" in issue["body"]
+    history = git("log", "--format=%s", "precision-debugger-history", cwd=bare).splitlines()
+    assert len(history) == len(nights), history  # one commit a night, never twice
