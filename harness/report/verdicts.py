@@ -129,7 +129,7 @@ FIGURE_LINE: dict[type[Policy], Callable[[FigureVerdict], str]] = {GatePolicy: g
 
 
 def probe_figure(f: FigureVerdict) -> str:
-    """An overhead probe's figure as bisect shows it after the figure's name (``BisectPolicy.of_comparison``):
+    """An overhead probe's figure as bisect shows it after the figure's name (``ProbeRule.of_comparison``):
     compare's line without its word, scenario and name (``base .. head ..: head/base ..``)."""
     return compare_line(f).partition(f"{f.metric} ")[2]
 
