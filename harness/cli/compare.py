@@ -15,7 +15,6 @@ from harness.gate.judge import ComparePolicy
 from harness.pipeline import options as shared
 from harness.pipeline.session import Session
 from harness.report import verdicts
-from harness.report.compare import write_reports
 from harness.scenario.loader import load_scenarios
 from harness.targets.pair import merge_base
 from harness.targets.spec import parse_target
@@ -54,6 +53,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     verdicts.write_comparison(comparison, results)
     for line in verdicts.lines(comparison):
         print(line)
+    from harness.report.compare import write_reports  # matplotlib: only where reports are written
+
     reports = write_reports(comparison, compared.observed, results / "report")
     print(f"compare.json, compare.txt in {results}; report: {', '.join(str(p) for p in reports)}")
     print(f"wall {time.monotonic() - started:.1f}s")

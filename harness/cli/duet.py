@@ -22,7 +22,6 @@ from harness.pipeline import options as shared
 from harness.pipeline.base_head import SIDES
 from harness.pipeline.session import Session
 from harness.report import verdicts
-from harness.report.compare import write_reports
 from harness.safeio import write_atomic
 from harness.scenario.loader import load_scenarios
 from harness.scenario.model import Scenario
@@ -105,6 +104,8 @@ def cmd_duet(args: argparse.Namespace) -> int:
         compared = session.compare(runnable, base, head, policy)
         comparison = compared.judgement()
         verdicts.write_comparison(comparison, results)
+        from harness.report.compare import write_reports  # matplotlib: only where reports are written
+
         write_reports(comparison, compared.observed, results / "report")
         observed = compared.observed
         missing = [f"{name} has no {side} run" for name, sides in observed.items() for side in SIDES if not sides[side]]
