@@ -1,7 +1,8 @@
-"""Issue #73's acceptance, run by hand: the harness after the architecture change (one session, one read) against
-the harness before it, each a git checkout run with this venv's Python (``PYTHONPATH=<checkout>``).
+"""Issues #73's and #84's acceptance, run by hand: the harness after an architecture change (#73: one session, one
+read; #84: one orchestrator, each dump opened once and its facts stored) against the harness before it, each a git
+checkout run with this venv's Python (``PYTHONPATH=<checkout>``).
 
-Not a test: each subcommand trains or reads for minutes. The three claims and the subcommand that checks each:
+Not a test: each subcommand trains or reads for minutes. The claims and the subcommand that checks each:
 
     # results recorded before (HARNESS_TIMING=record, `harness run` or pytest) give the same results.json after,
     # re-checked with --reuse (HARNESS_TIMING=record, as recorded): the recorded dir is copied to --out less its
