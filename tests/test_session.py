@@ -70,7 +70,7 @@ def test_compare_skips_a_heavy_scenario_unless_asked_as_harness_run(tmp_path, mo
         return Compared("b", "h")
 
     monkeypatch.setattr(Session, "compare", compared)
-    monkeypatch.setattr("harness.cli.compare.write_reports", lambda *args: [])
+    monkeypatch.setattr("harness.report.compare.write_reports", lambda *args: [])
     path = write_scenario(tmp_path, name="tiny_heavy", heavy=True)
     argv = ["compare", str(path), "--base", "0.9.1", "--head", "0.9.1", "--results", str(tmp_path / "res")]
     main(argv)
