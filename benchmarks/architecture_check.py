@@ -1,7 +1,8 @@
-"""Issue #73's acceptance, run by hand: the harness after the architecture change (one session, one read) against
-the harness before it, each a git checkout run with this venv's Python (``PYTHONPATH=<checkout>``).
+"""Issues #73's and #84's acceptance, run by hand: the harness after an architecture change (#73: one session, one
+read; #84: one orchestrator, each dump opened once and its facts stored) against the harness before it, each a git
+checkout run with this venv's Python (``PYTHONPATH=<checkout>``).
 
-Not a test: each subcommand trains or reads for minutes. The three claims and the subcommand that checks each:
+Not a test: each subcommand trains or reads for minutes. The claims and the subcommand that checks each:
 
     # results recorded before (HARNESS_TIMING=record, `harness run` or pytest) give the same results.json after,
     # re-checked with --reuse (HARNESS_TIMING=record, as recorded): the recorded dir is copied to --out less its
@@ -14,6 +15,9 @@ Not a test: each subcommand trains or reads for minutes. The three claims and th
     .venv/bin/python benchmarks/architecture_check.py numerics --before BEFORE --after AFTER --out /tmp/numerics
     # a tiny `harness compare`'s wall time and the numerics compare's dump reading, before/after interleaved
     .venv/bin/python benchmarks/architecture_check.py time --before BEFORE --after AFTER --runs 3
+    # the dump.json opens of the harness's own process (an audit hook): a tiny compare (2 runs a side), then a
+    # night's later steps on its results dirs (baseline merge, gate, report, history append), each checkout in turn
+    .venv/bin/python benchmarks/architecture_check.py opens --before BEFORE --after AFTER --out /tmp/opens
 
 Each checkout runs its own benchmarks/numerics_compare.py ``--child harness`` (the numerics compare alone, in a fresh
 process): a change that moves the numerics internals keeps that child working.
@@ -31,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterator
 from importlib.metadata import version
 from pathlib import Path
@@ -204,6 +209,76 @@ def timing(args: argparse.Namespace) -> int:
     return 0
 
 
+# Run first in each child: counts every open of a path ending in dump.json by the harness's own process (builtins.open,
+# os.open, C code alike: the "open" audit event), written as JSON to $OPENS_OUT at exit. A training's processes are
+# children of their own, not counted.
+BOOT = """
+import atexit, collections, json, os, runpy, sys
+opens = collections.Counter()
+def audit(event, args):
+    if event == "open" and isinstance(args[0], str | bytes) and os.fsdecode(args[0]).endswith("dump.json"):
+        opens[os.fsdecode(args[0])] += 1
+sys.addaudithook(audit)
+out = os.environ.pop("OPENS_OUT")
+atexit.register(lambda: open(out, "w").write(json.dumps(opens)))
+sys.argv = ["harness", *sys.argv[1:]]
+runpy.run_module("harness", run_name="__main__", alter_sys=True)
+"""
+
+
+def _counted(checkout: Path, argv: list[str], out: Path, name: str) -> tuple[int, float, dict[str, int]]:
+    """``python -m harness ARGV`` under ``checkout`` with the opens counted: exit code, wall seconds, opens by path."""
+    counts = out / f"{name}.opens.json"
+    env = {**_env(checkout), "OPENS_OUT": str(counts)}
+    started = time.monotonic()
+    with (out / f"{name}.log").open("w") as log:
+        argv = [sys.executable, "-c", BOOT, *argv]
+        rc = subprocess.run(argv, cwd=checkout, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
+    seconds = time.monotonic() - started
+    return rc, seconds, json.loads(counts.read_text()) if counts.is_file() else {}
+
+
+def _said(opens: dict[str, int], dumps: list[str]) -> str:
+    """How often each dump was opened: ``N dumps: opened K times xM``, then the total."""
+    per = Counter(opens.get(d, 0) for d in dumps)
+    return ", ".join(f"opened {k} time{'s' * (k != 1)} x{n}" for k, n in sorted(per.items())) + (
+        f" ({sum(opens.values())} opens in all)"
+    )
+
+
+def opens(args: argparse.Namespace) -> int:
+    """Each checkout: a tiny compare (2 runs a side, no more) with its dump.json opens counted, then a night's later
+    steps on its results dirs (base's two runs merged into a baseline, head's first gated against it, reported and
+    appended to a new history), each counted."""
+    out = args.out.resolve()
+    if out.exists():
+        raise SystemExit(f"--out {out}: exists; name a new directory")
+    verl = version("verl")
+    for side, checkout in (("before", args.before), ("after", args.after)):
+        where = out / side
+        where.mkdir(parents=True)
+        results = where / "compare"
+        argv = ["compare", TINY, "--base", verl, "--head", verl, "--repeats", "2", "--max-repeats", "2"]
+        rc, seconds, counted = _counted(checkout, [*argv, "--results", str(results)], where, "compare")
+        dumps = sorted(str(p) for p in results.rglob("dump.json"))
+        print(f"{side} ({checkout}): compare exit {rc}, {seconds:.1f}s wall, {len(dumps)} dump.json: "
+              f"{_said(counted, dumps)}", flush=True)  # fmt: skip
+        runs = {f"{s}/r{i}": results / s / f"r{i}" for s in ("base", "head") for i in (0, 1)}
+        steps = {
+            "baseline merge": ["baseline", "merge", str(runs["base/r0"]), str(runs["base/r1"]), "-o",
+                               str(where / "baseline.json")],
+            "gate": ["gate", "--baseline", str(where / "baseline.json"), "--results", str(runs["head/r0"]),
+                     "--json", str(where / "gate.json")],
+            "report": ["report", str(runs["head/r0"]), "--gate", str(where / "gate.json"), "--out",
+                       str(where / "report")],
+            "history append": ["history", "append", str(where / "history.json"), str(runs["head/r0"])],
+        }  # fmt: skip
+        for step, step_argv in steps.items():
+            rc, seconds, counted = _counted(checkout, step_argv, where, step.replace(" ", "_"))
+            print(f"{side}: {step}: exit {rc}, {seconds:.1f}s wall, {_said(counted, dumps)}", flush=True)
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
@@ -217,7 +292,9 @@ def main() -> int:
     n.add_argument("--out", type=Path, required=True, help="a new dir: the pair and both sides' CSVs")
     t = sub.add_parser("time", help="a tiny compare and the numerics compare, interleaved, median of --runs")
     t.add_argument("--runs", type=int, default=3, help="runs per checkout (default 3)")
-    for p, func in ((n, numerics), (t, timing)):
+    o = sub.add_parser("opens", help="dump.json opens of a tiny compare and a night's later steps, each checkout")
+    o.add_argument("--out", type=Path, required=True, help="a new dir: each checkout's results, logs and counts")
+    for p, func in ((n, numerics), (t, timing), (o, opens)):
         p.add_argument("--before", type=_checkout, required=True, help="the harness checkout before the change")
         p.add_argument("--after", type=_checkout, required=True, help="the harness checkout after it")
         p.set_defaults(func=func)

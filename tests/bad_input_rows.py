@@ -223,7 +223,7 @@ def compare(*opts: str) -> Callable[[Path, contextlib.ExitStack], Case]:
 
 
 def reused(mutate: Callable[[Path], object]) -> Callable[[Path, contextlib.ExitStack], Case]:
-    """``run --reuse`` of a good case (no training: its session.json says they were run) after ``mutate`` of its
+    """``run --reuse`` of a good case (no training: its trainings.json says they were run) after ``mutate`` of its
     scenario dir."""
 
     def make(tmp: Path, _: contextlib.ExitStack) -> Case:

@@ -142,16 +142,39 @@ def write_good_case(tmp: Path) -> tuple[Scenario, ScenarioDir]:
 
 
 def reuse_argv(scenario: Scenario, sdir: ScenarioDir) -> list[str]:
-    """``run --reuse`` of a good case: its session.json written as an earlier session leaves it (the checks, no
+    """``run --reuse`` of a good case: its trainings.json written as an earlier session leaves it (the checks, no
     training)."""
     from harness.artifacts.record import ExecResult, RunRecord
     from harness.targets.spec import pinned_target
-    from harness.training.runs import RunsDoc, fingerprint
+    from harness.training.runs import TrainingsRecord, fingerprint
 
     ok = ExecResult(exit_code=0, wall_s=1.0)
     records = {m: RunRecord(mode=m, executor="local", argv=["python"], result=ok) for m in ("off", "on")}
-    RunsDoc(session="earlier", fingerprint=fingerprint(scenario, pinned_target()), records=records).write(
-        sdir.session_record
+    TrainingsRecord(session="earlier", fingerprint=fingerprint(scenario, pinned_target()), records=records).write(
+        sdir.trainings_record
     )
     results = sdir.root.parent
     return ["run", str(results.parent / "scenarios" / f"{scenario.name}.yaml"), "--results", str(results), "--reuse"]
+
+
+def comparing(monkeypatch: Any, observe: Any, numerics: Any = None) -> Any:
+    """A session whose comparison (``Session.compare``) trains and reads nothing: each run's observation is
+    ``observe(scenario, where)`` (it may raise what a run raises), the targets' environments and census stand-ins,
+    the numerics ``numerics`` (default: none). Returns (the session, a target both sides may be)."""
+    import harness.pipeline.session as sm
+    from harness.artifacts.dumpfacts import DumpReads
+    from harness.targets.census import Census
+    from harness.targets.spec import Package
+
+    env = type("Env", (), {"label": lambda self: "env", "describe": lambda self: "verl", "python": None})()
+    monkeypatch.setattr(sm.Session, "env", lambda self, target: env)
+    monkeypatch.setattr(sm, "census_of", lambda target, env: Census(source="verl"))  # no source: the same census
+    monkeypatch.setattr(sm, "add_numerics", numerics or (lambda *args: None))  # msprobe's compare of real dumps
+    monkeypatch.setattr(
+        sm.Session,
+        "_evaluated",
+        lambda self, scenario, env, where, run: sm.Judged([], None, observe(scenario, where), DumpReads(where)),  # type: ignore[arg-type]
+    )
+    pkg = Package(name="verl", kind="release", version="0.9.1")
+    target = type("T", (), {"describe": lambda self: "verl", "verl": pkg})()
+    return sm.Session(Path("unused-results"), say=lambda line: None), target

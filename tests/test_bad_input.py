@@ -477,7 +477,7 @@ def test_a_harness_bug_in_compare_is_an_error_not_a_verdict_on_verl(tmp_path, ca
     def judged_nothing(*_args, **_kwargs):
         return statistics.median([])
 
-    monkeypatch.setattr("harness.cli.compare.run_comparison", judged_nothing)
+    monkeypatch.setattr("harness.pipeline.session.Session.compare", judged_nothing)
     results = tmp_path / "res"
     argv = ["compare", str(write_scenario(tmp_path)), "--base", "0.9.1", "--head", "0.9.1", "--results", str(results)]
     assert main(argv) == 2

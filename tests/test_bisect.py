@@ -16,7 +16,8 @@ from verl_repo import PROFILE, VerlRepo, git
 
 from harness.artifacts.figures import OVERHEAD_PROFILED, OVERHEAD_UNPROFILED, overhead_stage
 from harness.cli import main
-from harness.gate.judge import BisectPolicy, ComparePolicy, FigureVerdict, Judgement, ScenarioVerdict
+from harness.gate.judge import ComparePolicy, FigureVerdict, Judgement, ScenarioVerdict
+from harness.pipeline.probes import ProbeRule
 from harness.report.verdicts import probe_figure
 from harness.targets.commits import BisectError, Commit, EndpointUndecided, Probe, bisect, first_parent
 
@@ -140,7 +141,7 @@ def judged(*figures: tuple[str, str], scenario: str = "tiny_fsdp_l1", **more: li
 
 
 def probe(*scenarios: ScenarioVerdict) -> Probe:
-    return BisectPolicy(("overhead",)).of_comparison(
+    return ProbeRule(("overhead",)).of_comparison(
         Judgement("compare", "reference", "probed", list(scenarios)), probe_figure
     )
 
@@ -283,15 +284,15 @@ def test_real_trainings_find_the_commit_that_stops_dumping_actor_update(
 
 
 def test_a_training_probe_is_decided_by_its_checks_outcomes_not_their_words() -> None:
-    """``BisectPolicy.of_checks`` decides on the outcomes' exit codes: an XPASS (a declared gap gone) fails the commit
+    """``ProbeRule.of_checks`` decides on the outcomes' exit codes: an XPASS (a declared gap gone) fails the commit
     like a FAIL, an xfail and a skip-free pass pass it, an undecided check skips it; the words are only what it
     shows."""
-    xpass = BisectPolicy().of_checks({"crash": ("pass", "no crash"), "known_gap:x": ("xpass", "the stage dumps now")})
+    xpass = ProbeRule().of_checks({"crash": ("pass", "no crash"), "known_gap:x": ("xpass", "the stage dumps now")})
     assert xpass.verdict == "fail" and xpass.checks["known_gap:x"] == ("XPASS", "the stage dumps now")
     assert xpass.line() == "FAIL (known_gap:x: XPASS the stage dumps now)"
-    assert BisectPolicy().of_checks({"layout": ("fail", "a stage missing")}).verdict == "fail"
-    assert BisectPolicy().of_checks({"crash": ("pass", ""), "layout": ("xfail", "declared")}).verdict == "pass"
-    undecided = BisectPolicy().of_checks({"crash": ("pass", ""), "disk": ("inconclusive", "noise")})
+    assert ProbeRule().of_checks({"layout": ("fail", "a stage missing")}).verdict == "fail"
+    assert ProbeRule().of_checks({"crash": ("pass", ""), "layout": ("xfail", "declared")}).verdict == "pass"
+    undecided = ProbeRule().of_checks({"crash": ("pass", ""), "disk": ("inconclusive", "noise")})
     assert (undecided.verdict, undecided.why) == ("skip", "disk is INCONCLUSIVE: no exact verdict")
 
 

@@ -174,7 +174,7 @@ def _limit(path: Path, cap: float) -> float:
 
 
 def _compare_s(paths: list[Path], repeats: int, cap: float) -> float:
-    """At most, what base against head trains (``harness.pipeline.base_head.run_comparison``): base --repeats times and
+    """At most, what base against head trains (``Session.compare``): base --repeats times and
     head once where overhead is not decided; else ABBA pairs, and while INCONCLUSIVE one more pair only when it would
     end within the default budget by the pairs so far (at most one pair past it)."""
     total = 0.0

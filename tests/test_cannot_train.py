@@ -10,13 +10,11 @@ from pathlib import Path
 
 import pytest
 
-import harness.pipeline.base_head as bh
 from harness import outcomes
 from harness.errors import FailedAlike, InfraError
+from harness.gate.judge import ComparePolicy
 from harness.gate.observe import Observation
 from harness.report import verdicts
-from harness.targets.census import Census
-from harness.targets.spec import Package
 from harness.training.workloads.verl_cpu.lag import lagging
 from harness.training.workloads.verl_cpu.names import PLATFORM_CLASS
 
@@ -34,7 +32,7 @@ def comparison(
 ):
     """base against head of one scenario (``overhead``: decided, ABBA pairs; else base, head, base); ``fails``: per
     side the runs (1-based) that fail off and on alike (``FailedAlike``, as ``ensure_runs`` raises it)."""
-    from builders import write_scenario
+    from builders import comparing, write_scenario
 
     from harness.scenario.loader import load_scenario
 
@@ -42,23 +40,16 @@ def comparison(
     scenario = load_scenario(write_scenario(tmp_path, budgets=budgets))
     ran: list[str] = []
 
-    def evaluate(scenario, where, *args, **kw):
+    def observe(scenario, where):
         side, n = where.parent.name, int(where.name[1:]) + 1
         ran.append(f"{side} {n}")
         if n in fails.get(side, []):
             raise FailedAlike(f"scenario {scenario.name}: off run: {CRASH['reason']}", crash=CRASH)
+        return Observation("tiny", {}, {}, {}, {}, checks={"layout": True})
 
-    monkeypatch.setattr(bh.Session, "evaluate", lambda self, scenario, env, where: evaluate(scenario, where))
-    trained = Observation("tiny", {}, {}, {}, {}, checks={"layout": True})
-    monkeypatch.setattr(bh, "observe_results", lambda path: trained)
-    env = type("Env", (), {"label": lambda self: "env", "describe": lambda self: "verl", "python": None})()
-    monkeypatch.setattr(bh, "ensure_env", lambda target: env)
-    monkeypatch.setattr(bh, "census_of", lambda target, env: Census(source="verl"))
-    monkeypatch.setattr(bh, "write_comparison", lambda c, results: None)
-    monkeypatch.setattr(bh, "add_numerics", lambda *args: pytest.fail("no numerics without both sides' dumps"))
-    pkg = Package(name="verl", kind="release", version="0.9.1")
-    target = type("T", (), {"describe": lambda self: "verl", "verl": pkg})()
-    c, _ = bh.run_comparison([scenario], target, target, tmp_path, repeats=2, say=lambda m: None, **kw)
+    no_numerics = lambda *args: pytest.fail("no numerics without both sides' dumps")  # noqa: E731
+    session, target = comparing(monkeypatch, observe, no_numerics)
+    c = session.compare([scenario], target, target, ComparePolicy(repeats=2)).judgement(accepted=kw.get("accepted"))
     return c, ran
 
 

@@ -8,8 +8,6 @@ from harness.gate.judge import ComparePolicy, Judgement, Side, interleaved
 from harness.gate.judge import compare_runs as compare_scenario
 from harness.gate.observe import Observation
 from harness.report import verdicts
-from harness.targets.census import Census
-from harness.targets.spec import Package
 
 NAMES = {"Functional.linear.forward": 4, "Functional.linear.backward": 4}
 
@@ -113,11 +111,10 @@ def test_a_known_gap_closing_on_head_is_news_not_a_regression():
 
 
 def test_inconclusive_scenarios_get_more_abba_pairs_up_to_the_cap(tmp_path, monkeypatch):
-    """Sequential sampling (harness.pipeline.base_head): pairs are added while INCONCLUSIVE, the ABBA order goes on,
-    and it stops at the cap (noisy) or as soon as decided (quiet)."""
-    from builders import write_scenario
+    """Sequential sampling (``Session.compare``): pairs are added while INCONCLUSIVE, the ABBA order goes on, and it
+    stops at the cap (noisy) or as soon as decided (quiet)."""
+    from builders import comparing, write_scenario
 
-    import harness.pipeline.base_head as bh
     from harness.scenario.loader import load_scenario
 
     scenario = load_scenario(write_scenario(tmp_path))
@@ -126,56 +123,66 @@ def test_inconclusive_scenarios_get_more_abba_pairs_up_to_the_cap(tmp_path, monk
     noise = {"noisy": [4.0, 4.6, 4.3, 3.9, 4.5, 4.1], "wide": wide, "quiet": [4.0, 4.01, 4.0, 4.01, 4.0, 4.01]}
     kind = {"which": "noisy"}
 
-    def evaluate(scenario, where, *args, **kw):
+    def observe(scenario, where):
         ran.append(f"{where.parent.name} {int(where.name[1:]) + 1}")
-
-    def observe(path):
         return obs(noise[kind["which"]][len(ran) - 1])
 
-    monkeypatch.setattr(bh.Session, "evaluate", lambda self, scenario, env, where: evaluate(scenario, where))
-    monkeypatch.setattr(bh, "observe_results", observe)
-    monkeypatch.setattr(
-        bh,
-        "ensure_env",
-        lambda target: type(
-            "Env", (), {"label": lambda self: "env", "describe": lambda self: "verl", "python": None}
-        )(),
-    )
-    monkeypatch.setattr(bh, "census_of", lambda target, env: Census(source="verl"))  # no source: the same census
-    monkeypatch.setattr(bh, "write_comparison", lambda c, results: None)
-    monkeypatch.setattr(bh, "add_numerics", lambda *args: None)  # msprobe's compare of real dumps: not here
-    target = type(
-        "T", (), {"describe": lambda self: "verl", "verl": Package(name="verl", kind="release", version="0.9.1")}
-    )()
-    c, _ = bh.run_comparison([scenario], target, target, tmp_path, repeats=2, max_repeats=3, say=lambda m: None)
+    session, target = comparing(monkeypatch, observe)
+
+    def compared(**policy):
+        return session.compare([scenario], target, target, ComparePolicy(repeats=2, **policy)).judgement()
+
+    c = compared(max_repeats=3)
     assert ran == ["base 1", "head 1", "head 2", "base 2", "base 3", "head 3"] and c.exit_code == 3
     assert c.order == ran
     ran.clear()
     kind["which"] = "quiet"
-    c, _ = bh.run_comparison([scenario], target, target, tmp_path, repeats=2, max_repeats=3, say=lambda m: None)
+    c = compared(max_repeats=3)
     assert ran == ["base 1", "head 1", "head 2", "base 2"] and c.exit_code == 0
     ran.clear()
     kind["which"] = "wide"
     said: list[str] = []
-    c, _ = bh.run_comparison([scenario], target, target, tmp_path, repeats=2, say=said.append)
-    assert len(ran) == 2 * ComparePolicy.max_repeats and c.exit_code == 3  # no options: pairs up to the default cap
+    session.say = said.append
+    c = compared()
+    assert len(ran) == 2 * ComparePolicy.default_max and c.exit_code == 3  # no options: pairs up to the default cap
     ran.clear()
     monkeypatch.setattr(ComparePolicy, "budget_s", 0)  # every pair costs more than the default time allows
-    c, _ = bh.run_comparison([scenario], target, target, tmp_path, repeats=2, say=said.append)
+    c = compared()
     assert len(ran) == 4 and c.exit_code == 3
     assert any(
         "INCONCLUSIVE after 2 runs a side; another pair (~0 s) would end past the default 0 min" in s for s in said
     )
     ran.clear()
-    c, _ = bh.run_comparison([scenario], target, target, tmp_path, repeats=2, max_repeats=3, say=said.append)
+    c = compared(max_repeats=3)
     assert len(ran) == 6  # an explicit cap: the caller's, no time cap
+
+
+def test_each_set_of_runs_is_judged_once(tmp_path, monkeypatch):
+    """The stopping rule judges the runs so far after each pair; the scenario's verdict is that judgement where no
+    run came after it, not the whole judge again on the same runs (it was: once a pair, then once more at the end)."""
+    from builders import comparing, write_scenario
+
+    import harness.pipeline.session as sm
+    from harness.scenario.loader import load_scenario
+
+    scenario = load_scenario(write_scenario(tmp_path))
+    quiet = iter([4.0, 4.01, 4.0, 4.01, 4.0, 4.01])
+    session, target = comparing(monkeypatch, lambda scenario, where: obs(next(quiet)))
+    judged: list[int] = []
+    real = sm.judge
+    monkeypatch.setattr(
+        sm, "judge", lambda name, base, head, policy: judged.append(len(base.runs)) or real(name, base, head, policy)
+    )
+    c = session.compare([scenario], target, target, ComparePolicy(repeats=2, max_repeats=3)).judgement()
+    assert c.exit_code == 0 and c.order == ["base 1", "head 1", "head 2", "base 2"]
+    assert judged == [2]  # after the second pair, and that verdict is the scenario's
 
 
 def test_a_tier_that_cannot_decide_overhead_runs_base_head_base_and_decides_the_rest(tmp_path, monkeypatch):
     """``budgets.overhead.compare: false`` (verl's real trainer on CPU): base twice (the numerics' self-check), head
     once, no pairs added however noisy the timings; overhead reported, said why, and the exact families decided:
     a layout that breaks on head is still REGRESSED. ``--judge`` without overhead runs the same order."""
-    from builders import write_scenario
+    from builders import comparing, write_scenario
 
     import harness.pipeline.base_head as bh
     from harness.report.compare import compare_markdown
@@ -185,31 +192,15 @@ def test_a_tier_that_cannot_decide_overhead_runs_base_head_base_and_decides_the_
     scenario = load_scenario(write_scenario(tmp_path, budgets=budgets))
     ran: list[str] = []
     wide = [3.0, 5.8, 4.4]  # base and head alike, noise ±40 %: with overhead decided, pairs would be added
+    broken = {"head": False}
 
-    def evaluate(scenario, where, *args, **kw):
+    def observe(scenario, where):
         ran.append(f"{where.parent.name} {int(where.name[1:]) + 1}")
-
-    def observe(path):
         layout_fails = ran[-1].startswith("head") and broken["head"]
         return obs(wide[len(ran) - 1], checks={"layout": not layout_fails})
 
-    broken = {"head": False}
-    monkeypatch.setattr(bh.Session, "evaluate", lambda self, scenario, env, where: evaluate(scenario, where))
-    monkeypatch.setattr(bh, "observe_results", observe)
-    monkeypatch.setattr(
-        bh,
-        "ensure_env",
-        lambda target: type(
-            "Env", (), {"label": lambda self: "env", "describe": lambda self: "verl", "python": None}
-        )(),
-    )
-    monkeypatch.setattr(bh, "census_of", lambda target, env: Census(source="verl"))  # no source: the same census
-    monkeypatch.setattr(bh, "write_comparison", lambda c, results: None)
-    monkeypatch.setattr(bh, "add_numerics", lambda *args: None)
-    target = type(
-        "T", (), {"describe": lambda self: "verl", "verl": Package(name="verl", kind="release", version="0.9.1")}
-    )()
-    c, _ = bh.run_comparison([scenario], target, target, tmp_path, repeats=2, say=lambda m: None)
+    session, target = comparing(monkeypatch, observe)
+    c = session.compare([scenario], target, target, ComparePolicy(repeats=2)).judgement()
     assert ran == ["base 1", "head 1", "base 2"] and c.order == ran and c.exit_code == 0, verdicts.lines(c)
     (sc,) = c.scenarios
     assert bh.OVERHEAD_NOT_COMPARED in sc.notes
@@ -222,7 +213,7 @@ def test_a_tier_that_cannot_decide_overhead_runs_base_head_base_and_decides_the_
     assert len(rows) == len(overhead) and all(r.endswith("| not judged |") for r in rows), rows
     ran.clear()
     broken["head"] = True
-    c, _ = bh.run_comparison([scenario], target, target, tmp_path, repeats=2, say=lambda m: None)
+    c = session.compare([scenario], target, target, ComparePolicy(repeats=2)).judgement()
     assert ran == ["base 1", "head 1", "base 2"] and c.exit_code == 1, verdicts.lines(c)
     assert bh.structure_order(3) == [("base", 0), ("head", 0), ("base", 1), ("base", 2)]
     assert bh.structure_order(1) == [("base", 0), ("head", 0)]

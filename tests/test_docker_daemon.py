@@ -133,7 +133,7 @@ def test_docker_run_matches_local_run_and_leaves_no_container(tmp_path):
         assert record["executor"] == "docker" and record["result"]["exit_code"] == 0
         assert "container harness-docker_same-" in record["result"]["detail"]
         assert "cpu_ppo: 3 steps on 2 rank(s)" in (dock / mode / "train.log").read_text()  # the container's log
-    session = json.loads((dock / "session.json").read_text())["session"]
+    session = json.loads((dock / "trainings.json").read_text())["session"]
     assert leftovers(client, session=session) == []
 
 

@@ -108,27 +108,29 @@ def test_observation_of_a_results_dir_holds_every_gated_figure(good_case):
     assert obs.settings["precision_debugger"]["level"] == "L1"
 
 
-def test_a_results_dir_of_an_earlier_harness_is_reused_from_its_runs_json(good_case):
-    """session.json was runs.json before #73: an earlier harness's results dir is still re-checked with --reuse (a
-    training here would fail the test: it carries no trains marker), session.json winning where both are."""
+@pytest.mark.parametrize("name", ["runs.json", "session.json"])
+def test_a_results_dir_of_an_earlier_harness_is_reused_from_its_earlier_record(good_case, name):
+    """trainings.json was session.json before #84, runs.json before #73: an earlier harness's results dir is still
+    re-checked with --reuse (a training here would fail the test: it carries no trains marker), trainings.json
+    winning where both are."""
     scenario, ctx = good_case
     _reusable_runs(scenario, ctx.dir)
-    old = ctx.dir.session_record.rename(ctx.dir.root / "runs.json")
-    assert ctx.dir.session_record_read == old
+    old = ctx.dir.trainings_record.rename(ctx.dir.root / name)
+    assert ctx.dir.trainings_record_read == old
     Session(ctx.dir.root.parent, reuse=True, id="now").evaluate(scenario, ensure_env(pinned_target()))
     assert observe_results(ctx.dir.results).figures["disk.total_bytes"] > 0
-    ctx.dir.session_record.write_bytes(old.read_bytes())  # a later session's record, beside the old one
-    assert ctx.dir.session_record_read == ctx.dir.session_record
+    ctx.dir.trainings_record.write_bytes(old.read_bytes())  # a later session's record, beside the old one
+    assert ctx.dir.trainings_record_read == ctx.dir.trainings_record
 
 
 def _reusable_runs(scenario, sdir: ScenarioDir) -> None:
-    """session.json as a successful earlier session leaves it, so --harness-reuse checks without training."""
+    """trainings.json as a successful earlier session leaves it, so --harness-reuse checks without training."""
     result = ExecResult(exit_code=0, wall_s=1.0)
     records = {
         m: RunRecord(mode=m, executor="local", argv=["python"], result=result).model_dump() for m in ("off", "on")
     }
     doc = {"session": "earlier", "fingerprint": fingerprint(scenario, pinned_target()), "records": records}
-    sdir.session_record.write_text(json.dumps(doc))
+    sdir.trainings_record.write_text(json.dumps(doc))
 
 
 @pytest.mark.integration

@@ -10,8 +10,8 @@ from gate_builders import write_results
 from harness.cli import main
 from harness.gate.baseline import build
 from harness.gate.judge import ComparePolicy, FigureVerdict, Judgement, ScenarioVerdict
-from harness.pipeline.base_head import write_comparison
 from harness.report.github import MAX_PER_LEVEL, annotation_lines, load, summary
+from harness.report.verdicts import write_comparison
 
 ORDER = ["base", "head", "head", "base"]
 COMPARE = ComparePolicy()

@@ -17,7 +17,16 @@ from harness.artifacts.rundir import RunDir
 from harness.cli.console import LiveBars
 from harness.scenario.blocks import DiskBudget
 from harness.training import dumpfs
-from harness.training.monitor import Cap, Monitor, PeriodicLines, Progress, Watch, dump_cap, parse_size, tree_size
+from harness.training.monitor import (
+    Cap,
+    Monitor,
+    PeriodicLines,
+    Progress,
+    WatchSettings,
+    dump_cap,
+    parse_size,
+    tree_size,
+)
 
 MB = 1_000_000
 
@@ -38,8 +47,10 @@ def test_the_cap_is_the_tightest_budget_with_a_margin_or_the_runners_cap():
 def test_watch_reads_options_before_the_environment(monkeypatch):
     monkeypatch.setenv("HARNESS_MAX_DUMP", "3MB")
     monkeypatch.setenv("HARNESS_MIN_FREE", "10MB")
-    assert Watch.configure() == Watch(max_dump=Cap(3 * MB, "the runner's HARNESS_MAX_DUMP"), min_free=10 * MB)
-    watch = Watch.configure("1GiB", "2GB")
+    assert WatchSettings.configure() == WatchSettings(
+        max_dump=Cap(3 * MB, "the runner's HARNESS_MAX_DUMP"), min_free=10 * MB
+    )
+    watch = WatchSettings.configure("1GiB", "2GB")
     assert watch.max_dump == Cap(2**30, "the runner's --max-dump") and watch.min_free == 2_000_000_000
     with pytest.raises(ValueError, match=r"not a size: 'lots' \(e\.g\. 500MB"):
         parse_size("lots")
@@ -77,7 +88,7 @@ def _training(run: RunDir, stop: threading.Event, chunks: int, steps: int = 3) -
 
 def test_a_growing_dump_is_stopped_at_the_cap_and_the_verdict_says_how_far_it_got(tmp_path):
     run, shown = _run(tmp_path), []
-    watch = Watch(show=shown.append, interval_s=0.2)
+    watch = WatchSettings(show=shown.append, interval_s=0.2)
     with Monitor(run, "tiny_case", "local", 3, Cap(MB, "2 x budgets.disk.max_total"), watch) as monitor:
         _training(run, monitor.stop, chunks=100)
     assert monitor.stop.is_set() and monitor.stopped and monitor.stopped.kind == "cap"
@@ -93,7 +104,7 @@ def test_free_space_under_the_floor_stops_the_run_as_an_infrastructure_verdict(t
     run = _run(tmp_path)
     free = {"bytes": 10 * 2**30}
     fake = lambda path: SimpleNamespace(f_bavail=free["bytes"] // 4096, f_frsize=4096)  # noqa: E731
-    watch = Watch(min_free=2**30, interval_s=0.1, statvfs=fake)
+    watch = WatchSettings(min_free=2**30, interval_s=0.1, statvfs=fake)
     with Monitor(run, "tiny_case", "docker", 3, None, watch) as monitor:
         assert not monitor.stop.wait(0.3)
         free["bytes"] = 500 * MB
@@ -105,7 +116,9 @@ def test_free_space_under_the_floor_stops_the_run_as_an_infrastructure_verdict(t
 
 def test_an_unstopped_run_has_no_verdict_and_ends_with_its_last_step(tmp_path):
     run, shown = _run(tmp_path), []
-    with Monitor(run, "tiny_case", "local", 2, Cap(10 * MB, "x"), Watch(show=shown.append, interval_s=0.1)) as m:
+    with Monitor(
+        run, "tiny_case", "local", 2, Cap(10 * MB, "x"), WatchSettings(show=shown.append, interval_s=0.1)
+    ) as m:
         run.metrics.write_text("".join(json.dumps({"step": n, "data": {}}) + "\n" for n in (1, 2)))
         time.sleep(0.3)
     assert m.stopped is None and not m.stop.is_set()
@@ -202,9 +215,11 @@ def test_a_bounded_tree_whose_pages_fill_its_tmpfs_is_the_caps_verdict_even_afte
     bounded = dumpfs.Bounded(MB, MB + dumpfs.MIN_MARGIN)
     free = {"bytes": bounded.size}
     fake = lambda path: SimpleNamespace(f_bavail=free["bytes"] // 4096, f_frsize=4096)  # noqa: E731
-    watch = Watch(min_free=0, interval_s=10, statvfs=fake)  # its fake free space is no floor's concern
+    watch = WatchSettings(min_free=0, interval_s=10, statvfs=fake)  # its fake free space is no floor's concern
     with Monitor(run, "tiny_case", "local", 3, Cap(MB, "2 x budgets.disk.max_total"), watch, bounded) as monitor:
         free["bytes"] = 4096  # full, in the second before the next walk, and the run ends
     assert monitor.stopped and monitor.stopped.kind == "cap"
-    assert monitor.stopped.line.startswith("stopped the on run: its dumps filled their 2.05 MB tmpfs to 2.04 MB in "
-                                           "pages, 0.00 MB in files (cap 1.00 MB = 2 x budgets.disk.max_total) after")
+    assert monitor.stopped.line.startswith(
+        "stopped the on run: its dumps filled their 2.05 MB tmpfs to 2.04 MB in "
+        "pages, 0.00 MB in files (cap 1.00 MB = 2 x budgets.disk.max_total) after"
+    )

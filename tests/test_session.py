@@ -17,10 +17,11 @@ from harness.artifacts.results import ResultsDoc, read_results
 from harness.cli import main
 from harness.config import RAY_ADDRESS
 from harness.gate.baseline import build
-from harness.gate.judge import Judgement
 from harness.outcomes import EXIT_ERROR, EXIT_INCONCLUSIVE
+from harness.pipeline.base_head import Compared
 from harness.pipeline.options import runs_heavy
 from harness.pipeline.session import Session
+from harness.report.verdicts import AgainstBaseline
 from harness.scenario.loader import load_scenario
 from harness.training.runs import ScenarioRuns
 
@@ -64,12 +65,12 @@ def test_compare_skips_a_heavy_scenario_unless_asked_as_harness_run(tmp_path, mo
     monkeypatch.delenv("HARNESS_HEAVY", raising=False)
     asked: dict[str, object] = {}
 
-    def compared(scenarios, base, head, results, repeats, session, **kw):
-        asked.update(names=[s.name for s in scenarios], skipped=list(kw["skipped"]), heavy=session.heavy)
-        return Judgement("compare", "b", "h", [], skipped=list(kw["skipped"])), {}
+    def compared(session, scenarios, base, head, policy):
+        asked.update(names=[s.name for s in scenarios], heavy=session.heavy)
+        return Compared("b", "h")
 
-    monkeypatch.setattr("harness.cli.compare.run_comparison", compared)
-    monkeypatch.setattr("harness.cli.compare.write_reports", lambda *args: [])
+    monkeypatch.setattr(Session, "compare", compared)
+    monkeypatch.setattr("harness.report.compare.write_reports", lambda *args: [])
     path = write_scenario(tmp_path, name="tiny_heavy", heavy=True)
     argv = ["compare", str(path), "--base", "0.9.1", "--head", "0.9.1", "--results", str(tmp_path / "res")]
     main(argv)
@@ -79,11 +80,11 @@ def test_compare_skips_a_heavy_scenario_unless_asked_as_harness_run(tmp_path, mo
         "--heavy`, as compare, duet and bisect; `pytest scenarios/ -k tiny_heavy --harness-heavy`) or HARNESS_HEAVY=1"
     )
     assert [ln for ln in lines if "tiny_heavy" in ln] == [said, said]  # before the runs, and in the verdict's lines
-    assert asked == {"names": [], "skipped": [said.removeprefix("SKIPPED ")], "heavy": False}
+    assert asked == {"names": [], "heavy": False}
     assert any(ln.startswith("compare: 1 skipped -> ") for ln in lines), lines
     main([*argv, "--heavy"])
     assert "SKIPPED" not in capsys.readouterr().out
-    assert asked == {"names": ["tiny_heavy"], "skipped": [], "heavy": True}
+    assert asked == {"names": ["tiny_heavy"], "heavy": True}
 
 
 def test_with_a_baseline_the_session_judges_the_regression_with_the_checks_and_writes_results_once(
@@ -107,7 +108,7 @@ def test_with_a_baseline_the_session_judges_the_regression_with_the_checks_and_w
     written: list[str] = []
     write = ResultsDoc.write
     monkeypatch.setattr(ResultsDoc, "write", lambda doc, path: written.append(str(path)) or write(doc, path))
-    found = Session(tmp_path, baseline=baseline).judge(scenario, runs)
+    found = Session(tmp_path, beside=AgainstBaseline(baseline)).judge(scenario, runs)
     assert written == [str(ctx.dir.results)]
     assert found[-1].check == "regression" and found[-1].passed, found[-1]
     assert read_results(ctx.dir.results).checks["regression"].summary == found[-1].summary

@@ -8,24 +8,25 @@ other layout still reads correctly, through the stdlib's decoder value by value 
 bench, splits such a run into its entries' texts without parsing them: :meth:`DumpFile.following`).
 Readers take the entries a run at a time (:meth:`DumpFile.batches`), so that their per-entry work can run in
 C (``map``, ``Counter``).
-Every reader of dump.json goes through here, and each dump is read whole once per run: a whole read by
-:meth:`DumpFile.batches` (the contents check's) leaves its :class:`Summary` (the folded names that the structure
-counts, whether msprobe's md5 compare applies) for the readers after it in this process (:meth:`DumpFile.recalled`);
-a reader that needs a second pass over a file it holds open reads it again by ``pread`` (:func:`reread`), not by a
-second open."""
+Every reader of dump.json goes through here. A whole read leaves the dump's :class:`Summary` (the folded names that
+the structure counts, whether msprobe's md5 compare applies, the digest of the bytes read): the facts of a run's
+dumps, folded in its one read and stored beside it (``harness.artifacts.dumpfacts``), which every later reader takes
+instead of reading the dump again. A reader that needs a second pass over a file it holds open reads it again by
+``pread`` (:func:`reread`), not by a second open; a whole read of a dump whose summary is known checks its digest: a
+dump changed since is told by its bytes, never by its size or times."""
 
 from __future__ import annotations
 
 import codecs
 import errno
 import gc
+import hashlib
 import io
 import json
 import os
 import re
 import stat
-import time
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -45,10 +46,6 @@ SKIPPED: dict[str, Any] = {}  # DumpFile.following: a run read past (never a run
 BATCH = 1 << 14  # characters of entries per orjson call: amortises the call, and a NaN in it wastes little
 _SPACE = re.compile(r"[ \t\n\r]*")
 _MD5 = '"md5"'
-RECALLED = 1024  # dumps whose summaries are kept (a few KB to tens of KB each): a compare's runs, with room
-# A file changed this close to its read is not remembered (git's "racily clean" entries): a rewrite in the same tick of
-# the file system's clock (a jiffy; a second on some) could leave its size and times as they were.
-RACY_NS = 1_000_000_000
 _DECODER = json.JSONDecoder()  # accepts NaN, Infinity and -Infinity
 _KINDS = (
     (stat.S_ISLNK, "symlink"),
@@ -126,30 +123,20 @@ def _carries_md5(batch: dict[str, Any]) -> bool:
 @dataclass(frozen=True)
 class Summary:
     """What a whole read of one dump.json tells the readers after it: its entries' names folded (:func:`normalise`)
-    with their counts (the structure), whether ``data`` is a mapping, and whether its statistics carry md5 (the
-    numerics' mode). Read only: one summary is every later reader's."""
+    with their counts (the structure), whether ``data`` is a mapping, whether its statistics carry md5 (the
+    numerics' mode), and the bytes it read: their sha256 and how many. Read only: one summary is every later
+    reader's."""
 
     names: Counter[str]
     has_data: bool
     md5: bool
+    digest: str
+    size: int
 
 
-_RECALLED: OrderedDict[tuple[int, ...], Summary] = OrderedDict()  # by the file's identity (_identity), oldest first
-
-
-def _identity(st: os.stat_result) -> tuple[int, ...]:
-    """A file as it is now: a rewrite changes its size, mtime or ctime (ns), a replacement its inode."""
-    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
-
-
-def _remember(f: BinaryIO, summary: Summary, started: int) -> None:
-    """Keep a whole read's summary, unless the file changed within ``RACY_NS`` of the read's start (``time_ns``)."""
-    st = os.fstat(f.fileno())
-    if st.st_ctime_ns > started - RACY_NS:  # ctime: any change of the contents moves it
-        return
-    _RECALLED[_identity(st)] = summary
-    while len(_RECALLED) > RECALLED:
-        _RECALLED.popitem(last=False)
+class Changed(ValueError):
+    """A dump whose bytes are no longer those its summary was made of (its digest differs): what was judged of it
+    does not hold for what is read now."""
 
 
 @dataclass
@@ -164,6 +151,8 @@ class DumpFile:
     names: Counter[str] = field(default_factory=Counter)  # batches(): the entries' names folded, with their counts
     md5: bool = False  # batches(): an entry's statistics carry md5
     file: BinaryIO | None = None  # held open (:meth:`opened`): every read of it is a pread of this one
+    summary: Summary | None = None  # its whole read's, once made (here, or stored beside the run and given)
+    failed: bool = False  # a read of it raised (not there, not a regular file, not JSON): no summary to make
 
     @contextmanager
     def opened(self) -> Iterator[BinaryIO]:
@@ -183,44 +172,55 @@ class DumpFile:
 
     def batches(self) -> Iterator[dict[str, Any]]:
         """The entries of ``data`` (name -> value) in file order, a run of them at a time. Raises OSError
-        (NotRegularFile included) and ValueError (not JSON, possibly after some runs: a truncated dump). Read to its
-        end, the file's :class:`Summary` is left for the readers after it (:meth:`summary`)."""
-        self.names, self.md5, started = Counter(), False, time.time_ns()
-        with self.opened() as f, _collector_paused():
-            w = _Window(f)
-            for batch in _document(w, self):
-                self.names.update(map(normalise, batch))
-                if w.md5 and not self.md5:
-                    self.md5 = _carries_md5(batch)
-                yield batch
-            _remember(f, Summary(self.names, self.has_data, self.md5), started)
-
-    def recalled(self) -> Summary | None:
-        """The summary a whole read of this file left in this process (:meth:`batches`), where the file is the same
-        since (inode, size, mtime, ctime) and was not changed just before that read (``RACY_NS``); else None. Its
-        path is not followed: a link is no dump."""
+        (NotRegularFile included) and ValueError (not JSON, possibly after some runs: a truncated dump; :class:`Changed`
+        at the end of one whose known summary's digest is not its bytes'). Read to its end, the file's
+        :class:`Summary` is left in ``summary`` for the readers after it."""
+        self.names, self.md5 = Counter(), False
         try:
-            st = os.fstat(self.file.fileno()) if self.file is not None else os.lstat(self.path)
-        except OSError:
-            return None
-        return _RECALLED.get(_identity(st)) if stat.S_ISREG(st.st_mode) else None
+            with self.opened() as f, _collector_paused():
+                w = _Window(f, digest=True)
+                for batch in _document(w, self):
+                    self.names.update(map(normalise, batch))
+                    if w.md5 and not self.md5:
+                        self.md5 = _carries_md5(batch)
+                    yield batch
+                self._read_whole(w, made=True)
+        except (OSError, ValueError):
+            self.failed = True
+            raise
 
-    def summary(self) -> Summary:
-        """:meth:`recalled`, else the file read whole now. Raises what :meth:`batches` raises."""
-        if (known := self.recalled()) is not None:
-            return known
-        for _ in self.batches():
-            pass
-        return Summary(self.names, self.has_data, self.md5)
+    def _read_whole(self, w: _Window, made: bool = False) -> None:
+        """The end of a whole read: the summary made (``made``: by :meth:`batches`, which folds the names), or the
+        known one's digest checked against the bytes read."""
+        if w.hash is None:  # nothing to make, nothing to check
+            return
+        digest = w.hash.hexdigest()
+        if self.summary is None:
+            if made:
+                self.summary = Summary(self.names, self.has_data, self.md5, digest, w.read)
+        elif self.summary.digest != digest:
+            raise Changed(
+                f"changed since its facts were read: its bytes' sha256 {digest[:16]}..., not {self.summary.digest[:16]}"
+                "... (a run's dumps are read once, when its checks run: judge it again, --reuse)"
+            )
+
+    def read_summary(self) -> Summary:
+        """``summary``, else the file read whole now. Raises what :meth:`batches` raises."""
+        if self.summary is None:
+            for _ in self.batches():
+                pass
+        assert self.summary is not None
+        return self.summary
 
     def runs(self) -> Iterator[tuple[dict[str, Any], str | None]]:
         """:meth:`batches`, each with its entries' text as one (from after the first name's opening quote to after
         the last entry's end) where msprobe's layout cuts them, None otherwise: two runs of one text are the same
         entries, told without comparing their values (:func:`run_texts` splits one into its entries')."""
         with self.opened() as f, _collector_paused():
-            w = _Window(f, keep=True)
+            w = _Window(f, keep=True, digest=self.summary is not None)
             for batch in _document(w, self):
                 yield batch, w.text
+            self._read_whole(w)
 
     def following(self) -> Generator[tuple[dict[str, Any], list[str] | None], tuple[str | None, str] | None, None]:
         """The entries' texts, run by run, as another dump's runs (:meth:`runs`) go, without parsing them (where
@@ -233,10 +233,11 @@ class DumpFile:
         tried), so that its runs go on ending where the other's do. ``send(None)`` or ``next()``: the next run of
         about BATCH characters. The compare's bench: most of its entries are the same text as the target's."""
         with self.opened() as f, _collector_paused():
-            w = _Window(f, keep=True, lazy=True)
+            w = _Window(f, keep=True, lazy=True, digest=self.summary is not None)
             w.follow = yield SKIPPED, None
             for batch in _document(w, self):
                 w.follow = yield batch, w.texts
+            self._read_whole(w)
 
 
 class _At(io.RawIOBase):
@@ -283,7 +284,7 @@ def _collector_paused() -> Iterator[None]:
 class _Window:
     """The unread text of a file: ``buf[pos:]``, refilled as the parse moves on."""
 
-    def __init__(self, f: BinaryIO, keep: bool = False, lazy: bool = False) -> None:
+    def __init__(self, f: BinaryIO, keep: bool = False, lazy: bool = False, digest: bool = False) -> None:
         self.f = f
         self.keep = keep  # the last members' text kept in ``text`` (DumpFile.runs)
         self.lazy = lazy  # and, where they are, the members not parsed
@@ -293,6 +294,8 @@ class _Window:
         self.decode = codecs.getincrementaldecoder("utf-8")().decode
         self.buf, self.pos, self.base, self.eof = "", 0, 0, False
         self.md5, self.tail = False, ""  # whether the text read so far holds '"md5"'; the last read's end, for a seam
+        # the bytes read so far: a whole read's digest (``digest``: where it is made or checked) and size
+        self.hash, self.read = hashlib.sha256() if digest else None, 0
 
     def more(self) -> bool:
         """Read on; at least as much as is held, so that retrying one long value stays linear."""
@@ -303,6 +306,9 @@ class _Window:
             raise self.error(f"a value longer than {MAX_VALUE >> 20} MB")
         raw = self.f.read(max(CHUNK, len(keep)))
         self.eof = not raw
+        if self.hash is not None:
+            self.hash.update(raw)
+        self.read += len(raw)
         self.base += self.pos
         text = self.decode(raw, final=self.eof)
         seam = self.tail + text[: len(_MD5)]

@@ -46,6 +46,12 @@ class RunDir:
         return self.root / "run.json"
 
     @property
+    def dump_facts(self) -> Path:
+        """What the run's one read of each dump found (``harness.artifacts.dumpfacts``): beside its dumps, not in
+        them (the dumps dir is the code under test's)."""
+        return self.root / "dump_facts.json"
+
+    @property
     def finish_hook(self) -> Path:
         """What verl's finish hook recorded, one listing a run of it (``harness.artifacts.finish_hook``)."""
         return self.root / "finish_hook"
@@ -70,16 +76,19 @@ class ScenarioDir:
         return self.root.parent / f".{self.root.name}.lock"
 
     @property
-    def session_record(self) -> Path:
-        """session.json: the session that made both runs (beside each run dir's run.json, one training's record)."""
-        return self.root / "session.json"
+    def trainings_record(self) -> Path:
+        """trainings.json: the scenario's two trainings as one session made them (beside each run dir's run.json,
+        one training's record)."""
+        return self.root / "trainings.json"
 
     @property
-    def session_record_read(self) -> Path:
-        """The session record to read: ``session_record``, else runs.json where only it is, its name before #73 (a
-        results dir of an earlier harness, re-checked with ``--reuse``)."""
-        new, old = self.session_record, self.root / "runs.json"
-        return old if not os.path.lexists(new) and os.path.lexists(old) else new
+    def trainings_record_read(self) -> Path:
+        """The trainings' record to read: ``trainings_record``, else the first there of its earlier names (a results
+        dir of an earlier harness, re-checked with ``--reuse``): session.json (before #84), runs.json (before #73)."""
+        for path in (self.trainings_record, self.root / "session.json", self.root / "runs.json"):
+            if os.path.lexists(path):
+                return path
+        return self.trainings_record
 
     @property
     def results(self) -> Path:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Protocol
 
 from harness.artifacts.crash import Crash
+from harness.artifacts.dumpfacts import DumpReads
 from harness.artifacts.nodes import NodesRecord
 from harness.artifacts.reader import DumpDir, DumpTree, Metrics
 from harness.artifacts.record import RunRecord
@@ -64,6 +65,7 @@ class CheckContext:
     # False: timing budgets (the overhead maxima) are decided and recorded but never fail (``--harness-timing
     # record``): the harness's own CI on a shared 2-core runner, where one off/on pair cannot decide a timing
     gate_timing: bool = True
+    hold: bool = False  # the on run's dumps kept open for a later reader of their bytes (``DumpReads``)
 
     def __post_init__(self) -> None:
         if linked := self.dir.link(dumps=False):  # a re-check (--reuse) of a linked run dir read another tree
@@ -72,6 +74,11 @@ class CheckContext:
     @cached_property
     def tree(self) -> DumpTree:
         return DumpTree.scan(self.dir.run("on").dumps)
+
+    @cached_property
+    def reads(self) -> DumpReads:
+        """The on run's dumps as every check reads them: each opened and read whole once, its facts kept."""
+        return DumpReads(self.dir.run("on").dumps, self.hold)
 
     @cached_property
     def off_tree(self) -> DumpTree:

@@ -190,10 +190,11 @@ class _Findings:
 
 
 def _read_dump(ctx: CheckContext, d: DumpDir, rel: str) -> _Findings:
-    """Stream one dump.json through every check; raises what DumpFile.entries raises."""
+    """Stream one dump.json through every check: its one read (``CheckContext.reads``, which keeps what it found of
+    the dump for every later reader); raises what ``DumpFile.batches`` raises."""
     s, pd = ctx.scenario, ctx.scenario.precision_debugger
     rules = _TensorRules(pd.summary_mode, pd.task, Path(d.path) / "dump_tensor_data", s.expect.nonfinite_ok)
-    dump = DumpFile(d.path / "dump.json")
+    dump = ctx.reads.dump(d.path / "dump.json")
     f = _Findings(_Names([re.compile(p) for p in s.expect.required_patterns.get(d.stage, [])]))  # type: ignore[call-overload]
     f.tensor_count = _check_entries(rel, dump, rules, f)
     for key, want in (("task", pd.task), ("level", pd.level), ("framework", "pytorch")):

@@ -9,23 +9,20 @@ import time
 from rich.markup import escape
 
 from harness import outcomes
-from harness.cli.console import console, live_line, sweep
-from harness.errors import HarnessError, ScenarioError
+from harness.cli.console import console, live_line, sweep, watching
+from harness.errors import ScenarioError
+from harness.gate.judge import ComparePolicy
 from harness.pipeline import options as shared
-from harness.pipeline.base_head import comparison_session, run_comparison, write_reports
+from harness.pipeline.session import Session
 from harness.report import verdicts
 from harness.scenario.loader import load_scenarios
 from harness.targets.pair import merge_base
 from harness.targets.spec import parse_target
-from harness.training.monitor import Show, Watch
 from harness.training.runs import results_dir
 
 
-def _watch(show: Show) -> Watch:
-    try:
-        return Watch.configure(show=show)
-    except ValueError as exc:
-        raise HarnessError(str(exc)) from None
+def say(line: str) -> None:
+    console.print(escape(line), soft_wrap=True)
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -40,7 +37,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         base, notes = base.model_copy(update={"verl": verl}), [f"the pair: {line}"]
         console.print(escape(notes[0]), soft_wrap=True)
     results = results_dir(args.results)
-    session = comparison_session(results, args.executor, _watch(live_line(15.0)), shared.runs_heavy(args.heavy))
+    session = Session(results, args.executor, watching(live_line(15.0)), heavy=shared.runs_heavy(args.heavy), say=say)
     runnable, skipped = [], []
     for s in scenarios:
         if reason := session.skip(s):
@@ -50,23 +47,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
             runnable.append(s)
     started = time.monotonic()
     sweep(scenarios)
-    comparison, observed = run_comparison(
-        runnable,
-        base,
-        head,
-        results,
-        args.repeats,
-        session,
-        say=lambda m: console.print(escape(m), soft_wrap=True),
-        judge=args.judge,
-        max_repeats=args.max_repeats,
-        skipped=skipped,
-        accepted=args.accept,
-        notes=notes,
-    )
+    policy = ComparePolicy(families=args.judge, repeats=args.repeats, max_repeats=args.max_repeats)
+    compared = session.compare(runnable, base, head, policy)
+    comparison = compared.judgement(skipped, args.accept, notes)
+    verdicts.write_comparison(comparison, results)
     for line in verdicts.lines(comparison):
         print(line)
-    reports = write_reports(comparison, observed, results / "report")
+    from harness.report.compare import write_reports  # matplotlib: only where reports are written
+
+    reports = write_reports(comparison, compared.observed, results / "report")
     print(f"compare.json, compare.txt in {results}; report: {', '.join(str(p) for p in reports)}")
     print(f"wall {time.monotonic() - started:.1f}s")
     return comparison.exit_code

@@ -1,5 +1,5 @@
-"""The terminal of ``run`` and ``compare``: live bars (or periodic lines in a CI log), the verdict colours, and the
-sweep of what dead harnesses left."""
+"""The terminal of ``run``, ``compare``, ``duet`` and ``bisect``: live bars (or periodic lines in a CI log) and the
+settings they watch runs with, the verdict colours, and the sweep of what dead harnesses left."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from rich.markup import escape
 from rich.progress import BarColumn, TaskID, TextColumn
 from rich.progress import Progress as Bars
 
+from harness.errors import HarnessError
 from harness.scenario.model import Scenario
-from harness.training.monitor import PeriodicLines, Progress, Show
+from harness.training.monitor import PeriodicLines, Progress, Show, WatchSettings
 from harness.training.registry import EXECUTORS
 
 console = Console(highlight=False)
@@ -52,6 +53,15 @@ class LiveBars:
             self.bars.console.print(escape(p.line()), soft_wrap=True, highlight=False)
             if not self.tasks:
                 self.bars.stop()
+
+
+def watching(show: Show | None = None) -> WatchSettings:
+    """The runner's dump cap and free-space floor from the environment (``HARNESS_MAX_DUMP``, ``HARNESS_MIN_FREE``)
+    with ``show`` as the live line: a value that is no size is one line (``HarnessError``), said before any run."""
+    try:
+        return WatchSettings.configure(show=show)
+    except ValueError as exc:
+        raise HarnessError(str(exc)) from None
 
 
 def live_line(every_s: float) -> Show:

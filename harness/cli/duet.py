@@ -13,18 +13,18 @@ from pathlib import Path
 from rich.markup import escape
 
 from harness import outcomes
-from harness.cli.compare import _watch
-from harness.cli.console import console, live_line, sweep
+from harness.cli.console import console, live_line, sweep, watching
 from harness.errors import HarnessError, ScenarioError, TargetError, one_line
+from harness.gate.judge import ComparePolicy
 from harness.history.duet import ALONE, DuetDoc, Plan, plan
 from harness.history.store import History
 from harness.pipeline import options as shared
-from harness.pipeline.base_head import SIDES, comparison_session, run_comparison, write_reports
+from harness.pipeline.base_head import SIDES
+from harness.pipeline.session import Session
 from harness.report import verdicts
 from harness.safeio import write_atomic
 from harness.scenario.loader import load_scenarios
 from harness.scenario.model import Scenario
-from harness.targets.environment import ensure_env
 from harness.targets.spec import Target, git, parse_target
 from harness.training.runs import results_dir
 
@@ -44,16 +44,16 @@ def _tonight(args: argparse.Namespace) -> tuple[Target, Path]:
     return head, Path(source)
 
 
-def _base(p: Plan, repo: Path, args: argparse.Namespace, head: Target) -> tuple[Plan, Target | None]:
-    """The base side's target, made here (a base whose environment cannot be made any more is one line, and the
-    night is decided by the history alone)."""
+def _base(p: Plan, repo: Path, args: argparse.Namespace, head: Target, session: Session) -> tuple[Plan, Target | None]:
+    """The base side's target, its environment made by the session (a base whose environment cannot be made any
+    more is one line, and the night is decided by the history alone)."""
     if p.mode == "noise":
         return p, head
     if p.mode == "history":
         return p, None
     base = parse_target(f"{repo}@{p.base_commit}", args.msprobe, args.series, "--verl", args.stack)
     try:
-        ensure_env(base)
+        session.env(base)
     except HarnessError as exc:
         assert p.base_night is not None
         named = f"the last good night {p.base_night.id} ({p.base_night.identity.commit_text()})"
@@ -82,7 +82,7 @@ def cmd_duet(args: argparse.Namespace) -> int:
         raise ScenarioError(problems)
     head, repo = _tonight(args)
     results = results_dir(args.results)
-    session = comparison_session(results, args.executor, _watch(live_line(15.0)), shared.runs_heavy(args.heavy))
+    session = Session(results, args.executor, watching(live_line(15.0)), heavy=shared.runs_heavy(args.heavy), say=_say)
     runnable = []
     for s in scenarios:
         if reason := session.skip(s):
@@ -93,18 +93,21 @@ def cmd_duet(args: argparse.Namespace) -> int:
     if not history.exists():
         _say(f"{history}: no such file: the history holds no night yet")
     p = plan(History.read(history), str(head.verl.commit), repo, {s.name: s.digest or "" for s in runnable})
-    p, base = _base(p, repo, args, head)
+    p, base = _base(p, repo, args, head, session)
     _say(p.line)
     lines = [p.line]
     code, word = outcomes.duet_outcome("history")
     regressed: dict[str, list[str]] = {}
     if base is not None and runnable:
         sweep(runnable)
-        comparison, observed = run_comparison(
-            runnable, base, head, results, args.repeats, session, say=_say, judge={"overhead"},
-            max_repeats=args.max_repeats,
-        )  # fmt: skip
-        write_reports(comparison, observed, results / "report")
+        policy = ComparePolicy(families={"overhead"}, repeats=args.repeats, max_repeats=args.max_repeats)
+        compared = session.compare(runnable, base, head, policy)
+        comparison = compared.judgement()
+        verdicts.write_comparison(comparison, results)
+        from harness.report.compare import write_reports  # matplotlib: only where reports are written
+
+        write_reports(comparison, compared.observed, results / "report")
+        observed = compared.observed
         missing = [f"{name} has no {side} run" for name, sides in observed.items() for side in SIDES if not sides[side]]
         if missing:
             errors = [e for s in comparison.scenarios for e in s.errors][:1]

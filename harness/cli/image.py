@@ -1,18 +1,55 @@
 """``python -m harness image build-cpu`` / ``ascend-context``: container images for the docker executor. The docker
-SDK is imported only when one of them runs."""
+SDK is imported only when one of them runs; what an image is and how it is made are the executors'
+(``harness.training.executors.docker_image``, ``ascend_image``), what the command says is here."""
 
 from __future__ import annotations
 
 import argparse
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from harness import outcomes
+from harness.errors import InfraError
+from harness.safeio import output_path
+from harness.targets.spec import parse_target
 
 
 def cmd_build_cpu(args: argparse.Namespace) -> int:
-    from harness.training.executors.docker_image import cmd_build_cpu
+    """``python -m harness image build-cpu [--tag T] [--check]``."""
+    from harness.training.executors.docker_image import build_cpu_image, smoke_check
+    from harness.training.executors.docker_options import HOST_PYTHON, IMAGE_KIND_LABEL
+    from harness.training.executors.docker_spec import host_python
 
-    return cmd_build_cpu(args)
+    try:
+        image_id = build_cpu_image(args.tag)
+    except InfraError as exc:
+        print(f"INFRASTRUCTURE ERROR {exc}", file=sys.stderr)
+        return outcomes.EXIT_ERROR
+    print(f"built {args.tag} ({image_id[:19]}): bare rootfs, label {IMAGE_KIND_LABEL}={HOST_PYTHON}")
+    print("the docker executor mounts read-only: " + " ".join(host_python().paths))
+    if args.check:
+        print(smoke_check(args.tag))
+    return 0
 
 
 def cmd_ascend_context(args: argparse.Namespace) -> int:
-    from harness.training.executors.ascend_image import cmd_ascend_context
+    """``python -m harness image ascend-context --verl SPEC --out DIR``: the context, then the build command."""
+    from harness.training.executors.ascend_image import CONTEXT_FILES, ROOT, VERL_SRC, make_context
+    from harness.training.executors.docker_options import TARGET_LABEL
 
-    return cmd_ascend_context(args)
+    target = parse_target(args.verl, args.msprobe, args.series)
+    extra = dict(kv.split("=", 1) for kv in args.build_arg)
+    copied = [ROOT / name for name in CONTEXT_FILES] + ([Path(target.verl.source)] if target.verl.source else [])
+    out = output_path(args.out, "--out", copied, directory=True)
+    build = make_context(target, out, args.tag, args.base_tag, extra)
+    print(f"context {build.context}: the harness and {target.verl.describe()} in {VERL_SRC}/")
+    if not args.build:
+        print(f"the image will carry {TARGET_LABEL}={target.verl.identity}; build it on the runner with:")
+        print(shlex.join(build.argv()))
+        return 0
+    print(f"building {args.tag} ({TARGET_LABEL}={target.verl.identity}): {shlex.join(build.argv())}", flush=True)
+    if subprocess.run(build.argv(), check=False).returncode != 0:
+        raise InfraError(f"docker build of {args.tag} for {target.verl.identity} failed (its output is above)")
+    return 0

@@ -17,7 +17,7 @@ from harness.pipeline import options as shared
 from harness.pipeline.session import Session
 from harness.scenario.loader import load_scenarios
 from harness.targets.spec import parse_target
-from harness.training.monitor import Watch
+from harness.training.monitor import WatchSettings
 from harness.training.runs import results_dir
 
 
@@ -28,7 +28,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(line, file=sys.stderr)
         return outcomes.EXIT_ERROR
     try:
-        watch = Watch.configure(args.max_dump, args.min_free, show=live_line(args.progress_every))
+        watch = WatchSettings.configure(args.max_dump, args.min_free, show=live_line(args.progress_every))
     except ValueError as exc:
         print(f"harness run: {exc}", file=sys.stderr)
         return outcomes.EXIT_ERROR

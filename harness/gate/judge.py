@@ -36,7 +36,6 @@ from harness.gate.numerics.report import NumericsReport
 from harness.gate.observe import Observation
 from harness.gate.structure import name_diff
 from harness.outside import shown
-from harness.targets.commits import NOISY_CHECKS, Probe
 
 FigureOutcome = Literal["ok", "regressed", "improved", "inconclusive", "new", "missing"]
 Status = Literal[
@@ -242,7 +241,8 @@ class Policy(ABC):
     ``harness.checks.stats`` from ``min_runs`` runs a side), whether check verdicts are compared (``checks``), how
     entry names are compared (``names``) and what counts as compared at all (``compared``). The gate
     (``GatePolicy``) and base against head (``ComparePolicy``, which bisect's overhead probe uses too) are the two;
-    ``BisectPolicy`` decides a bisect's probe from what they (or the checks) judged."""
+    how bisect decides a commit from what they (or the checks) judged is no policy of the judge's
+    (``harness.pipeline.probes.ProbeRule``)."""
 
     families: Collection[str] = FAMILIES  # decided; the others reported, not judged
     exact: Collection[str] = ("disk", "structure")
@@ -387,13 +387,15 @@ class ComparePolicy(Policy):
     """Head against base, both run here, each side its repeats: errors of either side stop it, a crash leaves the
     checks alone compared; the families' floors; check verdicts compared; an overhead change needs
     ``stats.MIN_RUNS_CHANGE`` runs a side; entry names of every stage and rank either side holds. How many runs it
-    makes (``harness.pipeline.base_head``): ``repeats`` a side, then while INCONCLUSIVE one more pair at a time up
-    to ``max_repeats`` within ``budget_s``. Bisect's overhead probe is this policy over overhead alone
-    (``harness.pipeline.overhead_probe``)."""
+    makes (``Session.compare``): ``repeats`` a side, then while INCONCLUSIVE one more pair at a time up to
+    ``max_repeats`` (None: ``default_max`` within ``budget_s``). Bisect's overhead probe is this policy over overhead
+    alone (``harness.pipeline.probes``)."""
+
+    repeats: int = 2  # runs a side a comparison starts with: fewer have no interval
+    max_repeats: int | None = None  # runs a side at most (the caller's --max-repeats: no time cap)
 
     checks: ClassVar[bool] = True
     min_runs: ClassVar[int] = stats.MIN_RUNS_CHANGE
-    repeats: ClassVar[int] = 2  # runs a side a comparison starts with: fewer have no interval
     # Without --max-repeats a comparison still decides: while a scenario is INCONCLUSIVE, one more base/head pair at a
     # time, up to 6 runs a side and as long as the next pair (at the mean cost of the pairs so far) ends within 20
     # minutes of the scenario's first run: what a pull-request job can afford, on every tier, untuned. Two runs a side
@@ -402,8 +404,18 @@ class ComparePolicy(Policy):
     # 1105 s; at load ~14 a tiny_fsdp_l1 pair cost 452-521 s, so the time cap stopped it at 2 a side (INCONCLUSIVE),
     # where --max-repeats 6 decided base against a waiting commit REGRESSED at 4 a side in 2384 s. An explicit
     # --max-repeats is the caller's choice: the runs cap only, no time cap.
-    max_repeats: ClassVar[int] = 6
+    default_max: ClassVar[int] = 6
     budget_s: ClassVar[int] = 20 * 60
+
+    @property
+    def cap(self) -> int:
+        """Runs a side at most."""
+        return max(self.repeats, self.max_repeats or self.default_max)
+
+    @property
+    def budget(self) -> float | None:
+        """Seconds a scenario's runs may take before no more pairs are added; None: no time cap (``max_repeats``)."""
+        return self.budget_s if self.max_repeats is None else None
 
     def admit(self, out: ScenarioVerdict, base: Side, head: Side) -> tuple[Figures, Figures] | None:
         out.errors = [f"{side}: {e}" for side, s in (("base", base), ("head", head)) for o in s.runs for e in o.errors]
@@ -506,73 +518,6 @@ class Judgement:
 
     def count(self, status: Status) -> int:
         return sum(s.status == status for s in self.scenarios)
-
-
-@dataclass(frozen=True)
-class BisectPolicy:
-    """Bisect's policy over the one judge: a commit's verdict (a ``Probe``) from what the harness judged at it, the
-    same for both probes (``harness.cli.bisect``'s exact one, ``harness.pipeline.overhead_probe``).
-
-    What is comparable: the ``checks`` named (None: every exact check, all but ``NOISY_CHECKS``); overhead alone is
-    a comparison of the commit against the good one under ``ComparePolicy`` over ``families``, whose judged overhead
-    figures decide (its structure, checks and numerics are reported, not deciding). How it is decided: exact checks
-    by their outcomes' exit codes (``outcomes.check_exit``), never their words; overhead by the figures' verdicts,
-    a regression failing it, no timing or an undecided figure leaving it skipped. How many runs a probe needs: one
-    of each scenario for exact checks (the same every run); overhead ``repeats`` a side, then one more pair at a
-    time while undecided, up to ``max_repeats`` (None: compare's cap within its time budget)."""
-
-    checks: tuple[str, ...] | None = None
-    max_repeats: int | None = None
-
-    families: ClassVar[frozenset[str]] = NOISY_CHECKS  # the figure families an overhead probe's comparison decides
-    repeats: ClassVar[int] = ComparePolicy.repeats  # runs a side an overhead probe starts with: fewer have no interval
-
-    @property
-    def overhead(self) -> bool:
-        """Each probe a comparison against the good commit (``--check overhead``), else one run judged exactly."""
-        return self.checks is not None and set(self.checks) == NOISY_CHECKS
-
-    def counts(self, check: str) -> bool:
-        """Whether ``check``'s outcome decides an exact probe."""
-        return check not in NOISY_CHECKS if self.checks is None else check in self.checks
-
-    def of_checks(self, judged: Mapping[str, tuple[outcomes.CheckOutcome, str]]) -> Probe:
-        """An exact probe from its checks' outcomes (each with its one-line summary): a failure (a FAIL, or an XPASS: a
-        declared gap or bug gone) fails it; an undecided check leaves it without an exact verdict (skipped)."""
-        said = {name: (outcomes.SHORT_WORDS[o], summary) for name, (o, summary) in judged.items()}
-        codes = {name: outcomes.check_exit(o) for name, (o, _) in judged.items()}
-        if undecided := [name for name, code in codes.items() if code == outcomes.EXIT_INCONCLUSIVE]:
-            return Probe("skip", said, f"{undecided[0]} is {outcomes.INCONCLUSIVE}: no exact verdict")
-        return Probe("fail" if outcomes.EXIT_FAIL in codes.values() else "pass", said)
-
-    def of_comparison(self, judgement: Judgement, said: Callable[[FigureVerdict], str]) -> Probe:
-        """An overhead probe from its comparison (the reference against the probed commit); ``said``: a figure's
-        words after its name (``harness.report.verdicts.probe_figure``)."""
-        checks: dict[str, tuple[str, str]] = {}
-        regressed = undecided = decided = 0
-        no_timing = []
-        for sc in judgement.scenarios:
-            if sc.crashes or sc.errors:
-                no_timing.append(f"{sc.scenario}: {(sc.crashes or sc.errors)[0]}")
-                continue
-            figures = [f for f in sc.figures if family(f.metric) in self.families and f.judged]
-            for f in figures:
-                name = f.metric if len(judgement.scenarios) == 1 else f"{sc.scenario}:{f.metric}"
-                word = f.verdict.upper() if f.verdict in ("regressed", "inconclusive") else "pass"
-                checks[name] = (word, said(f))
-            regressed += sum(f.verdict == "regressed" for f in figures)
-            undecided += sum(f.verdict == "inconclusive" for f in figures)
-            decided += sum(f.verdict not in ("inconclusive", "missing", "new") for f in figures)
-        if regressed:
-            return Probe("fail", checks)
-        if no_timing:
-            return Probe("skip", checks, f"no timing to judge ({'; '.join(no_timing)})")
-        if undecided:
-            why = f"overhead undecided: {undecided} figure(s) {outcomes.INCONCLUSIVE} within the budget"
-            return Probe("skip", checks, why, undecided=True)
-        if not decided:
-            return Probe("skip", checks, "no overhead figure was compared")
-        return Probe("pass", checks)
 
 
 def interleaved(repeats: int) -> list[tuple[str, int]]:

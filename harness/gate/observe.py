@@ -1,4 +1,5 @@
-"""Observing results directories: each scenario's results.json, plus the structure of its dumps.
+"""Observing results directories: each scenario's results.json, plus the structure of its dumps (from the facts its
+judge stored beside the run: no dump is read again).
 
 The one reader of results directories for the baseline, the gate and the reports. Anything unreadable is a
 BaselineError naming the file, never a traceback.
@@ -12,11 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from harness.artifacts import figures as fig
+from harness.artifacts.dumpfacts import DumpFacts
 from harness.artifacts.figures import family
 from harness.artifacts.results import ResultsDoc, read_results
 from harness.artifacts.rundir import LINKED, ScenarioDir
 from harness.errors import BaselineError
 from harness.gate.structure import Structure, structure_of
+from harness.safeio import InputError
 
 
 @dataclass
@@ -71,9 +74,10 @@ def observe_results(path: Path) -> Observation:
     return observe_doc(read_results(path), sdir)
 
 
-def observe_doc(doc: ResultsDoc, sdir: Path) -> Observation:
+def observe_doc(doc: ResultsDoc, sdir: Path, facts: DumpFacts | None = None) -> Observation:
     """A scenario's results.json, read or about to be written (the session judges the baseline gate with the checks,
-    before results.json is written once), and the structure of the dumps under its directory ``sdir``."""
+    before results.json is written once), and the structure of the dumps under its directory ``sdir``: from
+    ``facts`` (the session's, as its read of the dumps found them), else those stored beside the run."""
     figures: dict[str, float | int | str] = {}
     checks: dict[str, bool] = {}
     problems: dict[str, list[str]] = {}
@@ -101,7 +105,10 @@ def observe_doc(doc: ResultsDoc, sdir: Path) -> Observation:
     if fig.OVERHEAD_PROFILED not in figures and not errors and not crashes and not known and not stopped:
         errors.append("no overhead figures in results.json (did the overhead check run?)")
     dumps = sdir / "on" / "dumps"
-    structure = structure_of(dumps) if dumps.is_dir() else None
+    try:
+        structure = structure_of(dumps, facts) if dumps.is_dir() else None
+    except InputError as exc:
+        raise BaselineError(f"{ScenarioDir(sdir).run('on').dump_facts}: {exc}") from None
     figures.update(structure_figures(structure))
     return Observation(
         scenario=doc.scenario,

@@ -3,8 +3,8 @@
 msprobe numbers every call of an API or module (``Functional.linear.3.forward``). Two runs that dump the
 same calls differ in nothing but those counters, while a run that stops dumping ``linear`` (or starts
 dumping something new) changes the *set* of names. Folding the counter into a per-name count keeps both
-visible: ``Functional.linear.forward: 4`` (``dumpfile.normalise``). The counts are a summary of the dump's one
-whole read (the contents check's, earlier in this process), or of a read here where there was none.
+visible: ``Functional.linear.forward: 4`` (``dumpfile.normalise``). The counts are the run's facts, folded by its
+dumps' one read when the run was judged (``harness.artifacts.dumpfacts``), or read here where none were stored.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-from harness.artifacts.dumpfile import DumpFile
-from harness.artifacts.reader import DumpTree
+from harness.artifacts.dumpfacts import DumpFacts, DumpReads
+from harness.artifacts.reader import DUMP_DIR_RE, DumpTree
+from harness.artifacts.rundir import RunDir
 
 Structure = dict[str, dict[str, Any]]  # "stage/rankR" -> {"entries": int, "names": {normalised: count}}
 
@@ -24,27 +25,23 @@ def key(stage: str, rank: int | None) -> str:
     return f"{stage}/rank{rank}" if rank is not None else f"{stage}/proc"
 
 
-def structure_of(dumps: Path) -> Structure:
-    """Entry counts and normalised name counts per stage and rank, summed over the profiled steps.
+def structure_of(dumps: Path, facts: DumpFacts | None = None) -> Structure:
+    """Entry counts and normalised name counts per stage and rank, summed over the profiled steps: from ``facts``,
+    else the run's stored facts (``<run>/dump_facts.json``: what its one read of each dump found), else the dumps read
+    here (a run judged by an earlier harness, a tree of dumps alone).
 
-    Unreadable dump.json files are skipped: the contents check reports them; here they show up as
-    missing entries against the baseline."""
+    Unreadable dump.json files are left out: the contents check reports them; here they show up as missing entries
+    against the baseline. Raises InputError where the stored facts are not such a file."""
+    if facts is None:
+        facts = DumpFacts.recorded(RunDir(dumps.parent)) or DumpReads(dumps).facts(DumpTree.scan(dumps))
     out: dict[str, Counter[str]] = {}
-    for d in DumpTree.scan(dumps).dirs:
-        if (names := _folded_names(d.path / "dump.json")) is not None:
-            out.setdefault(key(d.stage, d.rank), Counter()).update(names)
+    for rel, fact in facts.dumps.items():
+        if fact.names is not None and (m := DUMP_DIR_RE.match(rel.removesuffix("/dump.json"))):
+            rank = int(m["rank"]) if m["rank"] is not None else None
+            out.setdefault(key(m["stage"], rank), Counter()).update(fact.names)
     return {
         k: {"entries": sum(names.values()), "names": dict(sorted(names.items()))} for k, names in sorted(out.items())
     }
-
-
-def _folded_names(path: Path) -> Counter[str] | None:
-    """Normalised entry names of one dump with their counts; None unless it reads to the end with a data mapping."""
-    try:
-        summary = DumpFile(path).summary()
-    except (OSError, ValueError):
-        return None
-    return summary.names if summary.has_data else None
 
 
 def name_diff(base: dict[str, int], now: dict[str, int], ignore: Collection[str] = ()) -> list[str]:

@@ -1,41 +1,78 @@
 """One session of the harness: the runs of a scenario and every check on them, for every front end (``harness run``,
-``pytest scenarios/``, base against head, bisect), decided and recorded the same way.
+``pytest scenarios/``, base against head, duet, bisect), decided and recorded the same way.
 
 A front end makes one ``Session`` and asks it, per scenario: ``skip`` (the one rule: device, heavy, cluster),
 ``runs`` (the scenario's results-dir lock taken, its trainings made or reused), ``judge`` (every check and known gap
-once, and the regression against a baseline where the session has one: results.json written once), or
-``evaluate`` for both, the lock released at the end. What a front end shows, and
-its exit code (``harness.outcomes``), are its own.
+once, and a verdict beside them where the session has one: results.json written once), or ``evaluate`` for both,
+the lock released at the end; or ``compare`` for base against head (``harness.pipeline.base_head``): every run of
+both sides made and judged here, the comparison judged from what was judged, in memory, and each dump read once.
+What a front end shows, and its exit code (``harness.outcomes``), are its own: nothing here words a verdict.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from filelock import FileLock
 
-from harness import config
+from harness import config, outcomes
+from harness.artifacts.dumpfacts import DumpReads
+from harness.artifacts.dumpfile import DumpFile
 from harness.artifacts.results import CheckDoc, ResultsDoc, RunDoc
 from harness.artifacts.rundir import ScenarioDir
 from harness.checks import CHECKS, CheckContext, CheckResult, run_check
 from harness.checks.crash import not_checked
 from harness.checks.known_gap import check_gap, gap_name
-from harness.gate.against_baseline import gate_scenario
-from harness.gate.baseline import Baseline
-from harness.gate.observe import observe_doc
+from harness.errors import FailedAlike, HarnessError
+from harness.gate.judge import ComparePolicy, ScenarioVerdict, Side, judge
+from harness.gate.observe import Observation, observe_doc
+from harness.pipeline.base_head import (
+    NUMERICS_RUNS,
+    OVERHEAD_NOT_COMPARED,
+    SIDES,
+    Compared,
+    add_numerics,
+    cannot_train,
+    families,
+    run_dir,
+    run_order,
+)
 from harness.pipeline.provenance import environment, settings_of
-from harness.report import verdicts
-from harness.report.verdicts import REGRESSION
 from harness.scenario.model import Scenario
+from harness.targets.census import census_of
+from harness.targets.census import diff as census_diff
 from harness.targets.environment import TargetEnv, ensure_env
-from harness.targets.spec import Target
+from harness.targets.spec import Target, reproduce_compare, reproducible
 from harness.training.devices import cluster_missing, skip_reason
-from harness.training.monitor import Watch
+from harness.training.monitor import WatchSettings
 from harness.training.runs import ScenarioRuns, ensure_runs, scenario_lock
+
+
+class Beside(Protocol):
+    """A verdict judged beside the checks, from what results.json will hold (pytest's ``--harness-baseline``: the
+    regression against a baseline, ``harness.report.verdicts.AgainstBaseline``): its name, and what it says."""
+
+    @property
+    def name(self) -> str: ...
+
+    def __call__(self, scenario: str, observed: Observation) -> CheckResult: ...
+
+
+@dataclass
+class Judged:
+    """One scenario's runs judged: every verdict in report order, results.json as written, what the judge of two
+    sides reads of it, and its dumps as read (held open where a later reader of their bytes is known)."""
+
+    found: list[CheckResult]
+    doc: ResultsDoc
+    observed: Observation
+    reads: DumpReads
 
 
 @dataclass
@@ -45,21 +82,22 @@ class Session:
     unless a call names another (base against head: one per side and run); ``executor``: ``--executor`` (None: each
     scenario's own); ``watch``: the runner's dump cap, free-space floor and live line (None: from the environment);
     ``gate_timing``: whether an overhead over its maximum fails (``CheckContext``); ``reuse``: ``--reuse``;
-    ``heavy``: whether scenarios marked heavy run; ``baseline``: what ``judge`` gates each scenario against, as a
-    ``regression`` verdict beside the checks' (pytest's ``--harness-baseline``; None: no such verdict)."""
+    ``heavy``: whether scenarios marked heavy run; ``beside``: a verdict ``judge`` adds beside the checks (pytest's
+    ``--harness-baseline``; None: none); ``say``: where a comparison's progress goes (a line each)."""
 
     results: Path
     executor: str | None = None
-    watch: Watch | None = None
+    watch: WatchSettings | None = None
     gate_timing: bool = True
     reuse: bool = False
     heavy: bool = False
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
-    baseline: Baseline | None = None
+    beside: Beside | None = None
+    say: Callable[[str], None] = print
     _envs: dict[Target, TargetEnv] = field(default_factory=dict, init=False, repr=False)
     _held: FileLock | None = field(default=None, init=False, repr=False)
     _runs: dict[Path, ScenarioRuns] = field(default_factory=dict, init=False, repr=False)
-    _judged: dict[Path, list[CheckResult]] = field(default_factory=dict, init=False, repr=False)
+    _judged: dict[Path, Judged] = field(default_factory=dict, init=False, repr=False)
 
     def env(self, target: Target) -> TargetEnv:
         """The target's environment, made (or found) once per session on first use: a SPEC that cannot be installed
@@ -103,28 +141,55 @@ class Session:
         """The scenario's off and on trainings in ``env`` under ``results`` (default the session's), made once per
         session (or reused, ``reuse``), its lock held from here (``hold``); a HarnessError where they could not be
         made or did not finish."""
-        sdir = ScenarioDir((results or self.results) / scenario.name)
+        return self._made(scenario, env, results or self.results, self.reuse)
+
+    def _made(self, scenario: Scenario, env: TargetEnv, results: Path, reuse: bool) -> ScenarioRuns:
+        sdir = ScenarioDir(results / scenario.name)
         self.hold(sdir)
         if sdir.root in self._runs:
             return dataclasses.replace(self._runs[sdir.root], trained_s=0.0)  # nothing trained by this call
         self._runs[sdir.root] = ensure_runs(
-            scenario, sdir.root.parent, self.id, self.executor, reuse=self.reuse, env=env, watch=self.watch
+            scenario, sdir.root.parent, self.id, self.executor, reuse=reuse, env=env, watch=self.watch
         )
         return self._runs[sdir.root]
 
     def judge(self, scenario: Scenario, runs: ScenarioRuns) -> list[CheckResult]:
-        """Every check, then every known gap, then (with a ``baseline``) the regression against it, on ``runs``,
-        once per session, in report order; results.json written once with all of them. A check that raises (a
-        HarnessError) records nothing: the front end shows it."""
+        """Every check, then every known gap, then (with ``beside``) the verdict beside them, on ``runs``, once per
+        session, in report order; results.json written once with all of them. A check that raises (a HarnessError)
+        records nothing: the front end shows it."""
+        return self._judge(scenario, runs, self.gate_timing, self.beside).found
+
+    def _judge(
+        self, scenario: Scenario, runs: ScenarioRuns, gate_timing: bool, beside: Beside | None, hold: bool = False
+    ) -> Judged:
+        """``judge``; ``hold``: the on run's dumps kept open for a later reader of their bytes (the numerics). The
+        dumps are read once, by the checks and then for the facts no check read (``harness.artifacts.dumpfacts``),
+        stored beside the run before results.json."""
         if runs.dir.root not in self._judged:
-            ctx = CheckContext(scenario, runs.dir, self.gate_timing)
-            found = [run_check(name, check, ctx) for name, check in CHECKS.items()]
-            found += [not_checked(ctx, gap_name(gap)) or check_gap(ctx, gap) for gap in scenario.expect.known_gaps]
-            if self.baseline is not None:
-                found.append(not_checked(ctx, REGRESSION) or regression(scenario, runs, found, self.baseline))
-            results_doc(scenario, runs, found).write(runs.dir.results)
-            self._judged[runs.dir.root] = found
+            ctx = CheckContext(scenario, runs.dir, gate_timing, hold)
+            try:
+                self._judged[runs.dir.root] = self._judged_now(scenario, runs, ctx, beside)
+            except BaseException:  # a check that raised: nothing recorded, and no dump left open
+                ctx.reads.close()
+                raise
         return self._judged[runs.dir.root]
+
+    @staticmethod
+    def _judged_now(scenario: Scenario, runs: ScenarioRuns, ctx: CheckContext, beside: Beside | None) -> Judged:
+        """What judging ``runs`` makes: every verdict, the dumps' facts (stored before results.json, which a reader
+        finds them beside) and results.json, written once each, and what the judge of two sides reads of them."""
+        found = [run_check(name, check, ctx) for name, check in CHECKS.items()]
+        found += [not_checked(ctx, gap_name(gap)) or check_gap(ctx, gap) for gap in scenario.expect.known_gaps]
+        on = runs.dir.run("on")
+        facts = ctx.reads.facts(ctx.tree) if on.dumps.is_dir() else None
+        if beside is not None:
+            observed = observe_doc(results_doc(scenario, runs, found), runs.dir.root, facts)
+            found.append(not_checked(ctx, beside.name) or beside(scenario.name, observed))
+        doc = results_doc(scenario, runs, found)
+        if facts is not None:
+            facts.write(on.dump_facts)
+        doc.write(runs.dir.results)
+        return Judged(found, doc, observe_doc(doc, runs.dir.root, facts), ctx.reads)
 
     def evaluate(
         self, scenario: Scenario, env: TargetEnv, results: Path | None = None
@@ -136,19 +201,121 @@ class Session:
         finally:
             self.release()
 
+    def compare(
+        self,
+        scenarios: Sequence[Scenario],
+        base: Target,
+        head: Target,
+        policy: ComparePolicy | None = None,
+        results: Path | None = None,
+    ) -> Compared:
+        """Base against head, each scenario (every one this session runs: ``skip`` is the front end's to ask) run for
+        both targets, interleaved, under ``results`` (default the session's): ``<results>/<base|head>/r<i>/``. Each
+        run is made and judged as ``harness run`` judges it (its overhead maxima recorded, never gated or compared:
+        ``judge.PER_RUN_MAXIMA``; never reused from another session, nor judged against a baseline); the comparison
+        is of what was judged, in memory, decided under ``policy`` (its families, less overhead where a scenario's
+        tier cannot decide it; its repeats and stopping rule). Head's annotated stages are compared with base's
+        first, from their sources (``harness.targets.census``): a finding whether or not a training reaches them."""
+        results, policy = results or self.results, policy or ComparePolicy()
+        envs = {"base": self.env(base), "head": self.env(head)}  # once, before training: a bad SPEC fails at once
+        for side, env in envs.items():
+            self.say(f"{side}: {env.label()}")
+        census, census_notes = census_diff(census_of(base, envs["base"]), census_of(head, envs["head"]))
+        for line in census:
+            self.say(f"{outcomes.REGRESSED} census: {line}")
+        out = Compared(envs["base"].describe(), envs["head"].describe(), census, census_notes)
+        before, after = (reproducible(t.verl.commit, t.verl.source, t.verl.version) for t in (base, head))
+        for scenario in scenarios:
+            decided = dataclasses.replace(policy, families=families(scenario, policy.families))
+            sc = self._compared(scenario, envs, decided, results, out)
+            sc.reproduce = reproduce_compare(scenario.name, before, after, heavy=scenario.heavy)
+            out.scenarios.append(sc)
+        return out
 
-def regression(scenario: Scenario, runs: ScenarioRuns, found: list[CheckResult], baseline: Baseline) -> CheckResult:
-    """The checks' figures (``found``, as results.json will hold them) and the dumps' structure against ``baseline``
-    (``harness.gate``): the absolute budgets stay with the checks."""
-    observed = observe_doc(results_doc(scenario, runs, found), runs.dir.root)
-    return verdicts.check_result(gate_scenario(scenario.name, baseline, observed))
+    def _compared(
+        self, scenario: Scenario, envs: dict[str, TargetEnv], policy: ComparePolicy, results: Path, out: Compared
+    ) -> ScenarioVerdict:
+        """One scenario of ``compare``: its runs in ``run_order``, a pair more while the runs so far leave it
+        INCONCLUSIVE (each new set of runs judged once: the last verdict is the scenario's where no run came after
+        it), then its numerics from the dumps its checks read, held open until then."""
+        name, order, budget = scenario.name, run_order(policy), policy.budget
+        sides: dict[str, list[Observation]] = {side: [] for side in SIDES}
+        errors: list[str] = []
+        judged: dict[tuple[str, int], Judged] = {}
+        verdict: ScenarioVerdict | None = None  # of the runs so far, None once another run came
+        started = time.monotonic()
+        try:
+            for n, (side, i) in enumerate(order):
+                if n % 2 == 0 and i >= policy.repeats:
+                    verdict = verdict or _verdict_of(name, sides, policy)
+                    if verdict.status != "inconclusive":
+                        break
+                    spent, pair = time.monotonic() - started, (time.monotonic() - started) / i
+                    if budget is not None and spent + pair > budget:
+                        self.say(
+                            f"{name}: {outcomes.INCONCLUSIVE} after {i} runs a side; another pair (~{pair:.0f} s) "
+                            f"would end past the default {budget // 60:g} min (--max-repeats goes on regardless)"
+                        )
+                        break
+                of = policy.repeats if i < policy.repeats else f"at most {policy.cap}"
+                self.say(f"{name}: {side} run {i + 1} of {of}")
+                out.order = max(out.order, order[: n + 1], key=len)
+                try:
+                    judged[(side, i)] = self._evaluated(scenario, envs[side], run_dir(results, side, i), (side, i))
+                except FailedAlike as exc:
+                    if side == "head" and sides["base"] and not sides["head"]:
+                        out.untrainable.append(name)
+                        verdict = ScenarioVerdict(name, policy, findings=[cannot_train(name, exc.crash)])
+                        break  # it fails off and on alike where base trained: another run says no more
+                    errors.append(f"{side} run {i + 1}: {exc.label}: {exc}")
+                    continue
+                except HarnessError as exc:
+                    errors.append(f"{side} run {i + 1}: {exc.label}: {exc}")
+                    continue
+                sides[side].append(judged[(side, i)].observed)
+                verdict = None
+            out.observed[name] = sides
+            sc = verdict or _verdict_of(name, sides, policy)
+            if "overhead" not in policy.families and not scenario.budgets.overhead.compare:
+                sc.notes.append(OVERHEAD_NOT_COMPARED)
+            sc.errors = errors + sc.errors
+            crashed = any(o.crashes or o.known_crash for obs in sides.values() for o in obs)
+            if name not in out.untrainable and sides["base"] and sides["head"] and not sc.errors and not crashed:
+                self.say(f"{name}: numerics (statistics compare)")
+                reads = [j.reads for j in judged.values()]
+                add_numerics(sc, scenario, sides, results, envs["head"].python, lambda p: read_before(reads, p))
+            return sc
+        finally:
+            for j in judged.values():
+                j.reads.close()
+
+    def _evaluated(self, scenario: Scenario, env: TargetEnv, where: Path, run: tuple[str, int]) -> Judged:
+        """One run of a comparison made and judged under one hold of its lock: never reused from another session,
+        its overhead maxima recorded and never gated, no verdict beside the checks; its dumps held open where the
+        numerics will read them again (``NUMERICS_RUNS``)."""
+        try:
+            runs = self._made(scenario, env, where, reuse=False)
+            return self._judge(scenario, runs, gate_timing=False, beside=None, hold=run in NUMERICS_RUNS)
+        finally:
+            self.release()
+
+
+def _verdict_of(name: str, sides: dict[str, list[Observation]], policy: ComparePolicy) -> ScenarioVerdict:
+    """Head's runs against base's under ``policy`` (``harness.gate.judge``)."""
+    return judge(name, Side.of_runs(sides["base"]), Side.of_runs(sides["head"]), policy)
+
+
+def read_before(reads: Iterable[DumpReads], path: Path) -> DumpFile:
+    """The dump at ``path`` as the checks of one of these runs read it (held open, with its summary); else a new
+    one."""
+    return next((d for r in reads if (d := r.known(path)) is not None), None) or DumpFile(path)
 
 
 def results_doc(scenario: Scenario, runs: ScenarioRuns, found: Iterable[CheckResult]) -> ResultsDoc:
     """results.json of ``runs`` judged: the runs and where they ran, and each verdict by its check's name."""
     return ResultsDoc(
         scenario=scenario.name,
-        session=runs.session,
+        session=runs.session_id,
         settings=settings_of(scenario),
         target=runs.target.get("block"),
         environment=environment(scenario, runs.target),

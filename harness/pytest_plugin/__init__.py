@@ -4,11 +4,11 @@ A scenario's trainings run in the setup of its first item (errors there are infr
 check FAILUREs), its checks once in its first item's call, and its other items read their verdicts; under pytest-xdist
 all items of a scenario go to one worker (``--dist loadgroup``), and the file lock in ``harness.training.runs`` keeps
 it to one run anyway. Each training shows a live line in the terminal reporter (``harness.training.monitor``); SIGTERM
-and SIGHUP stop it like Ctrl-C and exit 128+N; containers of dead harnesses are swept at session start.
+and SIGHUP stop it like Ctrl-C and exit 128+N; containers of dead harnesses are swept as the test run starts.
 
 This module is what pytest registers (pyproject: pytest11), shaped as pytest's own junitxml plugin: the options, and
 one ``HarnessPlugin`` (``plugin``) made at configure, whose methods are the other hooks. The rest is cut by job:
-``options``, ``items`` (the scenario file and its items), ``hygiene`` (no training outlives the session),
+``options``, ``items`` (the scenario file and its items), ``hygiene`` (no training outlives the test run),
 ``reporting`` (node ids, the time breakdown).
 """
 
@@ -32,7 +32,7 @@ def _scenario_file(parent: pytest.Collector, path: Path) -> pytest.Collector:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[KEY] = plugin = HarnessPlugin(config, _scenario_file)
-    config.pluginmanager.register(plugin, "harness-session")
+    config.pluginmanager.register(plugin, "harness-plugin")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -1,5 +1,5 @@
-"""No training outlives the session: an orphaned xdist worker stops itself, and an interrupted controller SIGTERMs
-its workers (``HarnessPlugin`` calls these; it sweeps what dead harnesses left, and ends a signalled session 128+N)."""
+"""No training outlives the test run: an orphaned xdist worker stops itself, and an interrupted controller SIGTERMs
+its workers (``HarnessPlugin`` calls these; it sweeps what dead harnesses left, and ends a signalled run 128+N)."""
 
 from __future__ import annotations
 

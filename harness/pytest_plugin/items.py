@@ -14,7 +14,6 @@ from harness import outcomes
 from harness.checks import CHECKS, CheckResult
 from harness.checks.known_gap import gap_name
 from harness.errors import HarnessError, InfraError, ScenarioError, one_line
-from harness.pipeline.base_head import comparison_session, run_comparison
 from harness.pytest_plugin.plugin import KEY, HarnessPlugin
 from harness.pytest_plugin.reporting import INCONCLUSIVE, TRAINED
 from harness.report import verdicts
@@ -160,8 +159,8 @@ def target_properties(target: dict[str, Any]) -> list[tuple[str, Any]]:
 
 
 class CompareItem(pytest.Item):
-    """Base against head for one scenario (``harness.pipeline.base_head``): fails on a regression of head, one line
-    each."""
+    """Base against head for one scenario, by the plugin's one session (``Session.compare``): fails on a regression
+    of head, one line each."""
 
     def __init__(self, *, scenario: Scenario, **kw: Any) -> None:
         super().__init__(**kw)
@@ -171,20 +170,18 @@ class CompareItem(pytest.Item):
         config, plugin = self.config, self.config.stash[KEY]
         assert plugin.compare_base is not None  # collected only with one
         results = Path(config.getoption("harness_results")).resolve() / "compare" / self.scenario.name
+        from harness.gate.judge import ComparePolicy  # the gate: only where a comparison runs
+
+        policy = ComparePolicy(
+            repeats=config.getoption("harness_compare_repeats"),
+            max_repeats=config.getoption("harness_compare_max_repeats"),
+        )
         try:  # the plugin's session made here (a bad HARNESS_TIMING: this item's one line, as the check items')
             if reason := plugin.session.skip(self.scenario, os.path.relpath(self.path)):  # as the check items decide
                 pytest.skip(reason)
-            session = comparison_session(results, config.getoption("executor"), plugin.watch, plugin.session.heavy)
-            comparison, _ = run_comparison(
-                [self.scenario],
-                plugin.compare_base,
-                plugin.target,
-                results,
-                config.getoption("harness_compare_repeats"),
-                session,
-                say=lambda line: None,
-                max_repeats=config.getoption("harness_compare_max_repeats"),
-            )
+            ran = plugin.session.compare([self.scenario], plugin.compare_base, plugin.target, policy, results)
+            comparison = ran.judgement()
+            verdicts.write_comparison(comparison, results)
         except HarnessError as exc:
             fail(exc)
         (compared,) = comparison.scenarios

@@ -1,7 +1,8 @@
 """The plugin's one object, shaped as pytest's own junitxml plugin: made in ``pytest_configure``, kept under one stash
-key, registered as a plugin; its methods are the session's hooks, and it owns the harness ``Session`` every item runs
-through. Only light modules at import: the checks, the gate and the executors (scipy, the docker SDK) load where a
-scenario is collected or run, not in every pytest run of the environment."""
+key, registered as a plugin; its methods are pytest's hooks of the test run, and it owns the harness ``Session`` every
+item runs through (``session``: the harness's alone; pytest's own reaches one hook, ``pytest_sessionfinish``, by the
+name pluggy passes it). Only light modules at import: the checks, the gate and the executors (scipy, the docker SDK)
+load where a scenario is collected or run, not in every pytest run of the environment."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from harness.scenario.loader import ScenarioList
 from harness.signals import Interrupted, describe, interrupts
 from harness.targets.environment import TargetEnv
 from harness.targets.spec import Target, parse_target
-from harness.training.monitor import PeriodicLines, Watch
+from harness.training.monitor import PeriodicLines, WatchSettings
 
 if TYPE_CHECKING:
     from harness.gate.baseline import Baseline
@@ -51,7 +52,7 @@ class HarnessPlugin:
             config.option.loadgroup = True  # xdist set this from the worker's own args, before our change above
         self.id: str = workerinput["testrunuid"] if workerinput else uuid.uuid4().hex
         self.interrupts: list[KeyboardInterrupt] = []  # pytest_keyboard_interrupt -> pytest_sessionfinish
-        self.failures = {"inconclusive": 0, "other": 0}  # the session's failed reports, for its exit status
+        self.failures = {"inconclusive": 0, "other": 0}  # the test run's failed reports, for its exit status
         try:  # a cluster named (--ray-address, HARNESS_RAY_ADDRESS): every scenario under the ray executor
             config.option.executor = shared.executor_choice(
                 config.getoption("executor", None), config.getoption("ray_address")
@@ -77,7 +78,7 @@ class HarnessPlugin:
             except HarnessError as exc:
                 raise pytest.UsageError(f"--harness-compare-base: {one_line(exc)}") from None
         try:
-            self.watch = Watch.configure(
+            self.watch = WatchSettings.configure(
                 config.getoption("harness_max_dump", None),
                 config.getoption("harness_min_free", None),
                 show=PeriodicLines(self.write_line, config.getoption("harness_progress_every", 15)),
@@ -106,6 +107,7 @@ class HarnessPlugin:
         """The harness session every scenario item runs through, made on first use (the checks and executors load
         with it). Its results dir is each item's ``--harness-results``, said there when it is bad."""
         from harness.pipeline.session import Session
+        from harness.report.verdicts import AgainstBaseline  # the gate: only where a scenario is run
 
         option = self.config.getoption
         return Session(
@@ -116,7 +118,8 @@ class HarnessPlugin:
             option("harness_reuse"),
             shared.runs_heavy(option("harness_heavy")),
             self.id,
-            self.baseline,
+            AgainstBaseline(self.baseline) if self.baseline is not None else None,
+            say=lambda line: None,  # a comparison's progress: its item's report says what it found
         )
 
     def target_env(self) -> TargetEnv:
@@ -154,7 +157,7 @@ class HarnessPlugin:
         return None
 
     @pytest.hookimpl(trylast=True)
-    def pytest_sessionstart(self, session: pytest.Session) -> None:
+    def pytest_sessionstart(self) -> None:
         """Sweep what dead harnesses left (a SIGKILLed one's containers) before anything runs, one line each."""
         if not self.controller:
             return  # the controller sweeps
@@ -164,11 +167,12 @@ class HarnessPlugin:
             for line in executor.sweep():
                 self.write_line(f"harness: {line}")
 
-    def pytest_collection_finish(self, session: pytest.Session) -> None:
+    @pytest.hookimpl(trylast=True)  # after -k and -m deselected theirs
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         """The clusters the collected scenarios name themselves (``executor.ray.address``): their jobs of dead harnesses
-        stopped too (the session start swept those of ``--ray-address``); on each worker under xdist, where they are
+        stopped too (the test run's start swept those of ``--ray-address``); on each worker under xdist, where they are
         collected, one line each."""
-        scenarios = {id(s): s for s in (getattr(i, "scenario", None) for i in session.items) if s is not None}
+        scenarios = {id(s): s for s in (getattr(i, "scenario", None) for i in items) if s is not None}
         if any(getattr(s.executor.options("ray"), "address", None) for s in scenarios.values()):
             from harness.training.registry import EXECUTORS  # the executors: the docker SDK
 
@@ -192,7 +196,7 @@ class HarnessPlugin:
             stop_workers(excinfo.value)
 
     @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:  # pytest's: the test run (pluggy's name)
         """After an interrupt: one line saying what was stopped; SIGTERM and SIGHUP exit 128+N (SIGINT keeps
         pytest's 2). Failed, every failure an INCONCLUSIVE one: exit 3, as ``harness run`` (``harness.outcomes``)."""
         while self.interrupts:

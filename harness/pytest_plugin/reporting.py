@@ -27,7 +27,7 @@ class TimeBreakdown:
     """Where a run's time went: inside training processes vs. the harness around them (printed at the end).
 
     Harness overhead = the scenario items' own time (setup, call, teardown) minus time inside trainings:
-    launching, waiting, locking, checks, results. Unit tests in the same session are not counted.
+    launching, waiting, locking, checks, results. Unit tests in the same test run are not counted.
     """
 
     def __init__(self, workers: int) -> None:

@@ -17,6 +17,7 @@ from harness.gate.judge import Judgement, ScenarioVerdict
 from harness.gate.observe import Observation
 from harness.report.plots import stage_bytes, step_times
 from harness.report.verdicts import compare_line, head_lines, ratio_text, word
+from harness.safeio import write_atomic
 
 ICON = {"ok": "✅ ok", "regressed": "❌ regressed", "inconclusive": f"⚠️ {outcomes.INCONCLUSIVE}", "error": "❌ error"}
 COLORS = {"base": "tab:blue", "head": "tab:red"}
@@ -121,3 +122,14 @@ def plot_compare(name: str, base: list[Observation], head: list[Observation], pa
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def write_reports(c: Judgement, observed: dict[str, dict[str, list[Observation]]], out: Path) -> list[Path]:
+    """summary.md and a PNG per scenario (base and head side by side) under ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    write_atomic(out / "summary.md", compare_markdown(c, png_dir=out))
+    pngs = [out / "summary.md"]
+    for name, sides in observed.items():
+        if sides["base"] or sides["head"]:
+            pngs.append(plot_compare(name, sides["base"], sides["head"], out / f"{name}.png"))
+    return pngs

@@ -8,13 +8,14 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TypeVar
 
 from harness import outcomes
 from harness.artifacts.figures import family, fmt, ratio
 from harness.checks.base import CheckResult
+from harness.gate.against_baseline import gate_scenario
 from harness.gate.baseline import Baseline
 from harness.gate.files import (
     CompareDoc,
@@ -38,6 +39,7 @@ from harness.gate.judge import (
     rel_change,
 )
 from harness.gate.observe import Observation
+from harness.safeio import write_atomic
 
 # The order of the counts on a judgement's last line.
 GATE_COUNTS: tuple[Status, ...] = (
@@ -127,7 +129,7 @@ FIGURE_LINE: dict[type[Policy], Callable[[FigureVerdict], str]] = {GatePolicy: g
 
 
 def probe_figure(f: FigureVerdict) -> str:
-    """An overhead probe's figure as bisect shows it after the figure's name (``BisectPolicy.of_comparison``):
+    """An overhead probe's figure as bisect shows it after the figure's name (``ProbeRule.of_comparison``):
     compare's line without its word, scenario and name (``base .. head ..: head/base ..``)."""
     return compare_line(f).partition(f"{f.metric} ")[2]
 
@@ -202,6 +204,19 @@ def figure_table(s: ScenarioVerdict) -> list[str]:
 
 
 REGRESSION = "regression"  # the verdict against a baseline, beside the checks' (pytest's item of that name)
+
+
+@dataclass(frozen=True)
+class AgainstBaseline:
+    """The verdict a session judges beside the checks against ``baseline`` (pytest's ``--harness-baseline``,
+    ``Session.beside``): the gate's (``harness.gate.against_baseline``) on the figures results.json is about to hold,
+    as a check's result (``check_result``); the absolute budgets stay with the checks."""
+
+    baseline: Baseline
+    name: str = REGRESSION
+
+    def __call__(self, scenario: str, observed: Observation) -> CheckResult:
+        return check_result(gate_scenario(scenario, self.baseline, observed))
 
 
 def check_result(s: ScenarioVerdict) -> CheckResult:
@@ -336,3 +351,10 @@ def compare_doc(c: Judgement) -> CompareDoc:
             for s in c.scenarios
         ],
     )
+
+
+def write_comparison(c: Judgement, results: Path) -> None:
+    """``compare.json`` (every figure of both sides and every verdict) and ``compare.txt`` (the lines)."""
+    results.mkdir(parents=True, exist_ok=True)
+    compare_doc(c).write(results / "compare.json")
+    write_atomic(results / "compare.txt", "\n".join(lines(c)) + "\n")

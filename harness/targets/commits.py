@@ -15,7 +15,7 @@ What a probe says:
 
 Exact verdicts (crash, layout, contents, disk and declared known gaps) are the same every time a commit is run: one
 run a probe. Overhead is a timing ratio, which one run a probe would let machine load decide: its probe
-(``harness.pipeline.overhead_probe``) is a whole comparison of the commit against the good one, as ``compare``
+(``harness.pipeline.probes``) is a whole comparison of the commit against the good one, as ``compare``
 decides it, and a probe left undecided is skipped, so the search ends on the range it could narrow to.
 """
 

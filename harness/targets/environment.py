@@ -166,13 +166,13 @@ def _run(
     argv: list[str],
     what: str,
     cwd: Path | None = None,
-    jail: dict[str, Any] | None = None,
+    jail: sandbox.Jail | None = None,
     timeout: float = PROBE_TIMEOUT_S,
 ) -> str:
     """``argv``'s stdout; in the target's sandbox when ``jail`` (``sandbox.run``'s key, readable, writable, env)."""
     if jail is not None:  # one call per sandbox uid at a time: each ends by killing what its uid left running
         with FileLock(cache_dir() / "envs" / f"{jail['key']}.sandbox.lock"):
-            out = sandbox.run(argv, what=what, cwd=cwd, timeout=timeout, **jail)
+            out = sandbox.run(argv, jail, what=what, cwd=cwd, timeout=timeout)
     else:
         try:
             out = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, check=False, timeout=timeout)
@@ -200,7 +200,7 @@ def _probe(python: str, *args: str, what: str) -> dict[str, Any]:
     """The probe, in the sandbox of the environment ``python`` belongs to (a target's code is imported there)."""
     root = Path(python).parent.parent
     inside = root.parent == cache_dir() / "envs"
-    jail = {"key": root.name, "readable": [root, *interpreter_home(root)], "writable": []} if inside else None
+    jail: sandbox.Jail | None = {"key": root.name, "readable": [root, *interpreter_home(root)]} if inside else None
     out = _run([python, "-m", "harness.targets.probe", *args], what, jail=jail)
     found = answer(out)
     if found is None:
@@ -333,7 +333,7 @@ def _install_stack(target: Target, plan: StackPlan, root: Path, tree: Path, tmp:
     # the interpreter, and a lock's own local folders (a registry that is a folder of wheels: a runner's mirror)
     local = {Path(p.where) for p in stack.pins if p.origin != "git" and Path(p.where).is_absolute()}
     readable = [*interpreter_home(root), *sorted(f for f in local if f.is_dir())]
-    jail: dict[str, Any] = {"key": root.name, "readable": readable, "writable": [root, tmp, cache], "network": True}
+    jail: sandbox.Jail = {"key": root.name, "readable": readable, "writable": [root, tmp, cache], "network": True}
     where = f"{target.verl.identity}'s uv.lock"
     record: dict[str, Any] = {"requested": "verl", "lock_sha256": plan.lock.sha256, "python": plan.python_version}
     with FileLock(f"{cache}.lock"):  # one sandbox at a time owns the cache

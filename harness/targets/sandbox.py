@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Required, TypedDict
 
 import psutil
 
@@ -55,23 +56,26 @@ def uid_for(key: str) -> int:
     return UID_BASE + int(key[:6], 16)
 
 
+class Jail(TypedDict, total=False):
+    """Where a call runs (``run``): the sandbox user of ``key`` (an environment's), the dirs it may read and write,
+    whether it reaches the network, and variables of its own."""
+
+    key: Required[str]
+    readable: list[Path]
+    writable: list[Path]
+    network: bool
+    env: dict[str, str]
+
+
 def run(
-    argv: list[str],
-    *,
-    key: str,
-    what: str,
-    readable: list[Path],
-    writable: list[Path],
-    cwd: Path | None = None,
-    timeout: float,
-    network: bool = False,
-    env: dict[str, str] | None = None,
+    argv: list[str], jail: Jail, *, what: str, cwd: Path | None = None, timeout: float
 ) -> subprocess.CompletedProcess[str]:
-    """``argv`` as the sandbox user of ``key``; ``writable`` dirs are its own for the call, ``readable`` ones are
-    bound back where a directory on their path is closed to others; ``env``: variables of the call's own (over the
-    scrubbed environment). Without root: as the harness's user."""
+    """``argv`` as the sandbox user of ``jail``'s key; its ``writable`` dirs are its own for the call, ``readable``
+    ones are bound back where a directory on their path is closed to others; ``env``: variables of the call's own
+    (over the scrubbed environment). Without root: as the harness's user."""
+    key, readable, writable = jail["key"], jail.get("readable", []), jail.get("writable", [])
+    network, given = jail.get("network", False), jail.get("env") or {}
     home = Path(tempfile.mkdtemp(prefix="harness-sandbox-"))
-    given = env or {}
     env = {k: v for k, v in os.environ.items() if k in KEEP_ENV or k.startswith(KEEP_PREFIXES)}
     env.pop("UV_CACHE_DIR", None)  # the harness user's: uv caches in the private home instead
     # a user name too: the sandbox uid has no passwd entry, and getpass.getuser() (torch's cache dirs at import)

@@ -130,7 +130,7 @@ Show = Callable[[Progress], None]
 
 
 @dataclass(frozen=True)
-class Watch:
+class WatchSettings:
     """How this harness watches its runs: the runner's settings (option, else environment) and the live line."""
 
     max_dump: Cap | None = None
@@ -140,7 +140,9 @@ class Watch:
     statvfs: Callable[[str], os.statvfs_result] = os.statvfs
 
     @classmethod
-    def configure(cls, max_dump: str | None = None, min_free: str | None = None, show: Show | None = None) -> Watch:
+    def configure(
+        cls, max_dump: str | None = None, min_free: str | None = None, show: Show | None = None
+    ) -> WatchSettings:
         """From the entry point's options, else ``HARNESS_MAX_DUMP`` / ``HARNESS_MIN_FREE``; ValueError naming the
         option or the variable when one is not a size (a cap of 0 too)."""
         cap_text, cap_from = (max_dump, "--max-dump") if max_dump else (config.MAX_DUMP.get(), config.MAX_DUMP.name)
@@ -191,7 +193,7 @@ class Monitor:
         executor: str,
         steps: int,
         cap: Cap | None,
-        watch: Watch,
+        watch: WatchSettings,
         bounded: Bounded | None = None,
     ) -> None:
         self.run, self.cap, self.watch = run, cap, watch

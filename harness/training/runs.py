@@ -1,7 +1,7 @@
 """A scenario's two trainings (precision_debugger off, then on), run once per session.
 
-The runs are guarded by a file lock and recorded in ``session.json`` with the session id, so every check
-item of a scenario (in any pytest-xdist worker) reuses them instead of training again. Each training runs
+The runs are guarded by a file lock and recorded in ``trainings.json`` with the id of the session that made them,
+so every check item of a scenario (in any pytest-xdist worker) reuses them instead of training again. Each training runs
 under a ``Monitor``: a run it stops at the dump cap is recorded with its verdict line (the disk check's
 failure), one it stops at the free-space floor is an infrastructure error.
 """
@@ -33,23 +33,27 @@ from harness.targets.spec import Target, parse_target
 from harness.training import dumpfs
 from harness.training.deadline import training_limit
 from harness.training.executors.base import LABEL_PREFIX, Executor, owner_labels
-from harness.training.monitor import Monitor, Watch, dump_cap
+from harness.training.monitor import Monitor, WatchSettings, dump_cap
 from harness.training.registry import EXECUTORS, WORKLOADS
 from harness.training.slots import heavy_slot
 from harness.training.workloads import fault_injection
 from harness.training.workloads.verl_cpu.lag import lagging
 
-__all__ = ["LABEL_PREFIX", "ScenarioRuns", "ensure_runs", "fingerprint", "results_dir", "scenario_lock"]
+__all__ = [
+    "LABEL_PREFIX", "ScenarioRuns", "TrainingsRecord", "ensure_runs", "fingerprint", "results_dir", "scenario_lock",
+]  # fmt: skip
 
 
-class RunsDoc(Versioned):
-    """session.json: a session's off and on runs and what they depend on (``fingerprint``), so every check item of a
-    scenario, in any worker, reuses them. Schema 1 (no ``schema_version``) had the same fields."""
+class TrainingsRecord(Versioned):
+    """trainings.json: a scenario's off and on trainings (each one's ``RunRecord``), the id of the session that made
+    them and what they depend on (``fingerprint``), so every check item of the scenario, in any worker, reuses them.
+    Its earlier names (session.json, runs.json before it) are read as it; schema 1 (no ``schema_version``) had the
+    same fields."""
 
-    FILE = "session.json"
+    FILE = "trainings.json"
     REDO = "the runs are made again"
     schema_version: Literal[2] = 2
-    session: str
+    session: str  # the id of the session that made them
     fingerprint: str
     target: dict[str, Any] = {}
     records: dict[Mode, RunRecord]
@@ -57,8 +61,11 @@ class RunsDoc(Versioned):
 
 @dataclass
 class ScenarioRuns:
+    """A scenario's off and on trainings as a session has them: their records, the id of the session that made them
+    (``session_id``: this one's, or an earlier one's where reused)."""
+
     dir: ScenarioDir
-    session: str
+    session_id: str
     records: dict[Mode, RunRecord]
     trained_s: float  # wall time of the trainings this call ran (0 when reused)
     # the target as results.json records it: {"block": Target.block(), "environment": versions, identity, series}
@@ -124,22 +131,22 @@ def fingerprint(scenario: Scenario, target: Target) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _load(sdir: ScenarioDir, session: str, scenario: Scenario, env: TargetEnv, reuse: bool) -> ScenarioRuns | None:
+def _load(sdir: ScenarioDir, session_id: str, scenario: Scenario, env: TargetEnv, reuse: bool) -> ScenarioRuns | None:
     """This session's runs (or, with ``reuse``, an earlier session's good ones); None when there are none to reuse,
-    including a session.json that is not one (corrupt, a link, not a file): those runs are made again."""
+    including a trainings.json that is not one (corrupt, a link, not a file): those runs are made again."""
     try:
-        doc = RunsDoc.read_file(sdir.session_record_read, 16 * MB, follow=False)
+        doc = TrainingsRecord.read_file(sdir.trainings_record_read, 16 * MB, follow=False)
     except InputError:
         return None
     if doc.fingerprint != fingerprint(scenario, env.target):
         return None  # another target (or other settings) in the same session: train again
-    if doc.session != session and not (reuse and not _failed(doc)):
+    if doc.session != session_id and not (reuse and not _failed(doc)):
         return None
     recorded = doc.target or {"block": env.target.block(), "environment": of_target(env)}
     return ScenarioRuns(sdir, doc.session, dict(doc.records), trained_s=0.0, target=recorded)
 
 
-def _failed(doc: RunsDoc) -> bool:
+def _failed(doc: TrainingsRecord) -> bool:
     records = doc.records.values()
     return len(records) < len(MODES) or any(r.error or r.stopped or r.crash for r in records)
 
@@ -204,11 +211,11 @@ def scenario_lock(sdir: ScenarioDir) -> FileLock:
 def ensure_runs(
     scenario: Scenario,
     results: Path,
-    session: str,
+    session_id: str,
     executor: str | None = None,
     reuse: bool = False,
     env: TargetEnv | None = None,
-    watch: Watch | None = None,
+    watch: WatchSettings | None = None,
 ) -> ScenarioRuns:
     """Run (or reuse this session's) off and on trainings in ``env``, the target's environment as the entry point
     resolved it once (default: from HARNESS_VERL and HARNESS_MSPROBE, else the pinned releases); raise InfraError
@@ -223,7 +230,7 @@ def ensure_runs(
     if kind != scenario.executor.kind:  # as it runs: the kind changes, the options blocks stay (the workload reads it)
         scenario = scenario.model_copy(update={"executor": scenario.executor.model_copy(update={"kind": kind})})
     with scenario_lock(sdir):
-        runs = _load(sdir, session, scenario, env, reuse)
+        runs = _load(sdir, session_id, scenario, env, reuse)
         if runs is None:
             if kind == "docker" and env.stack.source != "harness":
                 raise WorkloadError(
@@ -231,13 +238,13 @@ def ensure_runs(
                     "image mounts the harness's interpreter): run it with --executor local, or --stack harness"
                 )
             check_target(scenario, env)
-            runs = _run_both(scenario, sdir, session, kind, env, watch := watch or Watch.configure())
+            runs = _run_both(scenario, sdir, session_id, kind, env, watch := watch or WatchSettings.configure())
             if isinstance(failed := runs.error, InfraError) and failed.transient:
                 # the machine's, and it may pass the next time: one flake would cost a nightly or a whole comparison
                 # (an A/A real_fsdp_l0 compare lost 1 of 6 runs to EADDRINUSE on verl's TCPStore port, 2 cores, 3 jobs)
                 line = str(failed).splitlines()[0][:300]
                 print(f"[harness] {line}: the machine failed it; trained once more", file=sys.stderr, flush=True)
-                runs = _run_both(scenario, sdir, session, kind, env, watch)
+                runs = _run_both(scenario, sdir, session_id, kind, env, watch)
     if runs.error:
         raise runs.error
     return runs
@@ -262,18 +269,18 @@ def fresh(root: Path) -> None:
 
 
 def _run_both(
-    scenario: Scenario, sdir: ScenarioDir, session: str, executor_kind: str, env: TargetEnv, watch: Watch
+    scenario: Scenario, sdir: ScenarioDir, session_id: str, executor_kind: str, env: TargetEnv, watch: WatchSettings
 ) -> ScenarioRuns:
     dumpfs.release_stale(sdir.root)  # a killed harness's dumps tmpfs: rmtree cannot remove a mount point
     fresh(sdir.root)
     workload = WORKLOADS[scenario.workload.kind]
     # both runs under one slot: the off/on pair sees the same load, and waiting is not training time
     with heavy_slot() if workload.takes_slot(scenario) else contextlib.nullcontext():
-        return _train(scenario, sdir, session, EXECUTORS[executor_kind], env, watch)
+        return _train(scenario, sdir, session_id, EXECUTORS[executor_kind], env, watch)
 
 
 def _train(
-    scenario: Scenario, sdir: ScenarioDir, session: str, executor: Executor, env: TargetEnv, watch: Watch
+    scenario: Scenario, sdir: ScenarioDir, session_id: str, executor: Executor, env: TargetEnv, watch: WatchSettings
 ) -> ScenarioRuns:
     workload = WORKLOADS[scenario.workload.kind]
     pd = scenario.precision_debugger
@@ -288,7 +295,7 @@ def _train(
         if env.target.verl.kind != "pinned":  # a self-contained image must hold this very verl
             launch = replace(launch, target=env.target.verl.identity)
         labels = {
-            f"{LABEL_PREFIX}.session": session,
+            f"{LABEL_PREFIX}.session": session_id,
             f"{LABEL_PREFIX}.scenario": scenario.name,
             f"{LABEL_PREFIX}.run": mode,
             **target_labels(env.target),
@@ -333,8 +340,7 @@ def _train(
             break  # the on run is pointless without a baseline; a stopped on run is the last anyway
         # an off run that verl or msprobe crashed: the on run says whether precision_debugger is what fails
     recorded = {"block": block, "environment": of_target(env)}
-    runs = ScenarioRuns(sdir, session, records, trained_s=time.monotonic() - started, target=recorded)
-    RunsDoc(session=session, fingerprint=fingerprint(scenario, env.target), target=recorded, records=records).write(
-        sdir.session_record
-    )
+    runs = ScenarioRuns(sdir, session_id, records, trained_s=time.monotonic() - started, target=recorded)
+    made = fingerprint(scenario, env.target)
+    TrainingsRecord(session=session_id, fingerprint=made, target=recorded, records=records).write(sdir.trainings_record)
     return runs

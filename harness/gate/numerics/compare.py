@@ -22,9 +22,11 @@ import resource
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from harness import config
+from harness.artifacts.dumpfile import DumpFile
 from harness.artifacts.reader import DumpTree, step_stage
 from harness.errors import InfraError
 from harness.gate.numerics import stats_compare
@@ -52,7 +54,11 @@ def engine_of(engine: str | None) -> str:
 
 
 def _compare_stage(
-    s: StageNumerics, ranks: list[tuple[str, Path, Path]], where: Path, patterns: list[re.Pattern[str]]
+    s: StageNumerics,
+    ranks: list[tuple[str, Path, Path]],
+    where: Path,
+    patterns: list[re.Pattern[str]],
+    dump_of: Callable[[Path], DumpFile] = DumpFile,
 ) -> None:
     """The harness's compare of one step/stage, rank by rank (its name, head's and base's dump.json), CSVs in
     ``where``."""
@@ -61,12 +67,12 @@ def _compare_stage(
     for rank, head, base in ranks:
         path = where / f"compare_result_{rank}.csv"
 
-        def on_row(r: stats_compare.Row, rank: str = rank) -> None:
+        def on_row(r: stats_compare.CsvRow, rank: str = rank) -> None:
             count_row(s, rank, r.npu.name, r.result, lambda: r.cells, patterns, matched=r.bench is not None)
 
         before = s.rows
         try:
-            n = stats_compare.compare_files(head, base, path, on_row)  # on_row: those not passing or alone
+            n = stats_compare.compare_files(head, base, path, on_row, dump_of)  # on_row: those not passing or alone
         except (OSError, ValueError) as exc:
             s.status, s.detail = "error", f"{rank}: {exc}"
             break
@@ -85,11 +91,13 @@ def compare_trees(
     python: str,
     engine: str | None = None,
     scope: NumericsScope | None = None,
+    dump_of: Callable[[Path], DumpFile] = DumpFile,
 ) -> tuple[dict[str, Numerics], float, int]:
     """Each pair of dump trees, named (new, old) as (head, base), compared step/stage by step/stage; CSVs
     under ``out/<new>_vs_<old>/step_N/<stage>/``. Returns the comparisons, the wall time (compare and msprobe's
     -da where a stage diverges) and the peak RSS of the processes that compared. ``engine``: :func:`engine_of`;
-    ``scope``: expect.numerics_scope (msprobe's engine compares every rank of a stage it compares)."""
+    ``scope``: expect.numerics_scope (msprobe's engine compares every rank of a stage it compares); ``dump_of``: each
+    dump.json as the harness's engine reads it (held open by the session whose checks read it)."""
     scope = scope or NumericsScope()
     engine = engine_of(engine)
     patterns = [re.compile(p) for p in nonfinite_ok]
@@ -142,7 +150,7 @@ def compare_trees(
     started, work, own_peak = time.monotonic(), in_place(out, out / "msprobe"), 0  # msprobe's log and work files
     if engine == "harness":
         for s, where, _ in jobs:
-            _compare_stage(s, ranks[id(s)], where, patterns)
+            _compare_stage(s, ranks[id(s)], where, patterns, dump_of)
         own_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         jobs = [j for j in jobs if j[0].diverged and j[0].status == "compared"]  # msprobe -da names the first
         if not jobs:
@@ -167,17 +175,19 @@ def compare_numerics(
     head: Path,
     out: Path,
     nonfinite_ok: list[str],
-    declared_unmatched: bool = False,
     python: str = sys.executable,
     engine: str | None = None,
     scope: NumericsScope | None = None,
+    dump_of: Callable[[Path], DumpFile] = DumpFile,
 ) -> NumericsReport:
-    """Head's "on" dump tree against base's first; base's second against its first (determinism self-check)."""
+    """Head's "on" dump tree against base's first; base's second against its first (determinism self-check).
+    Whether head's numbers are declared to differ (expect.numerics_match: false) is the caller's to set on the
+    report (``declared_unmatched``)."""
     pairs = {("head", "base"): (head, base[0])}
     if len(base) > 1:
         pairs[("base run 2", "base run 1")] = (base[1], base[0])
     engine = engine_of(engine)
-    nums, seconds, peak = compare_trees(pairs, out, nonfinite_ok, python, engine, scope)
-    report = NumericsReport(nums["head_vs_base"], nums.get("baserun2_vs_baserun1"), declared_unmatched, seconds, peak)
+    nums, seconds, peak = compare_trees(pairs, out, nonfinite_ok, python, engine, scope, dump_of)
+    report = NumericsReport(nums["head_vs_base"], nums.get("baserun2_vs_baserun1"), False, seconds, peak)
     report.engine = engine
     return report

@@ -14,8 +14,7 @@ import zlib
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from harness.artifacts.dumpfile import CHUNK, MAX_VALUE, DumpFile, entry_value
 from harness.gate.numerics.table import N_A
@@ -219,8 +218,8 @@ class DumpEntries:
     """One dump.json's entries, with msprobe's backward renumbering (the target's read by :meth:`DumpFile.runs`,
     the bench's by :meth:`DumpFile.following`)."""
 
-    def __init__(self, path: Path, file: BinaryIO | None = None) -> None:
-        self.dump = DumpFile(path, file=file)
+    def __init__(self, dump: DumpFile) -> None:
+        self.dump = dump
         self.backward: dict[str, int] = defaultdict(int)
 
     def entry(self, name: str, data: Any) -> Entry | None:
@@ -250,7 +249,7 @@ def entry_keys(dump: DumpFile) -> set[str]:
     holds no raw newline in a string: the names are read from those lines, without parsing the entries (a
     third of the compare's time when it parsed them); any other layout is parsed. A second pass over the file
     the bench's read holds open (``DumpFile.opened``), not a second open."""
-    side = DumpEntries(dump.path, dump.file)
+    side = DumpEntries(DumpFile(dump.path, file=dump.file))
     with dump.opened() as f:
         indent_1 = f.read(4) == b'{\n "'
     if indent_1:
@@ -280,10 +279,11 @@ def _lines(dump: DumpFile) -> Iterator[bytes]:
 
 def is_md5(dump: DumpFile) -> bool:
     """Whether a dump's statistics carry md5 (msprobe's ``md5_find``: the summary_mode md5 or xor dumps): as the
-    dump's whole read in this process found it (``DumpFile.recalled``: the contents check's), else read here. A dump
-    whose text holds no ``"md5"`` has no such key: found by a byte search, the entries parsed only otherwise."""
-    if (known := dump.recalled()) is not None:
-        return known.md5
+    dump's one whole read found it (``DumpFile.summary``: the run's facts, ``harness.artifacts.dumpfacts``), else
+    read here. A dump whose text holds no ``"md5"`` has no such key: found by a byte search, the entries parsed only
+    otherwise."""
+    if dump.summary is not None:
+        return dump.summary.md5
     with dump.opened() as f:
         seam = b""
         while (chunk := f.read(CHUNK)) and b'"md5"' not in seam + chunk[:4] and b'"md5"' not in chunk:

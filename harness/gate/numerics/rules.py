@@ -82,7 +82,7 @@ _LEVEL = {"pass": 0, "warning": 1, "error": 2}
 
 
 @dataclass
-class Row:
+class CsvRow:
     """One CSV row as msprobe writes it (``values``: its header's columns up to Requires_grad Consistent), and its
     verdict (``result``, ``messages``) as the checkers leave it."""
 
@@ -200,7 +200,7 @@ def _naninf(v: Any) -> bool:
     return isinstance(v, str) and v.strip().lower() in ("inf", "-inf", "nan")
 
 
-def judge_entry(rows: list[Row], md5: bool) -> None:
+def judge_entry(rows: list[CsvRow], md5: bool) -> None:
     """msprobe's checkers on one entry's rows (``ApiIndicatorCalculator.calculate``)."""
     inputs = [r for r in rows if ".output." not in r.npu.name]
     outputs = [r for r in rows if ".output." in r.npu.name]
@@ -222,7 +222,7 @@ def judge_entry(rows: list[Row], md5: bool) -> None:
             r.flag("error", MSG_NANINF)
     full = not ignore
 
-    def top(group: list[Row]) -> float:
+    def top(group: list[CsvRow]) -> float:
         return max([0.0, *(p for r in group if (p := _pct(r.values[NORM_REL])) is not None)])
 
     if full:  # RelativeErrChecker
@@ -254,7 +254,7 @@ def judge_entry(rows: list[Row], md5: bool) -> None:
             outputs[0].flag("warning", MSG_RELWARN)
 
 
-def make_row(npu: Item, bench: Item | None, md5: bool) -> Row:
+def make_row(npu: Item, bench: Item | None, md5: bool) -> CsvRow:
     """One row."""
     v: list[Any]
     if bench is None:
@@ -271,7 +271,7 @@ def make_row(npu: Item, bench: Item | None, md5: bool) -> Row:
         v += mine
         v += theirs
     v.append(v[NPU_REQ] == v[BENCH_REQ])
-    return Row(npu, bench, v, md5)
+    return CsvRow(npu, bench, v, md5)
 
 
 def same_dtype(a: str, b: str) -> bool:

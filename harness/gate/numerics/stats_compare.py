@@ -39,7 +39,7 @@ from typing import Any
 
 import orjson
 
-from harness.artifacts.dumpfile import SKIPPED, NotRegularFile, open_regular, run_texts
+from harness.artifacts.dumpfile import SKIPPED, DumpFile, NotRegularFile, open_regular, run_texts
 from harness.gate.numerics.cells import (
     Numbers,
     csv_cell,
@@ -55,7 +55,7 @@ from harness.gate.numerics.cells import (
 )
 from harness.gate.numerics.rows import UNREAD, DumpEntries, Entry, Item, Leaf, entry_keys, entry_leaves, is_md5
 from harness.gate.numerics.rules import (
-    Row,
+    CsvRow,
     judge_entry,
     make_row,
     output_error,
@@ -242,7 +242,7 @@ def _same_text(a: Any, b: Any) -> bool:
         return False
 
 
-def _line(r: Row, stack: str | None, mine: str, theirs: str) -> str:
+def _line(r: CsvRow, stack: str | None, mine: str, theirs: str) -> str:
     """One judged row's CSV line (``mine``, ``theirs``: the statistics' cells, from :func:`stats_cells`)."""
     v = r.values
     if r.md5:
@@ -256,17 +256,24 @@ def _line(r: Row, stack: str | None, mine: str, theirs: str) -> str:
     return f"{cells},{r.result},{messages}\n" if stack is None else f"{cells},{r.result},{messages},{stack}\n"
 
 
-def compare_files(npu_path: Path, bench_path: Path, csv_path: Path | None, on_row: Callable[[Row], None]) -> int:
+def compare_files(
+    npu_path: Path,
+    bench_path: Path,
+    csv_path: Path | None,
+    on_row: Callable[[CsvRow], None],
+    dump_of: Callable[[Path], DumpFile] = DumpFile,
+) -> int:
     """Compare the target's dump.json (NPU, head) against the bench's (base): each row that does not pass or has no
     counterpart on the bench goes, judged, to ``on_row`` (a pass is only counted: most rows pass), and every row
     (with ``csv_path``) to msprobe's CSV layout; like msprobe, no CSV where either side has no entry. Returns the
-    rows. The mode (statistics or md5) is the target's, as msprobe reads it."""
-    head = DumpEntries(npu_path)
+    rows. The mode (statistics or md5) is the target's, as msprobe reads it. ``dump_of``: each side's dump (a run's
+    held open by the session that read it, with its summary: ``harness.artifacts.dumpfacts``)."""
+    head = DumpEntries(dump_of(npu_path))
     with head.dump.opened():  # one open: the md5 test (where the contents check has not told it) and the rows
         md5 = is_md5(head.dump)
         stack = _load_stack(npu_path.parent / "stack.json")
         header = (MD5_HEADER if md5 else SUMMARY_HEADER) + ([STACK] if stack is not None else [])
-        bench = _Bench(bench_path)
+        bench = _Bench(dump_of(bench_path))
         tmp = csv_path.with_name(csv_path.name + ".part") if csv_path else None
         with tmp.open("w", newline="") if tmp else contextlib.nullcontext() as out:
             if out is not None:
@@ -289,8 +296,8 @@ class _Bench:
     name index (:func:`entry_keys`, a scan of the whole file through its one open) is built, to tell an entry the
     bench lacks (none read for it) from one further on."""
 
-    def __init__(self, path: Path) -> None:
-        self.side = DumpEntries(path)
+    def __init__(self, dump: DumpFile) -> None:
+        self.side = DumpEntries(dump)
         self.runs = self.side.dump.following()
         self.queue: list[Entry] = []  # the entries of the bench's last run not yet asked for, last first
         self.pending: dict[str, Entry] = {}  # read, not yet asked for
@@ -363,7 +370,7 @@ def _judged_lines(
     items: list[Item],
     md5: bool,
     info: str | None,
-    on_row: Callable[[Row], None],
+    on_row: Callable[[CsvRow], None],
     numbers: Numbers,
 ) -> list[str]:
     """The lines of an entry through rows and checkers, each row that does not pass to ``on_row`` (``info``: the
@@ -397,7 +404,7 @@ def _rows(
     md5: bool,
     stack: dict[str, Any] | None,
     write: Callable[[str], Any] | None,
-    on_row: Callable[[Row], None],
+    on_row: Callable[[CsvRow], None],
     numbers: Numbers,
 ) -> int:
     n = 0

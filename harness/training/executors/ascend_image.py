@@ -8,19 +8,13 @@ self-contained image that holds another verl is an infrastructure error, not a s
 
 from __future__ import annotations
 
-import argparse
-import shlex
 import shutil
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.errors import InfraError
-from harness.safeio import output_path
 from harness.targets.environment import source_tree
-from harness.targets.spec import Target, TargetError, parse_target
-from harness.training.executors.docker_options import TARGET_LABEL
+from harness.targets.spec import Target, TargetError
 
 ROOT = Path(__file__).resolve().parents[3]
 CONTEXT_FILES = ("pyproject.toml", "README.md", "harness", "docker/ascend-entrypoint.sh", "docker/Dockerfile.ascend")
@@ -88,21 +82,3 @@ def make_context(
         else:  # its links as links: source_tree made them relative, inside the tree
             shutil.copytree(src, out / VERL_SRC, symlinks=True)
     return AscendBuild(out, args, tag)
-
-
-def cmd_ascend_context(args: argparse.Namespace) -> int:
-    """``python -m harness image ascend-context --verl SPEC --out DIR``: the context, then the build command."""
-    target = parse_target(args.verl, args.msprobe, args.series)
-    extra = dict(kv.split("=", 1) for kv in args.build_arg)
-    copied = [ROOT / name for name in CONTEXT_FILES] + ([Path(target.verl.source)] if target.verl.source else [])
-    out = output_path(args.out, "--out", copied, directory=True)
-    build = make_context(target, out, args.tag, args.base_tag, extra)
-    print(f"context {build.context}: the harness and {target.verl.describe()} in {VERL_SRC}/")
-    if not args.build:
-        print(f"the image will carry {TARGET_LABEL}={target.verl.identity}; build it on the runner with:")
-        print(shlex.join(build.argv()))
-        return 0
-    print(f"building {args.tag} ({TARGET_LABEL}={target.verl.identity}): {shlex.join(build.argv())}", flush=True)
-    if subprocess.run(build.argv(), check=False).returncode != 0:
-        raise InfraError(f"docker build of {args.tag} for {target.verl.identity} failed (its output is above)")
-    return 0

@@ -8,18 +8,15 @@ runs. Nothing is copied: making it takes well under a second and any venv change
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import io
 import json
 import os
 import pwd
-import sys
 import tarfile
 
 import docker.errors
 
-from harness import outcomes
 from harness.errors import InfraError
 from harness.training.executors.docker import connect
 from harness.training.executors.docker_options import HOST_PYTHON, IMAGE_KIND_LABEL
@@ -102,17 +99,3 @@ def smoke_check(tag: str) -> str:
         remove=True,
     )
     return out.decode().strip()
-
-
-def cmd_build_cpu(args: argparse.Namespace) -> int:
-    """``python -m harness image build-cpu [--tag T] [--check]``."""
-    try:
-        image_id = build_cpu_image(args.tag)
-    except InfraError as exc:
-        print(f"INFRASTRUCTURE ERROR {exc}", file=sys.stderr)
-        return outcomes.EXIT_ERROR
-    print(f"built {args.tag} ({image_id[:19]}): bare rootfs, label {IMAGE_KIND_LABEL}={HOST_PYTHON}")
-    print("the docker executor mounts read-only: " + " ".join(host_python().paths))
-    if args.check:
-        print(smoke_check(args.tag))
-    return 0
