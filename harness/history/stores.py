@@ -93,6 +93,14 @@ def _git(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess[byt
     return subprocess.run(["git", *argv], cwd=cwd, capture_output=True, check=False)
 
 
+def _fresh(path: Path) -> None:
+    """``path`` gone, whatever was there (a link removed, never followed), for a copy made anew."""
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    else:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def _last_line(data: bytes) -> str:
     lines = data.decode(errors="replace").splitlines()
     return lines[-1] if lines else ""
@@ -120,7 +128,7 @@ class GitBranch:
         return _git("ls-remote", "--heads", self.remote, self._ref())
 
     def checkout(self, work: Path) -> Checkout:
-        shutil.rmtree(work, ignore_errors=True)
+        _fresh(work)
         _checked(_git("init", "-q", str(work)), "git init")
         tip = self._tip()
         if tip.returncode != 0:
@@ -145,7 +153,7 @@ class GitBranch:
         return Checkout(work, base)
 
     def read(self, name: str, scratch: Path) -> Read | None:
-        shutil.rmtree(scratch, ignore_errors=True)
+        _fresh(scratch)
         _checked(_git("init", "-q", str(scratch)), "git init")
         tip = self._tip()
         failed = tip if tip.returncode != 0 else None
@@ -235,7 +243,7 @@ class Directory:
         return digest.hexdigest()
 
     def checkout(self, work: Path) -> Checkout:
-        shutil.rmtree(work, ignore_errors=True)
+        _fresh(work)
         work.mkdir(parents=True)
         if not self.root.exists():
             return Checkout(work, "", f"no directory {self.root}")
