@@ -173,7 +173,7 @@ def comparing(monkeypatch: Any, observe: Any, numerics: Any = None) -> Any:
     monkeypatch.setattr(
         sm.Session,
         "_evaluated",
-        lambda self, scenario, env, where, run: sm.Judged([], None, observe(scenario, where), DumpReads(where)),  # type: ignore[arg-type]
+        lambda self, scenario, env, where, run, modes: sm.Judged([], None, observe(scenario, where), DumpReads(where)),  # type: ignore[arg-type]
     )
     pkg = Package(name="verl", kind="release", version="0.9.1")
     target = type("T", (), {"describe": lambda self: "verl", "verl": pkg})()

@@ -29,6 +29,7 @@ from typing import Any, ClassVar, Literal
 
 from harness import outcomes
 from harness.artifacts.figures import FAMILIES, family, samples_of, structure_names
+from harness.artifacts.rundir import MODES, Mode
 from harness.checks import stats
 from harness.checks.known_gap import is_gap
 from harness.gate.baseline import BLOCKING_ENV, INFO_ENV, OVERHEAD_ENV, Baseline, floor
@@ -416,6 +417,14 @@ class ComparePolicy(Policy):
     def budget(self) -> float | None:
         """Seconds a scenario's runs may take before no more pairs are added; None: no time cap (``max_repeats``)."""
         return self.budget_s if self.max_repeats is None else None
+
+    @property
+    def modes(self) -> tuple[Mode, ...]:
+        """The trainings each run takes: off and on where overhead is decided, else the on training alone. Every
+        other figure (structure, layout, disk, contents, numerics) is of the on run's dumps; an off run's step times
+        feed the overhead ratios only, so where this policy decides no overhead (``budgets.overhead.compare: false``,
+        or ``--judge`` without it) an off run would be minutes of start-up that no verdict reads."""
+        return MODES if "overhead" in self.families else ("on",)
 
     def admit(self, out: ScenarioVerdict, base: Side, head: Side) -> tuple[Figures, Figures] | None:
         out.errors = [f"{side}: {e}" for side, s in (("base", base), ("head", head)) for o in s.runs for e in o.errors]

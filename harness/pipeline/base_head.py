@@ -30,9 +30,22 @@ SIDES = ("base", "head")
 
 
 OVERHEAD_NOT_COMPARED = (
-    "overhead: reported with its figures, not decided here (budgets.overhead.compare: false: this tier's noise leaves "
-    "base against head undecided at the runs a pull request affords); the nightly decides it across nights"
+    f"overhead {outcomes.NOT_MEASURED}, not compared (budgets.overhead.compare: false: this tier's noise leaves base "
+    "against head undecided at the runs a pull request affords, so each run trained precision_debugger on alone, no "
+    "off run); the nightly measures and decides it across nights"
 )
+OVERHEAD_NOT_JUDGED = (
+    f"overhead {outcomes.NOT_MEASURED}, not compared (--judge leaves it out, so each run trained precision_debugger "
+    "on alone, no off run)"
+)
+
+
+def overhead_note(scenario: Scenario, decided: Collection[str]) -> str | None:
+    """What a comparison says of a scenario whose overhead it did not decide (``decided``: its families), None where
+    it did: never a silence a reader takes for a pass."""
+    if "overhead" in decided:
+        return None
+    return OVERHEAD_NOT_COMPARED if not scenario.budgets.overhead.compare else OVERHEAD_NOT_JUDGED
 
 
 def families(scenario: Scenario, judge: Collection[str]) -> set[str]:

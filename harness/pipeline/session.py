@@ -25,7 +25,7 @@ from harness import config, outcomes
 from harness.artifacts.dumpfacts import DumpReads
 from harness.artifacts.dumpfile import DumpFile
 from harness.artifacts.results import CheckDoc, ResultsDoc, RunDoc
-from harness.artifacts.rundir import ScenarioDir
+from harness.artifacts.rundir import MODES, Mode, ScenarioDir
 from harness.checks import CHECKS, CheckContext, CheckResult, run_check
 from harness.checks.crash import not_checked
 from harness.checks.known_gap import check_gap, gap_name
@@ -34,12 +34,12 @@ from harness.gate.judge import ComparePolicy, ScenarioVerdict, Side, judge
 from harness.gate.observe import Observation, observe_doc
 from harness.pipeline.base_head import (
     NUMERICS_RUNS,
-    OVERHEAD_NOT_COMPARED,
     SIDES,
     Compared,
     add_numerics,
     cannot_train,
     families,
+    overhead_note,
     run_dir,
     run_order,
 )
@@ -143,13 +143,15 @@ class Session:
         made or did not finish."""
         return self._made(scenario, env, results or self.results, self.reuse)
 
-    def _made(self, scenario: Scenario, env: TargetEnv, results: Path, reuse: bool) -> ScenarioRuns:
+    def _made(
+        self, scenario: Scenario, env: TargetEnv, results: Path, reuse: bool, modes: tuple[Mode, ...] = MODES
+    ) -> ScenarioRuns:
         sdir = ScenarioDir(results / scenario.name)
         self.hold(sdir)
         if sdir.root in self._runs:
             return dataclasses.replace(self._runs[sdir.root], trained_s=0.0)  # nothing trained by this call
         self._runs[sdir.root] = ensure_runs(
-            scenario, sdir.root.parent, self.id, self.executor, reuse=reuse, env=env, watch=self.watch
+            scenario, sdir.root.parent, self.id, self.executor, reuse=reuse, env=env, watch=self.watch, modes=modes
         )
         return self._runs[sdir.root]
 
@@ -166,7 +168,7 @@ class Session:
         dumps are read once, by the checks and then for the facts no check read (``harness.artifacts.dumpfacts``),
         stored beside the run before results.json."""
         if runs.dir.root not in self._judged:
-            ctx = CheckContext(scenario, runs.dir, gate_timing, hold)
+            ctx = CheckContext(scenario, runs.dir, gate_timing, hold, runs.modes)
             try:
                 self._judged[runs.dir.root] = self._judged_now(scenario, runs, ctx, beside)
             except BaseException:  # a check that raised: nothing recorded, and no dump left open
@@ -261,7 +263,8 @@ class Session:
                 self.say(f"{name}: {side} run {i + 1} of {of}")
                 out.order = max(out.order, order[: n + 1], key=len)
                 try:
-                    judged[(side, i)] = self._evaluated(scenario, envs[side], run_dir(results, side, i), (side, i))
+                    where = run_dir(results, side, i)
+                    judged[(side, i)] = self._evaluated(scenario, envs[side], where, (side, i), policy.modes)
                 except FailedAlike as exc:
                     if side == "head" and sides["base"] and not sides["head"]:
                         out.untrainable.append(name)
@@ -276,8 +279,8 @@ class Session:
                 verdict = None
             out.observed[name] = sides
             sc = verdict or _verdict_of(name, sides, policy)
-            if "overhead" not in policy.families and not scenario.budgets.overhead.compare:
-                sc.notes.append(OVERHEAD_NOT_COMPARED)
+            if note := overhead_note(scenario, policy.families):
+                sc.notes.append(note)
             sc.errors = errors + sc.errors
             crashed = any(o.crashes or o.known_crash for obs in sides.values() for o in obs)
             if name not in out.untrainable and sides["base"] and sides["head"] and not sc.errors and not crashed:
@@ -289,12 +292,15 @@ class Session:
             for j in judged.values():
                 j.reads.close()
 
-    def _evaluated(self, scenario: Scenario, env: TargetEnv, where: Path, run: tuple[str, int]) -> Judged:
+    def _evaluated(
+        self, scenario: Scenario, env: TargetEnv, where: Path, run: tuple[str, int], modes: tuple[Mode, ...]
+    ) -> Judged:
         """One run of a comparison made and judged under one hold of its lock: never reused from another session,
         its overhead maxima recorded and never gated, no verdict beside the checks; its dumps held open where the
-        numerics will read them again (``NUMERICS_RUNS``)."""
+        numerics will read them again (``NUMERICS_RUNS``); ``modes``: the trainings the policy reads
+        (``ComparePolicy.modes``: the on run alone where it decides no overhead)."""
         try:
-            runs = self._made(scenario, env, where, reuse=False)
+            runs = self._made(scenario, env, where, reuse=False, modes=modes)
             return self._judge(scenario, runs, gate_timing=False, beside=None, hold=run in NUMERICS_RUNS)
         finally:
             self.release()

@@ -91,6 +91,8 @@ def plot_compare(name: str, base: list[Observation], head: list[Observation], pa
             ax_t.plot(steps, medians, style, color=COLORS[side], label=f"{side}, {mode} (median, band: repeats)")
             low, high = [min(times[mode][n]) for n in steps], [max(times[mode][n]) for n in steps]
             ax_t.fill_between(steps, low, high, color=COLORS[side], alpha=0.15, linewidth=0)  # the spread
+    if not any(step_times(o)[mode] for o in (*base, *head) for mode in ("off", "on")):  # an on run alone
+        ax_t.text(0.5, 0.5, "step times not measured (no off run)", ha="center", va="center", transform=ax_t.transAxes)
     ax_t.set_yscale("log")
     ax_t.set_xticks(sorted({n for obs in (*base, *head) for mode in step_times(obs).values() for n in mode}))
     ax_t.set_xlabel("global training step")
