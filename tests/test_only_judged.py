@@ -60,7 +60,7 @@ def _fake_trainings(monkeypatch: pytest.MonkeyPatch, crashing: frozenset[str] = 
                 for stage in ("actor_compute_log_prob", "actor_update"):
                     for rank in (0, 1):
                         write_dump(run.dumps, step, stage, rank)
-        return ExecResult(exit_code=0, wall_s=2.0, argv=["python"])
+        return ExecResult(exit_code=0, wall_s=6.0, argv=["python"])
 
     monkeypatch.setattr(executor, "execute", execute)
     monkeypatch.setattr(cpu_ppo, "dialect_of", lambda python: Dialect("profiler-config", True, "a stand-in"))

@@ -29,6 +29,7 @@ from typing import Any, ClassVar, Literal
 
 from harness import outcomes
 from harness.artifacts.figures import FAMILIES, family, samples_of, structure_names
+from harness.artifacts.results import PhaseDoc
 from harness.artifacts.rundir import MODES, Mode
 from harness.checks import stats
 from harness.checks.known_gap import is_gap
@@ -495,7 +496,9 @@ class Judgement:
     (``order``: the run order of one scenario; ``skipped``: scenarios not run here, with why). ``census``: head's
     annotated roles against base's (``harness.targets.census.diff``), findings whether or not a training reached
     them, read first; ``notes``: what the reader must know of both targets (a census that could not be read, the
-    stack each side was installed on); ``accepted``: why head's regressions are an intended change (a label).
+    stack each side was installed on); ``accepted``: why head's regressions are an intended change (a label);
+    ``phases``: where the job's minutes went, phase by phase (its set-up, environments, trainings, judges,
+    numerics, reports), not a verdict.
     ``kind`` names which policy judged, for its wording (``harness.report.verdicts``)."""
 
     kind: Literal["gate", "compare"]
@@ -507,6 +510,7 @@ class Judgement:
     census: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     accepted: str | None = None
+    phases: list[PhaseDoc] = field(default_factory=list)  # where the job's minutes went (``artifacts.results``)
 
     @property
     def verdict(self) -> tuple[int, str]:

@@ -19,6 +19,7 @@ from typing import Any
 
 from harness import outcomes
 from harness.artifacts.dumpfile import DumpFile
+from harness.artifacts.results import PhaseDoc
 from harness.artifacts.rundir import ScenarioDir
 from harness.errors import HarnessError
 from harness.gate.judge import ComparePolicy, Judgement, ScenarioVerdict, interleaved
@@ -129,6 +130,7 @@ class Compared:
     observed: dict[str, dict[str, list[Observation]]] = field(default_factory=dict)
     order: list[tuple[str, int]] = field(default_factory=list)
     untrainable: list[str] = field(default_factory=list)
+    phases: list[PhaseDoc] = field(default_factory=list)  # where the comparison's minutes went (the session's)
 
     def judgement(
         self, skipped: Sequence[str] = (), accepted: str | None = None, notes: Sequence[str] = ()
@@ -148,4 +150,5 @@ class Compared:
             self.census,
             [*notes, *self.notes],
             None if self.untrainable else accepted,
+            list(self.phases),
         )

@@ -16,6 +16,7 @@ from harness.checks.stats import CONFIDENCE_CHANGE
 from harness.gate.judge import Judgement, ScenarioVerdict
 from harness.gate.observe import Observation
 from harness.report.plots import stage_bytes, step_times
+from harness.report.summary import phases_table
 from harness.report.verdicts import compare_line, head_lines, ratio_text, word
 from harness.safeio import write_atomic
 
@@ -35,7 +36,7 @@ def _figure_rows(s: ScenarioVerdict) -> list[str]:
     return rows
 
 
-def compare_markdown(c: Judgement, png_dir: Path | None = None) -> str:
+def compare_markdown(c: Judgement, png_dir: Path | None = None, wall_s: float | None = None) -> str:
     first = [f"- **{line}**" if line.startswith(outcomes.REGRESSED) else f"- {line}" for line in head_lines(c)]
     out = [
         "## precision_debugger: base against head",
@@ -66,6 +67,8 @@ def compare_markdown(c: Judgement, png_dir: Path | None = None) -> str:
             out += ["", *_figure_rows(s)]
     if png_dir is not None:
         out += ["", f"Plots (step time and disk per stage, base and head): `{png_dir}/*.png` in the run's artifacts."]
+    if c.phases:
+        out += ["", *phases_table(c.phases, wall_s)]
     return "\n".join(out) + "\n"
 
 
@@ -126,12 +129,23 @@ def plot_compare(name: str, base: list[Observation], head: list[Observation], pa
     return path
 
 
+def write_plots(observed: dict[str, dict[str, list[Observation]]], out: Path) -> list[Path]:
+    """A PNG per scenario (base and head side by side) under ``out``: the reports' costly part (matplotlib)."""
+    out.mkdir(parents=True, exist_ok=True)
+    return [
+        plot_compare(name, sides["base"], sides["head"], out / f"{name}.png")
+        for name, sides in observed.items()
+        if sides["base"] or sides["head"]
+    ]
+
+
+def write_summary(c: Judgement, out: Path, wall_s: float | None = None) -> Path:
+    """summary.md under ``out`` (the plots' folder), the job's phases at its end; ``wall_s``: the job's wall."""
+    out.mkdir(parents=True, exist_ok=True)
+    write_atomic(out / "summary.md", compare_markdown(c, png_dir=out, wall_s=wall_s))
+    return out / "summary.md"
+
+
 def write_reports(c: Judgement, observed: dict[str, dict[str, list[Observation]]], out: Path) -> list[Path]:
     """summary.md and a PNG per scenario (base and head side by side) under ``out``."""
-    out.mkdir(parents=True, exist_ok=True)
-    write_atomic(out / "summary.md", compare_markdown(c, png_dir=out))
-    pngs = [out / "summary.md"]
-    for name, sides in observed.items():
-        if sides["base"] or sides["head"]:
-            pngs.append(plot_compare(name, sides["base"], sides["head"], out / f"{name}.png"))
-    return pngs
+    return [write_summary(c, out), *write_plots(observed, out)]

@@ -350,6 +350,7 @@ def compare_doc(c: Judgement) -> CompareDoc:
             )
             for s in c.scenarios
         ],
+        phases=c.phases,
     )
 
 
