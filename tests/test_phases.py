@@ -124,3 +124,15 @@ def test_a_comparisons_phases_name_each_side_run_and_training(tmp_path, monkeypa
     assert [p.seconds for p in compared.phases if p.phase == "steps"] == [5.0] * 3  # its five 1 s steps of its 6 s
     assert [p.seconds for p in compared.phases if p.phase == "start-up"] == [1.0] * 3
     assert compared.judgement().phases == compared.phases
+
+
+def test_the_nightly_summary_tables_each_scenarios_phases_from_its_results_json():
+    from harness.gate.observe import Observation
+    from harness.report.summary import summary_markdown
+
+    phases = [PhaseDoc(phase="start-up", of="off", seconds=50.0), PhaseDoc(phase="steps", of="off", seconds=12.5)]
+    obs = Observation("real_fsdp_l0", {}, {}, {}, None, phases=phases)
+    text = summary_markdown([("tonight", {"real_fsdp_l0": obs})], [None])
+    assert "### Where the minutes went" in text and "| start-up | real_fsdp_l0 off | 50.0 |" in text
+    none = Observation("x", {}, {}, {}, None)  # a results.json of schema 3: no phases, no table
+    assert "Where the minutes went" not in summary_markdown([("tonight", {"x": none})], [None])

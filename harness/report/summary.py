@@ -152,4 +152,12 @@ def summary_markdown(
         out += ["", *run_table(label, observations, report), *details(observations, report)]
     if png_dir is not None:
         out += ["", f"Plots (step time off vs on, disk per stage): `{png_dir}/*.png` in the run's artifacts."]
+    phases = [
+        p.model_copy(update={"of": f"{name} {p.of}".strip()})
+        for _, observations in runs
+        for name, o in observations.items()
+        for p in o.phases
+    ]
+    if phases:  # each scenario's own (results.json): its trainings and judge, the job's set-up outside them
+        out += ["", *phases_table(phases)]
     return "\n".join(out) + "\n"
