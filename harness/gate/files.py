@@ -149,6 +149,7 @@ class CompareScenario(_Doc):
     figures: list[CompareFigure] = []
     numerics: dict[str, Any] | None = None
     reproduce: str = ""  # the command that reproduces its findings on a developer's machine
+    crowding: str = ""  # how crowded the runner was against the scenario's quiet wall, as a line (schema 4)
 
 
 class CompareDoc(Versioned):

@@ -149,6 +149,35 @@ class FigureVerdict:
     detail: str = ""  # a structure name change, said in words
 
 
+@dataclass(frozen=True)
+class Crowding:
+    """How crowded the runner was for a comparison's runs: their mean wall (``run_s``) against the scenario's quiet
+    one (``budgets.overhead.quiet_run_s``), and the load average on its cores when it was measured. Data: worded by
+    ``harness.report.verdicts``."""
+
+    run_s: float
+    quiet_s: float
+    load: float
+    cores: int
+
+    CROWDED: ClassVar[float] = 1.5  # runs this much slower than quiet: crowded (the duet's bad nights: ~3x)
+
+    @property
+    def ratio(self) -> float:
+        return self.run_s / self.quiet_s
+
+    @property
+    def crowded(self) -> bool:
+        return self.ratio >= self.CROWDED
+
+    def text(self) -> str:
+        """The figures, as ``stats.Estimate.text`` gives an interval's: what a line around them says they are."""
+        return (
+            f"its runs took {self.run_s:.0f} s each against the scenario's quiet {self.quiet_s:.0f} s "
+            f"({self.ratio:.1f}x; load {self.load:.1f} on {self.cores} cores)"
+        )
+
+
 @dataclass
 class ScenarioVerdict:
     """One scenario judged: its figures, findings (structure names and checks, as lines), notes, errors. Data only:
@@ -166,6 +195,7 @@ class ScenarioVerdict:
     numerics: NumericsReport | None = None  # msprobe's compare of the "on" dumps (harness.gate.numerics)
     checks_judged: int = 0  # checks decided on both sides (passing on both counts; fails-on-both does not)
     reproduce: str = ""  # the command that reproduces its findings on a developer's machine (base against head)
+    crowding: Crowding | None = None  # the runner's crowding over its runs, where the scenario has a quiet wall
 
     @property
     def status(self) -> Status:
@@ -408,6 +438,11 @@ class ComparePolicy(Policy):
     # --max-repeats is the caller's choice: the runs cap only, no time cap.
     default_max: ClassVar[int] = 6
     budget_s: ClassVar[int] = 20 * 60
+    # Budgets in runs (#85): on a crowded runner (``Crowding.crowded``, against the scenario's quiet wall) the 20
+    # minutes held 2-3 runs a side, which decide nothing (the night's duet at 3.5x its cores: [0.22x-5.51x] at 2 a
+    # side, INCONCLUSIVE two nights running, a +11 % commit undetected); there pairs are added past the minutes up to
+    # this many runs a side (``stats.MIN_RUNS_CHANGE`` and one), the job's own deadline still the bound.
+    decisive: ClassVar[int] = stats.MIN_RUNS_CHANGE + 1
 
     @property
     def cap(self) -> int:

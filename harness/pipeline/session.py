@@ -12,6 +12,7 @@ What a front end shows, and its exit code (``harness.outcomes``), are its own: n
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -31,7 +32,7 @@ from harness.checks import CHECKS, CheckContext, CheckResult, run_check
 from harness.checks.crash import not_checked
 from harness.checks.known_gap import check_gap, gap_name
 from harness.errors import FailedAlike, HarnessError, MetricsError
-from harness.gate.judge import ComparePolicy, ScenarioVerdict, Side, judge
+from harness.gate.judge import ComparePolicy, Crowding, ScenarioVerdict, Side, judge
 from harness.gate.observe import Observation, observe_doc
 from harness.pipeline.base_head import (
     NUMERICS_RUNS,
@@ -50,6 +51,7 @@ from harness.targets.census import census_of
 from harness.targets.census import diff as census_diff
 from harness.targets.environment import TargetEnv, ensure_env
 from harness.targets.spec import Target, reproduce_compare, reproducible
+from harness.training.deadline import job_left
 from harness.training.devices import cluster_missing, skip_reason
 from harness.training.monitor import WatchSettings
 from harness.training.runs import ScenarioRuns, ensure_runs, scenario_lock
@@ -283,13 +285,29 @@ class Session:
                     verdict = verdict or _verdict_of(name, sides, policy)
                     if verdict.status != "inconclusive":
                         break
-                    spent, pair = time.monotonic() - started, (time.monotonic() - started) / i
-                    if budget is not None and spent + pair > budget:
+                    spent = time.monotonic() - started
+                    pair, crowd = spent / i, crowding(scenario, spent, 2 * i)
+                    if (left := job_left()) is not None and pair > left:  # never a pair the job cannot finish
                         self.say(
                             f"{name}: {outcomes.INCONCLUSIVE} after {i} runs a side; another pair (~{pair:.0f} s) "
-                            f"would end past the default {budget // 60:g} min (--max-repeats goes on regardless)"
+                            f"would end past the job's deadline ({left:.0f} s left for trainings)"
                         )
                         break
+                    if budget is not None and spent + pair > budget:
+                        if crowd is not None and crowd.crowded and i < policy.decisive:  # runs, not minutes
+                            self.say(
+                                f"{name}: {outcomes.INCONCLUSIVE} after {i} runs a side on a crowded runner "
+                                f"({crowd.text()}): another pair past the default {budget // 60:g} min, up to "
+                                f"{policy.decisive} runs a side"
+                            )
+                        else:
+                            said = f"; {crowd.text()}" if crowd is not None else ""
+                            self.say(
+                                f"{name}: {outcomes.INCONCLUSIVE} after {i} runs a side; another pair (~{pair:.0f} s) "
+                                f"would end past the default {budget // 60:g} min (--max-repeats goes on "
+                                f"regardless){said}"
+                            )
+                            break
                 of = policy.repeats if i < policy.repeats else f"at most {policy.cap}"
                 self.say(f"{name}: {side} run {i + 1} of {of}")
                 out.order = max(out.order, order[: n + 1], key=len)
@@ -312,6 +330,7 @@ class Session:
                 verdict = None
             out.observed[name] = sides
             sc = verdict or _verdict_of(name, sides, policy)
+            sc.crowding = crowding(scenario, time.monotonic() - started, len(judged))
             if note := overhead_note(scenario, policy.families):
                 sc.notes.append(note)
             sc.errors = errors + sc.errors
@@ -344,6 +363,16 @@ class Session:
             return self._judge(scenario, runs, gate_timing=False, beside=None, hold=run in NUMERICS_RUNS)
         finally:
             self.release()
+
+
+def crowding(scenario: Scenario, spent: float, runs: int) -> Crowding | None:
+    """How crowded the runner is for ``scenario``'s comparison: ``runs`` runs in ``spent`` seconds against its
+    quiet wall (``budgets.overhead.quiet_run_s``), the load average on this machine's cores now; None where the
+    scenario has no quiet wall or no run was made."""
+    quiet = scenario.budgets.overhead.quiet_run_s
+    if quiet is None or runs == 0:
+        return None
+    return Crowding(round(spent / runs, 1), quiet, round(os.getloadavg()[0], 2), len(os.sched_getaffinity(0)))
 
 
 def _verdict_of(name: str, sides: dict[str, list[Observation]], policy: ComparePolicy) -> ScenarioVerdict:

@@ -17,7 +17,7 @@ from harness.gate.judge import Judgement, ScenarioVerdict
 from harness.gate.observe import Observation
 from harness.report.plots import stage_bytes, step_times
 from harness.report.summary import phases_table
-from harness.report.verdicts import compare_line, head_lines, ratio_text, word
+from harness.report.verdicts import compare_line, head_lines, notes_of, ratio_text, word
 from harness.safeio import write_atomic
 
 ICON = {"ok": "✅ ok", "regressed": "❌ regressed", "inconclusive": f"⚠️ {outcomes.INCONCLUSIVE}", "error": "❌ error"}
@@ -62,7 +62,7 @@ def compare_markdown(c: Judgement, png_dir: Path | None = None, wall_s: float | 
         lines = [*s.errors, *s.findings, *s.undecided, *(compare_line(f) for f in s.figures if f.verdict != "ok")]
         out += [f"- `{line}`" for line in lines]
         out += [f"- reproduce: `{s.reproduce}`"] if s.reproduce and lines else []
-        out += [f"- {n}" for n in s.notes]
+        out += [f"- {n}" for n in notes_of(s)]
         if not s.errors:
             out += ["", *_figure_rows(s)]
     if png_dir is not None:
