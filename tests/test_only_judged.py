@@ -141,3 +141,15 @@ def test_an_on_run_that_crashes_is_followed_by_its_off_run_to_tell_whose_crash_i
     assert (runs.records["on"].crash or {}).get("party") == "verl" and not runs.records["off"].crash
     started, failed = trained(frozenset({"on", "off"}), "alike")
     assert started == ["alike/r0:on", "alike/r0:off"] and isinstance(failed, runs_mod.FailedAlike), failed
+
+
+def test_the_plots_of_on_runs_alone_say_no_step_time_was_measured(tmp_path):
+    """No off run, no overhead check's figures: no step time to plot, and no log axis of nothing (it raised in
+    matplotlib, a HARNESS ERROR after every run had been judged)."""
+    from harness.gate.observe import Observation
+    from harness.report.compare import plot_compare
+    from harness.report.plots import plot_scenario
+
+    alone = Observation("tiny_case", {}, {}, {"disk.stage.actor_update": 1e6}, None)
+    assert plot_compare("tiny_case", [alone], [alone], tmp_path / "c.png").stat().st_size > 1000
+    assert plot_scenario(alone, tmp_path / "s.png").stat().st_size > 1000
