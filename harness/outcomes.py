@@ -17,12 +17,16 @@ EXIT_PASS, EXIT_FAIL, EXIT_ERROR, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 _RANK = [EXIT_PASS, EXIT_INCONCLUSIVE, EXIT_FAIL, EXIT_ERROR]  # what says more: an error over a failure over ...
 NOTHING_COMPARED = "NOTHING COMPARED"
 NOTHING_CHECKED = "NOTHING CHECKED"
+# A figure family no training of these runs measured (overhead, where only the on run was trained: base against head
+# on a tier whose overhead it does not decide): a check's "not checked" outcome, never a pass, and a comparison's note.
+NOT_MEASURED = "NOT MEASURED"
 # The verdict words a line opens with, spelt here and nowhere else (tests/test_verdict_words.py holds every other
 # module of the harness to these names).
 PASS, FAIL, INCONCLUSIVE, ERROR, XPASS, XFAIL = "PASS", "FAIL", "INCONCLUSIVE", "ERROR", "XPASS", "XFAIL"
 REGRESSED, IMPROVED, MISSING, ACCEPTED, SKIPPED = "REGRESSED", "IMPROVED", "MISSING", "ACCEPTED", "SKIPPED"
 VERDICT_WORDS = (
-    PASS, FAIL, INCONCLUSIVE, ERROR, XPASS, XFAIL, REGRESSED, IMPROVED, MISSING, ACCEPTED, SKIPPED, NOTHING_CHECKED
+    PASS, FAIL, INCONCLUSIVE, ERROR, XPASS, XFAIL, REGRESSED, IMPROVED, MISSING, ACCEPTED, SKIPPED, NOTHING_CHECKED,
+    NOT_MEASURED,
 )  # fmt: skip
 
 CheckOutcome = Literal["pass", "fail", "inconclusive", "not checked", "not gated", "xfail", "xpass"]

@@ -167,13 +167,13 @@ def comparing(monkeypatch: Any, observe: Any, numerics: Any = None) -> Any:
     from harness.targets.spec import Package
 
     env = type("Env", (), {"label": lambda self: "env", "describe": lambda self: "verl", "python": None})()
-    monkeypatch.setattr(sm.Session, "env", lambda self, target: env)
+    monkeypatch.setattr(sm.Session, "env", lambda self, target, of="": env)
     monkeypatch.setattr(sm, "census_of", lambda target, env: Census(source="verl"))  # no source: the same census
     monkeypatch.setattr(sm, "add_numerics", numerics or (lambda *args: None))  # msprobe's compare of real dumps
     monkeypatch.setattr(
         sm.Session,
         "_evaluated",
-        lambda self, scenario, env, where, run: sm.Judged([], None, observe(scenario, where), DumpReads(where)),  # type: ignore[arg-type]
+        lambda self, scenario, env, where, *run: sm.Judged([], None, observe(scenario, where), DumpReads(where)),  # type: ignore[arg-type]
     )
     pkg = Package(name="verl", kind="release", version="0.9.1")
     target = type("T", (), {"describe": lambda self: "verl", "verl": pkg})()

@@ -191,8 +191,8 @@ def test_results_json_of_another_schema_is_one_line_and_a_rewrite_keeps_its_own(
     capsys.readouterr()
     assert main(["gate", "--baseline", str(tmp_path / "b.json"), "--results", str(tmp_path / "res")]) == 2
     assert capsys.readouterr().err.splitlines() == [
-        f"BASELINE ERROR: {sdir}/results.json: results.json written by schema 7, this harness reads schemas 1, 2 and "
-        "3: re-run the scenario with this harness (or --reuse its trainings), or read it with the harness that wrote it"
+        f"BASELINE ERROR: {sdir}/results.json: results.json written by schema 7, this harness reads schemas 1 to "
+        "4: re-run the scenario with this harness (or --reuse its trainings), or read it with the harness that wrote it"
     ]
 
 

@@ -87,7 +87,9 @@ def _compare(
     _reorder(runs["head/r0"][1].run("on").dumps / "step_2/actor_update/step0/rank0/dump.json")
     made = Session._made
     monkeypatch.setattr(
-        Session, "_made", lambda self, scenario, env, where, reuse: made(self, scenario, env, where, True)
+        Session,
+        "_made",
+        lambda self, scenario, env, where, reuse, modes, label: made(self, scenario, env, where, True, modes, label),
     )
     scenario = runs["base/r0"][0]
     opens.clear()

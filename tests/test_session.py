@@ -124,7 +124,7 @@ def test_results_json_of_the_previous_schemas_reads(tmp_path, version):
         doc["schema_version"] = version
     path.write_text(json.dumps(doc))
     read = read_results(path)
-    assert read.schema_version == ResultsDoc.schema_number() == 3
+    assert read.schema_version == ResultsDoc.schema_number() == 4
     assert read.checks["disk"].passed and read.runs["off"].exit_code == 0
 
 

@@ -45,15 +45,34 @@ class CheckDoc(_Doc):
     notes: list[str] = []
 
 
+# Where a job's minutes go, phase by phase (#85): what a maintainer waits for, named. ``set-up``: the harness's own
+# (its start, the runs' directories and launches, outside any training); ``environment``: a target's (made or
+# found); ``start-up``: a training's wall outside its steps (Ray, the models, teardown); ``steps``: its steps' own
+# seconds (timing_s/step); ``judge``: the checks and verdicts; ``numerics``: the statistics compare; ``reports``.
+PhaseName = Literal["set-up", "environment", "start-up", "steps", "judge", "numerics", "reports"]
+PHASES: tuple[PhaseName, ...] = ("set-up", "environment", "start-up", "steps", "judge", "numerics", "reports")
+
+
+class PhaseDoc(_Doc):
+    """One phase's wall seconds, ``of`` what: a training (``off``, ``on``; in a job's table with its scenario and
+    run), a side's environment (``base``, ``head``), a scenario; "" for the whole."""
+
+    phase: PhaseName
+    of: str = ""
+    seconds: float
+
+
 class ResultsDoc(Versioned):
-    """results.json. Schema 3 is written once per scenario with every check's verdict; schema 2 was merged as each
-    check finished (a pytest run of some items held only theirs), and schema 1 (no ``schema_version``) had the same
-    fields as 2, every one optional but the scenario and each check's verdict: both read as they are."""
+    """results.json. Schema 4 adds ``phases`` (where the scenario's minutes went: its trainings' set-up, start-up
+    and steps, and its judge); schema 3 (read with none) is written once per scenario with every check's verdict;
+    schema 2 was merged as each check finished (a pytest run of some items held only theirs), and schema 1 (no
+    ``schema_version``) had the same fields as 2, every one optional but the scenario and each check's verdict: all
+    read as they are."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
     FILE = "results.json"
     REDO = "re-run the scenario with this harness (or --reuse its trainings), or read it with the harness that wrote it"
-    schema_version: Literal[3] = 3
+    schema_version: Literal[4] = 4
     scenario: Annotated[str, Field(pattern=NAME_RE.pattern)]
     session: str = ""
     settings: dict[str, Any] = {}
@@ -61,18 +80,19 @@ class ResultsDoc(Versioned):
     environment: dict[str, Any] = {}
     runs: dict[str, RunDoc] = {}
     checks: dict[str, CheckDoc] = {}
+    phases: list[PhaseDoc] = []
 
     @classmethod
     def of(cls, doc: object) -> Self:
-        """Schema 1 (no ``schema_version``) had schema 2's fields: read as schema 2, which reads as this one."""
+        """Schemas 1 and 2 had schema 3's fields: each read as schema 3, which reads as this one."""
         if isinstance(doc, dict):
             version = doc.get("schema_version", 1)
             if type(version) is not int or not 1 <= version <= cls.schema_number():  # not True, not 2.0
                 raise InputError(
-                    f"{cls.FILE} written by schema {version!r}, this harness reads schemas 1, 2 and "
+                    f"{cls.FILE} written by schema {version!r}, this harness reads schemas 1 to "
                     f"{cls.schema_number()}: {cls.REDO}"
                 )
-            doc = {**doc, "schema_version": max(version, 2)}
+            doc = {**doc, "schema_version": max(version, cls.schema_number() - 1)}
         return super().of(doc)
 
 

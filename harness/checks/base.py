@@ -40,6 +40,14 @@ class CheckResult:
         return not self.problems and not self.inconclusive and not self.not_checked
 
 
+# What a check that needs the off run says where only the on run was trained (``CheckContext.modes``): not measured,
+# never a pass (``outcomes.check_outcome``: not checked).
+OFF_UNTRAINED = (
+    "no off run was trained: the comparison that made these runs decides no overhead for this scenario "
+    "(budgets.overhead.compare: false, or --judge without overhead), so none of its figures would be read"
+)
+
+
 def provisional(budgets: Budgets) -> str:
     """What a check against provisional budgets (``budgets.provisional``: never measured on their device) says of
     them, "" where they are measured: each figure is reported against them, none gated."""
@@ -66,6 +74,9 @@ class CheckContext:
     # record``): the harness's own CI on a shared 2-core runner, where one off/on pair cannot decide a timing
     gate_timing: bool = True
     hold: bool = False  # the on run's dumps kept open for a later reader of their bytes (``DumpReads``)
+    # the trainings asked of these runs (``ScenarioRuns.modes``): ("on",) where what judged them decides no overhead
+    # (base against head on a tier that cannot decide it): no off run, and nothing of one to check
+    modes: tuple[Mode, ...] = MODES
 
     def __post_init__(self) -> None:
         if linked := self.dir.link(dumps=False):  # a re-check (--reuse) of a linked run dir read another tree
@@ -121,6 +132,10 @@ class CheckContext:
             if r.crash is not None and (crash := Crash(**r.crash)).verdict:
                 out[mode] = crash
         return out
+
+    def untrained(self, mode: Mode) -> bool:
+        """Whether ``mode``'s training was never asked of these runs (and not trained to tell a crash either)."""
+        return mode not in self.modes and mode not in self.records
 
     def wall_s(self, mode: Mode) -> float | None:
         """The run's wall time as its executor measured it (run.json), None when unrecorded."""

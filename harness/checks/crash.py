@@ -19,6 +19,8 @@ from harness.scenario.blocks import KnownBug
 
 def _ended(ctx: CheckContext, mode: Mode) -> str:
     rec = ctx.records.get(mode)
+    if ctx.untrained(mode):
+        return f"the {mode} run was not trained (none of its figures is judged here)"
     if rec is None:
         return f"the {mode} run did not run (the off run comes first; a failed one ends the pair)"
     code, wall = rec.result.exit_code, rec.result.wall_s
@@ -56,7 +58,7 @@ def known_bug(ctx: CheckContext) -> KnownBug | None:
 
 
 def check_crash(ctx: CheckContext) -> CheckResult:
-    missing = [m for m in MODES if m not in ctx.records]
+    missing = [m for m in MODES if m not in ctx.records and not ctx.untrained(m)]
     failed = any(bool(r.crash or r.error or r.stopped or r.result.exit_code) for r in ctx.records.values())
     if missing and not failed:  # how a run ended is unknown: never a pass (a failed off run ends the pair: said)
         where = ", ".join(str(ctx.dir.run(m).record) for m in missing)

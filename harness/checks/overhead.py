@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import statistics
 
+from harness import outcomes
 from harness.artifacts import figures as fig
 from harness.artifacts.rundir import MODES
 from harness.checks import stats
-from harness.checks.base import CheckContext, CheckResult, provisional
+from harness.checks.base import OFF_UNTRAINED, CheckContext, CheckResult, provisional
 from harness.errors import MetricsError
 
 # what a budget line says where timing is recorded, not gated (``CheckContext.gate_timing``)
@@ -81,6 +82,8 @@ def _clock(times: dict[int, float]) -> dict[tuple[int, int], float]:
 
 def check_overhead(ctx: CheckContext) -> CheckResult:
     s, budget = ctx.scenario, ctx.scenario.budgets.overhead
+    if ctx.untrained("off"):  # an on run alone: no ratio to measure, and none said to pass
+        return CheckResult("overhead", not_checked=f"{outcomes.NOT_MEASURED}: {OFF_UNTRAINED}")
     if stopped := [m for m, r in ctx.records.items() if r.stopped]:  # its later steps never ran: nothing to time
         return CheckResult("overhead", not_checked=f"the {' and '.join(stopped)} run stopped at the dump cap: see "
                            "the disk check")  # fmt: skip

@@ -6,10 +6,12 @@ from __future__ import annotations
 import argparse
 import time
 
+import psutil
 from rich.markup import escape
 
 from harness import config, outcomes
 from harness.artifacts.figures import FAMILIES
+from harness.artifacts.results import PhaseDoc
 from harness.cli.arguments import families
 from harness.cli.console import console, live_line, sweep, watching
 from harness.errors import ScenarioError
@@ -49,17 +51,23 @@ def cmd_compare(args: argparse.Namespace) -> int:
         else:
             runnable.append(s)
     started = time.monotonic()
+    setup = PhaseDoc(phase="set-up", seconds=round(time.time() - psutil.Process().create_time(), 3))  # to here
     sweep(scenarios)
     policy = ComparePolicy(families=args.judge, repeats=args.repeats, max_repeats=args.max_repeats)
     compared = session.compare(runnable, base, head, policy)
     comparison = compared.judgement(skipped, args.accept, notes)
+    reporting = time.monotonic()
+    from harness.report.compare import write_plots, write_summary  # matplotlib: only where reports are written
+
+    plots = write_plots(compared.observed, results / "report")
+    reports = PhaseDoc(phase="reports", seconds=round(time.monotonic() - reporting, 3))  # its last writes aside
+    comparison.phases = [setup, *comparison.phases, reports]
     verdicts.write_comparison(comparison, results)
     for line in verdicts.lines(comparison):
         print(line)
-    from harness.report.compare import write_reports  # matplotlib: only where reports are written
-
-    reports = write_reports(comparison, compared.observed, results / "report")
-    print(f"compare.json, compare.txt in {results}; report: {', '.join(str(p) for p in reports)}")
+    wall = setup.seconds + time.monotonic() - started
+    summary = write_summary(comparison, results / "report", wall)
+    print(f"compare.json, compare.txt in {results}; report: {', '.join(str(p) for p in [summary, *plots])}")
     print(f"wall {time.monotonic() - started:.1f}s")
     return comparison.exit_code
 

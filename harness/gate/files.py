@@ -10,11 +10,12 @@ from __future__ import annotations
 import math
 import statistics
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict
 
 from harness.artifacts import figures as fig
+from harness.artifacts.results import PhaseDoc
 from harness.errors import BaselineError
 from harness.gate.baseline import Baseline
 from harness.gate.judge import ScenarioVerdict, Status, rel_change
@@ -148,15 +149,17 @@ class CompareScenario(_Doc):
     figures: list[CompareFigure] = []
     numerics: dict[str, Any] | None = None
     reproduce: str = ""  # the command that reproduces its findings on a developer's machine
+    crowding: str = ""  # how crowded the runner was against the scenario's quiet wall, as a line (schema 4)
 
 
 class CompareDoc(Versioned):
-    """compare.json: every figure of both sides and every verdict. Schema 2: the same fields but the census
-    findings, the targets' notes and the acceptance (read as none)."""
+    """compare.json: every figure of both sides and every verdict, and where the job's minutes went (``phases``).
+    Schema 3: the same fields but the phases (read as none); schema 2 had no census findings, targets' notes or
+    acceptance either (read as none)."""
 
     FILE = "compare.json"
     REDO = "re-run compare with this harness"
-    schema_version: Literal[3] = 3
+    schema_version: Literal[4] = 4
     base: str
     head: str
     order: list[str]
@@ -168,3 +171,11 @@ class CompareDoc(Versioned):
     accepted: str | None = None
     head_lines: list[str] = []  # what the reader reads first (report.verdicts.head_lines), as the console said
     scenarios: list[CompareScenario]
+    phases: list[PhaseDoc] = []
+
+    @classmethod
+    def of(cls, doc: object) -> Self:
+        """Schema 2 reads as schema 3, which reads as this one."""
+        if isinstance(doc, dict) and doc.get("schema_version") == 2 and type(doc["schema_version"]) is int:
+            doc = {**doc, "schema_version": 3}
+        return super().of(doc)

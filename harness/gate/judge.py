@@ -29,6 +29,8 @@ from typing import Any, ClassVar, Literal
 
 from harness import outcomes
 from harness.artifacts.figures import FAMILIES, family, samples_of, structure_names
+from harness.artifacts.results import PhaseDoc
+from harness.artifacts.rundir import MODES, Mode
 from harness.checks import stats
 from harness.checks.known_gap import is_gap
 from harness.gate.baseline import BLOCKING_ENV, INFO_ENV, OVERHEAD_ENV, Baseline, floor
@@ -147,6 +149,35 @@ class FigureVerdict:
     detail: str = ""  # a structure name change, said in words
 
 
+@dataclass(frozen=True)
+class Crowding:
+    """How crowded the runner was for a comparison's runs: their mean wall (``run_s``) against the scenario's quiet
+    one (``budgets.overhead.quiet_run_s``), and the load average on its cores when it was measured. Data: worded by
+    ``harness.report.verdicts``."""
+
+    run_s: float
+    quiet_s: float
+    load: float
+    cores: int
+
+    CROWDED: ClassVar[float] = 1.5  # runs this much slower than quiet: crowded (the duet's bad nights: ~3x)
+
+    @property
+    def ratio(self) -> float:
+        return self.run_s / self.quiet_s
+
+    @property
+    def crowded(self) -> bool:
+        return self.ratio >= self.CROWDED
+
+    def text(self) -> str:
+        """The figures, as ``stats.Estimate.text`` gives an interval's: what a line around them says they are."""
+        return (
+            f"its runs took {self.run_s:.0f} s each against the scenario's quiet {self.quiet_s:.0f} s "
+            f"({self.ratio:.1f}x; load {self.load:.1f} on {self.cores} cores)"
+        )
+
+
 @dataclass
 class ScenarioVerdict:
     """One scenario judged: its figures, findings (structure names and checks, as lines), notes, errors. Data only:
@@ -164,6 +195,7 @@ class ScenarioVerdict:
     numerics: NumericsReport | None = None  # msprobe's compare of the "on" dumps (harness.gate.numerics)
     checks_judged: int = 0  # checks decided on both sides (passing on both counts; fails-on-both does not)
     reproduce: str = ""  # the command that reproduces its findings on a developer's machine (base against head)
+    crowding: Crowding | None = None  # the runner's crowding over its runs, where the scenario has a quiet wall
 
     @property
     def status(self) -> Status:
@@ -406,6 +438,11 @@ class ComparePolicy(Policy):
     # --max-repeats is the caller's choice: the runs cap only, no time cap.
     default_max: ClassVar[int] = 6
     budget_s: ClassVar[int] = 20 * 60
+    # Budgets in runs (#85): on a crowded runner (``Crowding.crowded``, against the scenario's quiet wall) the 20
+    # minutes held 2-3 runs a side, which decide nothing (the night's duet at 3.5x its cores: [0.22x-5.51x] at 2 a
+    # side, INCONCLUSIVE two nights running, a +11 % commit undetected); there pairs are added past the minutes up to
+    # this many runs a side (``stats.MIN_RUNS_CHANGE`` and one), the job's own deadline still the bound.
+    decisive: ClassVar[int] = stats.MIN_RUNS_CHANGE + 1
 
     @property
     def cap(self) -> int:
@@ -416,6 +453,14 @@ class ComparePolicy(Policy):
     def budget(self) -> float | None:
         """Seconds a scenario's runs may take before no more pairs are added; None: no time cap (``max_repeats``)."""
         return self.budget_s if self.max_repeats is None else None
+
+    @property
+    def modes(self) -> tuple[Mode, ...]:
+        """The trainings each run takes: off and on where overhead is decided, else the on training alone. Every
+        other figure (structure, layout, disk, contents, numerics) is of the on run's dumps; an off run's step times
+        feed the overhead ratios only, so where this policy decides no overhead (``budgets.overhead.compare: false``,
+        or ``--judge`` without it) an off run would be minutes of start-up that no verdict reads."""
+        return MODES if "overhead" in self.families else ("on",)
 
     def admit(self, out: ScenarioVerdict, base: Side, head: Side) -> tuple[Figures, Figures] | None:
         out.errors = [f"{side}: {e}" for side, s in (("base", base), ("head", head)) for o in s.runs for e in o.errors]
@@ -486,7 +531,9 @@ class Judgement:
     (``order``: the run order of one scenario; ``skipped``: scenarios not run here, with why). ``census``: head's
     annotated roles against base's (``harness.targets.census.diff``), findings whether or not a training reached
     them, read first; ``notes``: what the reader must know of both targets (a census that could not be read, the
-    stack each side was installed on); ``accepted``: why head's regressions are an intended change (a label).
+    stack each side was installed on); ``accepted``: why head's regressions are an intended change (a label);
+    ``phases``: where the job's minutes went, phase by phase (its set-up, environments, trainings, judges,
+    numerics, reports), not a verdict.
     ``kind`` names which policy judged, for its wording (``harness.report.verdicts``)."""
 
     kind: Literal["gate", "compare"]
@@ -498,6 +545,7 @@ class Judgement:
     census: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     accepted: str | None = None
+    phases: list[PhaseDoc] = field(default_factory=list)  # where the job's minutes went (``artifacts.results``)
 
     @property
     def verdict(self) -> tuple[int, str]:

@@ -15,7 +15,7 @@ from typing import Any
 from harness.artifacts import figures as fig
 from harness.artifacts.dumpfacts import DumpFacts
 from harness.artifacts.figures import family
-from harness.artifacts.results import ResultsDoc, read_results
+from harness.artifacts.results import PhaseDoc, ResultsDoc, read_results
 from harness.artifacts.rundir import LINKED, ScenarioDir
 from harness.errors import BaselineError
 from harness.gate.structure import Structure, structure_of
@@ -42,6 +42,7 @@ class Observation:
     errors: list[str] = field(default_factory=list)
     source: Path | None = None
     trainings: str = ""  # the runs block of results.json (argv, wall times): a copy of a results dir has the same
+    phases: list[PhaseDoc] = field(default_factory=list)  # where the scenario's minutes went (results.json's)
 
     def gated(self) -> dict[str, float]:
         return {m: float(v) for m, v in self.figures.items() if family(m) and isinstance(v, int | float)}
@@ -102,7 +103,9 @@ def observe_doc(doc: ResultsDoc, sdir: Path, facts: DumpFacts | None = None) -> 
         if r.exit_code != 0 and not r.stopped and not crashes and not known
     ]
     stopped = any(r.stopped for r in doc.runs.values())  # no step after the stop: no overhead figures either
-    if fig.OVERHEAD_PROFILED not in figures and not errors and not crashes and not known and not stopped:
+    # an overhead check with nothing to measure says so (an on run alone: not measured), never a missing figure
+    measured = "overhead" not in not_checked
+    if fig.OVERHEAD_PROFILED not in figures and measured and not errors and not crashes and not known and not stopped:
         errors.append("no overhead figures in results.json (did the overhead check run?)")
     dumps = sdir / "on" / "dumps"
     try:
@@ -125,6 +128,7 @@ def observe_doc(doc: ResultsDoc, sdir: Path, facts: DumpFacts | None = None) -> 
         errors=errors,
         source=sdir,
         trainings=json.dumps({m: r.model_dump() for m, r in doc.runs.items()}, sort_keys=True) if doc.runs else "",
+        phases=list(doc.phases),
     )
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from harness import outcomes
 from harness.artifacts.dumpfile import DumpFile
+from harness.artifacts.results import PhaseDoc
 from harness.artifacts.rundir import ScenarioDir
 from harness.errors import HarnessError
 from harness.gate.judge import ComparePolicy, Judgement, ScenarioVerdict, interleaved
@@ -30,9 +31,22 @@ SIDES = ("base", "head")
 
 
 OVERHEAD_NOT_COMPARED = (
-    "overhead: reported with its figures, not decided here (budgets.overhead.compare: false: this tier's noise leaves "
-    "base against head undecided at the runs a pull request affords); the nightly decides it across nights"
+    f"overhead {outcomes.NOT_MEASURED}, not compared (budgets.overhead.compare: false: this tier's noise leaves base "
+    "against head undecided at the runs a pull request affords, so each run trained precision_debugger on alone, no "
+    "off run); the nightly measures and decides it across nights"
 )
+OVERHEAD_NOT_JUDGED = (
+    f"overhead {outcomes.NOT_MEASURED}, not compared (--judge leaves it out, so each run trained precision_debugger "
+    "on alone, no off run)"
+)
+
+
+def overhead_note(scenario: Scenario, decided: Collection[str]) -> str | None:
+    """What a comparison says of a scenario whose overhead it did not decide (``decided``: its families), None where
+    it did: never a silence a reader takes for a pass."""
+    if "overhead" in decided:
+        return None
+    return OVERHEAD_NOT_COMPARED if not scenario.budgets.overhead.compare else OVERHEAD_NOT_JUDGED
 
 
 def families(scenario: Scenario, judge: Collection[str]) -> set[str]:
@@ -116,6 +130,7 @@ class Compared:
     observed: dict[str, dict[str, list[Observation]]] = field(default_factory=dict)
     order: list[tuple[str, int]] = field(default_factory=list)
     untrainable: list[str] = field(default_factory=list)
+    phases: list[PhaseDoc] = field(default_factory=list)  # where the comparison's minutes went (the session's)
 
     def judgement(
         self, skipped: Sequence[str] = (), accepted: str | None = None, notes: Sequence[str] = ()
@@ -135,4 +150,5 @@ class Compared:
             self.census,
             [*notes, *self.notes],
             None if self.untrainable else accepted,
+            list(self.phases),
         )

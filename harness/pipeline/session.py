@@ -12,6 +12,7 @@ What a front end shows, and its exit code (``harness.outcomes``), are its own: n
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -24,22 +25,23 @@ from filelock import FileLock
 from harness import config, outcomes
 from harness.artifacts.dumpfacts import DumpReads
 from harness.artifacts.dumpfile import DumpFile
-from harness.artifacts.results import CheckDoc, ResultsDoc, RunDoc
-from harness.artifacts.rundir import ScenarioDir
+from harness.artifacts.reader import Metrics
+from harness.artifacts.results import CheckDoc, PhaseDoc, PhaseName, ResultsDoc, RunDoc
+from harness.artifacts.rundir import MODES, Mode, ScenarioDir
 from harness.checks import CHECKS, CheckContext, CheckResult, run_check
 from harness.checks.crash import not_checked
 from harness.checks.known_gap import check_gap, gap_name
-from harness.errors import FailedAlike, HarnessError
-from harness.gate.judge import ComparePolicy, ScenarioVerdict, Side, judge
+from harness.errors import FailedAlike, HarnessError, MetricsError
+from harness.gate.judge import ComparePolicy, Crowding, ScenarioVerdict, Side, judge
 from harness.gate.observe import Observation, observe_doc
 from harness.pipeline.base_head import (
     NUMERICS_RUNS,
-    OVERHEAD_NOT_COMPARED,
     SIDES,
     Compared,
     add_numerics,
     cannot_train,
     families,
+    overhead_note,
     run_dir,
     run_order,
 )
@@ -49,6 +51,7 @@ from harness.targets.census import census_of
 from harness.targets.census import diff as census_diff
 from harness.targets.environment import TargetEnv, ensure_env
 from harness.targets.spec import Target, reproduce_compare, reproducible
+from harness.training.deadline import job_left
 from harness.training.devices import cluster_missing, skip_reason
 from harness.training.monitor import WatchSettings
 from harness.training.runs import ScenarioRuns, ensure_runs, scenario_lock
@@ -98,12 +101,19 @@ class Session:
     _held: FileLock | None = field(default=None, init=False, repr=False)
     _runs: dict[Path, ScenarioRuns] = field(default_factory=dict, init=False, repr=False)
     _judged: dict[Path, Judged] = field(default_factory=dict, init=False, repr=False)
+    # where this session's minutes went, in order (``PhaseDoc``): each environment made or found, each training's
+    # set-up, start-up and steps, each judge, each numerics; a front end adds its own (its set-up, its reports)
+    phases: list[PhaseDoc] = field(default_factory=list, init=False, repr=False)
+    _run_phases: dict[Path, tuple[str, list[PhaseDoc]]] = field(default_factory=dict, init=False, repr=False)
 
-    def env(self, target: Target) -> TargetEnv:
+    def env(self, target: Target, of: str = "") -> TargetEnv:
         """The target's environment, made (or found) once per session on first use: a SPEC that cannot be installed
-        fails what needs it, one line, and nothing before."""
+        fails what needs it, one line, and nothing before. ``of``: what it is to the job (``base``, ``head``), for
+        its phase."""
         if target not in self._envs:
+            started = time.monotonic()
             self._envs[target] = ensure_env(target)
+            self.phases.append(_phase("environment", of or "target", started))
         return self._envs[target]
 
     def skip(self, scenario: Scenario, path: str | None = None) -> str | None:
@@ -143,15 +153,30 @@ class Session:
         made or did not finish."""
         return self._made(scenario, env, results or self.results, self.reuse)
 
-    def _made(self, scenario: Scenario, env: TargetEnv, results: Path, reuse: bool) -> ScenarioRuns:
+    def _made(
+        self,
+        scenario: Scenario,
+        env: TargetEnv,
+        results: Path,
+        reuse: bool,
+        modes: tuple[Mode, ...] = MODES,
+        label: str = "",
+    ) -> ScenarioRuns:
+        """``runs``; ``label``: the runs as a job's table of phases names them (default the scenario's name)."""
         sdir = ScenarioDir(results / scenario.name)
         self.hold(sdir)
         if sdir.root in self._runs:
             return dataclasses.replace(self._runs[sdir.root], trained_s=0.0)  # nothing trained by this call
-        self._runs[sdir.root] = ensure_runs(
-            scenario, sdir.root.parent, self.id, self.executor, reuse=reuse, env=env, watch=self.watch
+        started = time.monotonic()
+        self._runs[sdir.root] = runs = ensure_runs(
+            scenario, sdir.root.parent, self.id, self.executor, reuse=reuse, env=env, watch=self.watch, modes=modes
         )
-        return self._runs[sdir.root]
+        own = run_phases(runs, time.monotonic() - started)
+        label = label or scenario.name
+        self._run_phases[sdir.root] = (label, own)
+        if runs.trained_s:  # the job's minutes: a reused training cost this session nothing
+            self.phases += [p.model_copy(update={"of": f"{label} {p.of}".strip()}) for p in own]
+        return runs
 
     def judge(self, scenario: Scenario, runs: ScenarioRuns) -> list[CheckResult]:
         """Every check, then every known gap, then (with ``beside``) the verdict beside them, on ``runs``, once per
@@ -166,18 +191,26 @@ class Session:
         dumps are read once, by the checks and then for the facts no check read (``harness.artifacts.dumpfacts``),
         stored beside the run before results.json."""
         if runs.dir.root not in self._judged:
-            ctx = CheckContext(scenario, runs.dir, gate_timing, hold)
+            ctx = CheckContext(scenario, runs.dir, gate_timing, hold, runs.modes)
+            label, phases = self._run_phases.get(runs.dir.root, (scenario.name, []))
             try:
-                self._judged[runs.dir.root] = self._judged_now(scenario, runs, ctx, beside)
+                judged = self._judged_now(scenario, runs, ctx, beside, phases)
+                self._judged[runs.dir.root] = judged
+                self.phases += [p.model_copy(update={"of": label}) for p in judged.doc.phases if p.phase == "judge"]
             except BaseException:  # a check that raised: nothing recorded, and no dump left open
                 ctx.reads.close()
                 raise
         return self._judged[runs.dir.root]
 
     @staticmethod
-    def _judged_now(scenario: Scenario, runs: ScenarioRuns, ctx: CheckContext, beside: Beside | None) -> Judged:
+    def _judged_now(
+        scenario: Scenario, runs: ScenarioRuns, ctx: CheckContext, beside: Beside | None, phases: list[PhaseDoc]
+    ) -> Judged:
         """What judging ``runs`` makes: every verdict, the dumps' facts (stored before results.json, which a reader
-        finds them beside) and results.json, written once each, and what the judge of two sides reads of them."""
+        finds them beside) and results.json, written once each, and what the judge of two sides reads of them;
+        ``phases``: where the runs' minutes went, the judge's own added (its writes of the facts and results.json
+        after, milliseconds, aside)."""
+        started = time.monotonic()
         found = [run_check(name, check, ctx) for name, check in CHECKS.items()]
         found += [not_checked(ctx, gap_name(gap)) or check_gap(ctx, gap) for gap in scenario.expect.known_gaps]
         on = runs.dir.run("on")
@@ -185,7 +218,7 @@ class Session:
         if beside is not None:
             observed = observe_doc(results_doc(scenario, runs, found), runs.dir.root, facts)
             found.append(not_checked(ctx, beside.name) or beside(scenario.name, observed))
-        doc = results_doc(scenario, runs, found)
+        doc = results_doc(scenario, runs, found, [*phases, _phase("judge", "", started)])
         if facts is not None:
             facts.write(on.dump_facts)
         doc.write(runs.dir.results)
@@ -217,7 +250,8 @@ class Session:
         tier cannot decide it; its repeats and stopping rule). Head's annotated stages are compared with base's
         first, from their sources (``harness.targets.census``): a finding whether or not a training reaches them."""
         results, policy = results or self.results, policy or ComparePolicy()
-        envs = {"base": self.env(base), "head": self.env(head)}  # once, before training: a bad SPEC fails at once
+        first = len(self.phases)
+        envs = {"base": self.env(base, "base"), "head": self.env(head, "head")}  # before training: a bad SPEC fails now
         for side, env in envs.items():
             self.say(f"{side}: {env.label()}")
         census, census_notes = census_diff(census_of(base, envs["base"]), census_of(head, envs["head"]))
@@ -230,6 +264,7 @@ class Session:
             sc = self._compared(scenario, envs, decided, results, out)
             sc.reproduce = reproduce_compare(scenario.name, before, after, heavy=scenario.heavy)
             out.scenarios.append(sc)
+        out.phases = self.phases[first:]
         return out
 
     def _compared(
@@ -250,18 +285,37 @@ class Session:
                     verdict = verdict or _verdict_of(name, sides, policy)
                     if verdict.status != "inconclusive":
                         break
-                    spent, pair = time.monotonic() - started, (time.monotonic() - started) / i
-                    if budget is not None and spent + pair > budget:
+                    spent = time.monotonic() - started
+                    pair, crowd = spent / i, crowding(scenario, spent, 2 * i)
+                    if (left := job_left()) is not None and pair > left:  # never a pair the job cannot finish
                         self.say(
                             f"{name}: {outcomes.INCONCLUSIVE} after {i} runs a side; another pair (~{pair:.0f} s) "
-                            f"would end past the default {budget // 60:g} min (--max-repeats goes on regardless)"
+                            f"would end past the job's deadline ({left:.0f} s left for trainings)"
                         )
                         break
+                    if budget is not None and spent + pair > budget:
+                        if crowd is not None and crowd.crowded and i < policy.decisive:  # runs, not minutes
+                            self.say(
+                                f"{name}: {outcomes.INCONCLUSIVE} after {i} runs a side on a crowded runner "
+                                f"({crowd.text()}): another pair past the default {budget // 60:g} min, up to "
+                                f"{policy.decisive} runs a side"
+                            )
+                        else:
+                            said = f"; {crowd.text()}" if crowd is not None else ""
+                            self.say(
+                                f"{name}: {outcomes.INCONCLUSIVE} after {i} runs a side; another pair (~{pair:.0f} s) "
+                                f"would end past the default {budget // 60:g} min (--max-repeats goes on "
+                                f"regardless){said}"
+                            )
+                            break
                 of = policy.repeats if i < policy.repeats else f"at most {policy.cap}"
                 self.say(f"{name}: {side} run {i + 1} of {of}")
                 out.order = max(out.order, order[: n + 1], key=len)
                 try:
-                    judged[(side, i)] = self._evaluated(scenario, envs[side], run_dir(results, side, i), (side, i))
+                    where = run_dir(results, side, i)
+                    judged[(side, i)] = self._evaluated(
+                        scenario, envs[side], where, (side, i), policy.modes, f"{name} {side} r{i + 1}"
+                    )
                 except FailedAlike as exc:
                     if side == "head" and sides["base"] and not sides["head"]:
                         out.untrainable.append(name)
@@ -276,28 +330,49 @@ class Session:
                 verdict = None
             out.observed[name] = sides
             sc = verdict or _verdict_of(name, sides, policy)
-            if "overhead" not in policy.families and not scenario.budgets.overhead.compare:
-                sc.notes.append(OVERHEAD_NOT_COMPARED)
+            sc.crowding = crowding(scenario, time.monotonic() - started, len(judged))
+            if note := overhead_note(scenario, policy.families):
+                sc.notes.append(note)
             sc.errors = errors + sc.errors
             crashed = any(o.crashes or o.known_crash for obs in sides.values() for o in obs)
             if name not in out.untrainable and sides["base"] and sides["head"] and not sc.errors and not crashed:
                 self.say(f"{name}: numerics (statistics compare)")
-                reads = [j.reads for j in judged.values()]
+                reads, numerics = [j.reads for j in judged.values()], time.monotonic()
                 add_numerics(sc, scenario, sides, results, envs["head"].python, lambda p: read_before(reads, p))
+                self.phases.append(_phase("numerics", name, numerics))
             return sc
         finally:
             for j in judged.values():
                 j.reads.close()
 
-    def _evaluated(self, scenario: Scenario, env: TargetEnv, where: Path, run: tuple[str, int]) -> Judged:
+    def _evaluated(
+        self,
+        scenario: Scenario,
+        env: TargetEnv,
+        where: Path,
+        run: tuple[str, int],
+        modes: tuple[Mode, ...],
+        label: str = "",
+    ) -> Judged:
         """One run of a comparison made and judged under one hold of its lock: never reused from another session,
         its overhead maxima recorded and never gated, no verdict beside the checks; its dumps held open where the
-        numerics will read them again (``NUMERICS_RUNS``)."""
+        numerics will read them again (``NUMERICS_RUNS``); ``modes``: the trainings the policy reads
+        (``ComparePolicy.modes``: the on run alone where it decides no overhead)."""
         try:
-            runs = self._made(scenario, env, where, reuse=False)
+            runs = self._made(scenario, env, where, reuse=False, modes=modes, label=label)
             return self._judge(scenario, runs, gate_timing=False, beside=None, hold=run in NUMERICS_RUNS)
         finally:
             self.release()
+
+
+def crowding(scenario: Scenario, spent: float, runs: int) -> Crowding | None:
+    """How crowded the runner is for ``scenario``'s comparison: ``runs`` runs in ``spent`` seconds against its
+    quiet wall (``budgets.overhead.quiet_run_s``), the load average on this machine's cores now; None where the
+    scenario has no quiet wall or no run was made."""
+    quiet = scenario.budgets.overhead.quiet_run_s
+    if quiet is None or runs == 0:
+        return None
+    return Crowding(round(spent / runs, 1), quiet, round(os.getloadavg()[0], 2), len(os.sched_getaffinity(0)))
 
 
 def _verdict_of(name: str, sides: dict[str, list[Observation]], policy: ComparePolicy) -> ScenarioVerdict:
@@ -311,8 +386,36 @@ def read_before(reads: Iterable[DumpReads], path: Path) -> DumpFile:
     return next((d for r in reads if (d := r.known(path)) is not None), None) or DumpFile(path)
 
 
-def results_doc(scenario: Scenario, runs: ScenarioRuns, found: Iterable[CheckResult]) -> ResultsDoc:
-    """results.json of ``runs`` judged: the runs and where they ran, and each verdict by its check's name."""
+def _phase(name: PhaseName, of: str, started: float) -> PhaseDoc:
+    """A phase that began at ``started`` (``time.monotonic``) and ends now."""
+    return PhaseDoc(phase=name, of=of, seconds=round(time.monotonic() - started, 3))
+
+
+def run_phases(runs: ScenarioRuns, elapsed: float) -> list[PhaseDoc]:
+    """Where ``runs``' minutes went: each training's start-up (its wall outside its steps: a process, Ray, the
+    models, teardown) and steps (its own timing_s/step, as it logged them), and the set-up around them (``elapsed``,
+    the call that made them, less the trainings' walls: directories, launches, locks; 0 where they were reused)."""
+    out, walls = [], 0.0
+    for mode, record in runs.records.items():
+        wall = float(record.result.wall_s)
+        try:
+            steps = sum(Metrics.read(runs.dir.run(mode).metrics).step_times().values())
+        except MetricsError:  # a training that logged no step (it crashed first): all of it start-up
+            steps = 0.0
+        walls += wall
+        out += [
+            PhaseDoc(phase="start-up", of=mode, seconds=round(max(wall - steps, 0.0), 3)),
+            PhaseDoc(phase="steps", of=mode, seconds=round(min(steps, wall), 3)),
+        ]
+    setup = max(elapsed - walls, 0.0) if runs.trained_s else 0.0
+    return [PhaseDoc(phase="set-up", seconds=round(setup, 3)), *out]
+
+
+def results_doc(
+    scenario: Scenario, runs: ScenarioRuns, found: Iterable[CheckResult], phases: Sequence[PhaseDoc] = ()
+) -> ResultsDoc:
+    """results.json of ``runs`` judged: the runs and where they ran, each verdict by its check's name, and where
+    their minutes went (``phases``)."""
     return ResultsDoc(
         scenario=scenario.name,
         session=runs.session_id,
@@ -323,6 +426,7 @@ def results_doc(scenario: Scenario, runs: ScenarioRuns, found: Iterable[CheckRes
             m: RunDoc(**{"argv": r.argv, "executor": r.executor, **r.result.to_dict()}) for m, r in runs.records.items()
         },
         checks={r.check: check_doc(r) for r in found},
+        phases=list(phases),
     )
 
 

@@ -171,6 +171,7 @@ class CompareItem(pytest.Item):
         assert plugin.compare_base is not None  # collected only with one
         results = Path(config.getoption("harness_results")).resolve() / "compare" / self.scenario.name
         from harness.gate.judge import ComparePolicy  # the gate: only where a comparison runs
+        from harness.pipeline.base_head import families, overhead_note
 
         policy = ComparePolicy(
             repeats=config.getoption("harness_compare_repeats"),
@@ -186,6 +187,8 @@ class CompareItem(pytest.Item):
             fail(exc)
         (compared,) = comparison.scenarios
         self.user_properties += [(f"compare.{f.metric}", verdicts.ratio_text(f)) for f in compared.figures]
+        if note := overhead_note(self.scenario, families(self.scenario, policy.families)):  # said, never a pass
+            self.user_properties.append(("compare.overhead", note))
         self.user_properties += compared.numerics.properties() if compared.numerics else []
         self.add_report_section("call", "harness", "\n".join(verdicts.lines(comparison)))
         if compared.status == "error":

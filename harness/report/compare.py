@@ -16,7 +16,8 @@ from harness.checks.stats import CONFIDENCE_CHANGE
 from harness.gate.judge import Judgement, ScenarioVerdict
 from harness.gate.observe import Observation
 from harness.report.plots import stage_bytes, step_times
-from harness.report.verdicts import compare_line, head_lines, ratio_text, word
+from harness.report.summary import phases_table
+from harness.report.verdicts import compare_line, head_lines, notes_of, ratio_text, word
 from harness.safeio import write_atomic
 
 ICON = {"ok": "✅ ok", "regressed": "❌ regressed", "inconclusive": f"⚠️ {outcomes.INCONCLUSIVE}", "error": "❌ error"}
@@ -35,7 +36,7 @@ def _figure_rows(s: ScenarioVerdict) -> list[str]:
     return rows
 
 
-def compare_markdown(c: Judgement, png_dir: Path | None = None) -> str:
+def compare_markdown(c: Judgement, png_dir: Path | None = None, wall_s: float | None = None) -> str:
     first = [f"- **{line}**" if line.startswith(outcomes.REGRESSED) else f"- {line}" for line in head_lines(c)]
     out = [
         "## precision_debugger: base against head",
@@ -61,11 +62,13 @@ def compare_markdown(c: Judgement, png_dir: Path | None = None) -> str:
         lines = [*s.errors, *s.findings, *s.undecided, *(compare_line(f) for f in s.figures if f.verdict != "ok")]
         out += [f"- `{line}`" for line in lines]
         out += [f"- reproduce: `{s.reproduce}`"] if s.reproduce and lines else []
-        out += [f"- {n}" for n in s.notes]
+        out += [f"- {n}" for n in notes_of(s)]
         if not s.errors:
             out += ["", *_figure_rows(s)]
     if png_dir is not None:
         out += ["", f"Plots (step time and disk per stage, base and head): `{png_dir}/*.png` in the run's artifacts."]
+    if c.phases:
+        out += ["", *phases_table(c.phases, wall_s)]
     return "\n".join(out) + "\n"
 
 
@@ -91,13 +94,18 @@ def plot_compare(name: str, base: list[Observation], head: list[Observation], pa
             ax_t.plot(steps, medians, style, color=COLORS[side], label=f"{side}, {mode} (median, band: repeats)")
             low, high = [min(times[mode][n]) for n in steps], [max(times[mode][n]) for n in steps]
             ax_t.fill_between(steps, low, high, color=COLORS[side], alpha=0.15, linewidth=0)  # the spread
-    ax_t.set_yscale("log")
-    ax_t.set_xticks(sorted({n for obs in (*base, *head) for mode in step_times(obs).values() for n in mode}))
-    ax_t.set_xlabel("global training step")
-    ax_t.set_ylabel("step time (s, log scale)")
+    if any(step_times(o)[mode] for o in (*base, *head) for mode in ("off", "on")):
+        ax_t.set_yscale("log")
+        ax_t.set_xticks(sorted({n for obs in (*base, *head) for mode in step_times(obs).values() for n in mode}))
+        ax_t.set_xlabel("global training step")
+        ax_t.set_ylabel("step time (s, log scale)")
+        ax_t.grid(True, which="both", axis="y", alpha=0.3)
+        ax_t.legend(fontsize=8)
+    else:  # on runs alone (overhead not compared): no step time was measured, and no log axis of nothing
+        ax_t.text(0.5, 0.5, "step times NOT MEASURED: on runs alone, no off run", ha="center", va="center",
+                  transform=ax_t.transAxes)  # fmt: skip
+        ax_t.set_axis_off()
     ax_t.set_title("step time, precision_debugger off and on")
-    ax_t.grid(True, which="both", axis="y", alpha=0.3)
-    ax_t.legend(fontsize=8)
 
     per_side = {side: stage_bytes(obs[0]) if obs else {} for side, obs in (("base", base), ("head", head))}
     stages = sorted(set(per_side["base"]) | set(per_side["head"]))
@@ -124,12 +132,23 @@ def plot_compare(name: str, base: list[Observation], head: list[Observation], pa
     return path
 
 
+def write_plots(observed: dict[str, dict[str, list[Observation]]], out: Path) -> list[Path]:
+    """A PNG per scenario (base and head side by side) under ``out``: the reports' costly part (matplotlib)."""
+    out.mkdir(parents=True, exist_ok=True)
+    return [
+        plot_compare(name, sides["base"], sides["head"], out / f"{name}.png")
+        for name, sides in observed.items()
+        if sides["base"] or sides["head"]
+    ]
+
+
+def write_summary(c: Judgement, out: Path, wall_s: float | None = None) -> Path:
+    """summary.md under ``out`` (the plots' folder), the job's phases at its end; ``wall_s``: the job's wall."""
+    out.mkdir(parents=True, exist_ok=True)
+    write_atomic(out / "summary.md", compare_markdown(c, png_dir=out, wall_s=wall_s))
+    return out / "summary.md"
+
+
 def write_reports(c: Judgement, observed: dict[str, dict[str, list[Observation]]], out: Path) -> list[Path]:
     """summary.md and a PNG per scenario (base and head side by side) under ``out``."""
-    out.mkdir(parents=True, exist_ok=True)
-    write_atomic(out / "summary.md", compare_markdown(c, png_dir=out))
-    pngs = [out / "summary.md"]
-    for name, sides in observed.items():
-        if sides["base"] or sides["head"]:
-            pngs.append(plot_compare(name, sides["base"], sides["head"], out / f"{name}.png"))
-    return pngs
+    return [write_summary(c, out), *write_plots(observed, out)]

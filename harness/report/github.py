@@ -77,6 +77,8 @@ def _findings(doc: Doc) -> list[tuple[Level, str, str]]:
             mine += [("warning", f"{outcomes.INCONCLUSIVE} {s.scenario}", u) for u in s.undecided]
             mine += [("warning", f"{outcomes.INCONCLUSIVE} {s.scenario}", f.line) for f in s.figures
                      if f.verdict == "inconclusive"]  # fmt: skip
+            if s.status == "inconclusive" and s.crowding:  # said with its figure, not a bare INCONCLUSIVE
+                mine.append(("warning", f"{outcomes.INCONCLUSIVE} {s.scenario}", s.crowding))
             out += _reproduced(mine, s.reproduce)
         return out
     for g in doc.scenarios:

@@ -52,14 +52,14 @@ def plot_scenario(obs: Observation, path: Path) -> Path:
                 fontweight="bold",
                 color="tab:red",
             )
-    ax_t.set_yscale("log")
     values = [v for mode in times.values() for v in mode.values() if v > 0]
-    if values:  # headroom above for the ratio labels, below for the legend
+    if values:  # headroom above for the ratio labels, below for the legend; no log axis of nothing (an on run alone)
+        ax_t.set_yscale("log")
         ax_t.set_ylim(min(values) / 2.5, max(values) * 4)
-    seconds = FuncFormatter(lambda v, _: f"{v:g}")  # 0.1, 0.2, 0.5, 1 rather than powers of ten
-    ax_t.yaxis.set_major_formatter(seconds)
-    ax_t.yaxis.set_minor_locator(LogLocator(subs=(2.0, 5.0)))
-    ax_t.yaxis.set_minor_formatter(seconds)
+        seconds = FuncFormatter(lambda v, _: f"{v:g}")  # 0.1, 0.2, 0.5, 1 rather than powers of ten
+        ax_t.yaxis.set_major_formatter(seconds)
+        ax_t.yaxis.set_minor_locator(LogLocator(subs=(2.0, 5.0)))
+        ax_t.yaxis.set_minor_formatter(seconds)
     ax_t.set_xticks(steps)
     ax_t.set_xticklabels(
         [f"{n}\nprofiled" if n in profiled else (f"{n}\nwarm-up" if n == 1 else str(n)) for n in steps]

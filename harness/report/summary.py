@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from harness import outcomes
 from harness.artifacts import figures as fig
+from harness.artifacts.results import PHASES, PhaseDoc
 from harness.checks.known_gap import is_gap
 from harness.gate.files import GateDoc, disk_per_step
 from harness.gate.judge import JUDGED
@@ -22,6 +24,23 @@ ICON = {
     "settings changed": "⚠️ not compared: settings changed",
     "error": "❌ error",
 }
+
+
+def phases_table(phases: Sequence[PhaseDoc], wall_s: float | None = None) -> list[str]:
+    """Where the minutes went (#85): one row a phase, its seconds summed over what it was of (each training's
+    start-up, each side's environment, ...) and its share; then every entry, in order, folded. ``wall_s``: the
+    whole's own wall, said beside the phases' sum (what they leave out: imports, waits for a lock)."""
+    if not phases:
+        return []
+    total = sum(p.seconds for p in phases) or 1e-9
+    by = {name: sum(p.seconds for p in phases if p.phase == name) for name in PHASES}
+    rows = [f"| {name} | {seconds:.1f} | {100 * seconds / total:.0f}% |" for name, seconds in by.items() if seconds]
+    said = f"{total:.1f} s" + (f" of {wall_s:.1f} s wall" if wall_s else "")
+    out = ["### Where the minutes went", "", "| phase | seconds | share |", "|---|---:|---:|", *rows]
+    out += [f"| **all** | **{total:.1f}** | {said} |", "", "<details><summary>each phase</summary>", ""]
+    out += ["| phase | of | seconds |", "|---|---|---:|"]
+    out += [f"| {p.phase} | {p.of or '-'} | {p.seconds:.1f} |" for p in phases]
+    return [*out, "", "</details>"]
 
 
 def _x(v: object) -> str:
@@ -133,4 +152,12 @@ def summary_markdown(
         out += ["", *run_table(label, observations, report), *details(observations, report)]
     if png_dir is not None:
         out += ["", f"Plots (step time off vs on, disk per stage): `{png_dir}/*.png` in the run's artifacts."]
+    phases = [
+        p.model_copy(update={"of": f"{name} {p.of}".strip()})
+        for _, observations in runs
+        for name, o in observations.items()
+        for p in o.phases
+    ]
+    if phases:  # each scenario's own (results.json): its trainings and judge, the job's set-up outside them
+        out += ["", *phases_table(phases)]
     return "\n".join(out) + "\n"

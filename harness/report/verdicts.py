@@ -156,6 +156,23 @@ def within(s: ScenarioVerdict, noun: str = "figures") -> str:
     return text + (f" ({apart} reported, not judged)" if apart else "")
 
 
+def crowding_line(s: ScenarioVerdict) -> str:
+    """How crowded the runner was for the scenario's runs, with the figure (empty where it has no quiet wall): an
+    undecided figure on a crowded runner is said with it, never a bare INCONCLUSIVE."""
+    c = s.crowding
+    if c is None:
+        return ""
+    if not c.crowded:
+        return f"runner: {c.text()}"
+    undecided = "; an undecided figure is this runner's noise" if s.status == "inconclusive" else ""
+    return f"runner crowded: {c.text()}{undecided}"
+
+
+def notes_of(s: ScenarioVerdict) -> list[str]:
+    """The scenario's notes, its runner's crowding first where the scenario has a quiet wall."""
+    return [line for line in (crowding_line(s),) if line] + s.notes
+
+
 def _compare_lines(s: ScenarioVerdict) -> list[str]:
     if s.errors:
         return [f"{outcomes.ERROR} {s.scenario}: {e}" for e in s.errors] + reproduce_line(s)
@@ -163,7 +180,7 @@ def _compare_lines(s: ScenarioVerdict) -> list[str]:
     out += s.findings + s.undecided  # checks and entry names first: they say which stage
     out += [compare_line(f) for f in s.figures if f.verdict != "ok"]
     out += reproduce_line(s)
-    out += [f"  note {s.scenario}: {n}" for n in s.notes]
+    out += [f"  note {s.scenario}: {n}" for n in notes_of(s)]
     return out
 
 
@@ -342,14 +359,16 @@ def compare_doc(c: Judgement) -> CompareDoc:
                 status=s.status,
                 findings=s.findings,
                 undecided=s.undecided,
-                notes=s.notes,
+                notes=notes_of(s),
                 errors=s.errors,
                 figures=figures(s),
                 numerics=s.numerics.as_dict() if s.numerics else None,
                 reproduce=s.reproduce,
+                crowding=crowding_line(s),
             )
             for s in c.scenarios
         ],
+        phases=c.phases,
     )
 
 

@@ -164,8 +164,18 @@ class OverheadBudget(Strict):
         description="whether base against head (compare) decides this overhead; false where run-to-run noise leaves "
         "it undecided at any number of runs a pull request can afford (verl's real trainer on CPU: ±185 % to "
         ">999 % at 2-3 runs a side; verl's Ascend runners: one run a side in a 40-minute job): compare then runs base "
-        "--repeats times and head once (no more pairs), decides structure, layout, contents, disk, numerics and crash, "
-        "and reports the overhead with its figures; the nightlies judge it (the maxima above, across nights)",
+        "--repeats times and head once (no more pairs), each run the precision_debugger-on training alone (no off "
+        "run: only the overhead ratios read one), decides structure, layout, contents, disk, numerics and crash, and "
+        "says overhead NOT MEASURED; the nightlies judge it (the maxima above, across nights)",
+    )
+
+    quiet_run_s: float | None = Field(
+        None,
+        gt=0,
+        description="seconds one run of a comparison (its trainings and checks) takes on a quiet runner of this tier, "
+        "measured (2 cores, alone): a comparison says its runner's crowding as its runs' wall against it, and on a "
+        "crowded runner (1.5x or more) adds pairs past its 20 minutes up to 4 runs a side, within the job's deadline "
+        "(budgets in runs: what decides, not the minutes a crowded runner leaves); unset: neither",
     )
 
     def stage_limit(self, stage: str) -> float | None:

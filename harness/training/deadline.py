@@ -19,6 +19,13 @@ REPORT_RESERVE_S = 120  # the numerics and the reports after the last training (
 MIN_TRAINING_S = 30  # less left than this: no training is started
 
 
+def job_left(now: float | None = None) -> float | None:
+    """Seconds the job has left for trainings (its deadline less the reports' reserve); None: no deadline given."""
+    if (deadline := config.DEADLINE.get()) is None:
+        return None
+    return deadline - (time.time() if now is None else now) - REPORT_RESERVE_S
+
+
 def training_limit(timeout_s: float, now: float | None = None) -> tuple[float, str]:
     """The seconds a training may run, and what set them (its line when it times out)."""
     limits = [(timeout_s, "executor.timeout_s")]

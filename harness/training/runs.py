@@ -1,4 +1,6 @@
-"""A scenario's two trainings (precision_debugger off, then on), run once per session.
+"""A scenario's two trainings (precision_debugger off, then on), run once per session; or the on training alone
+where what judges them reads nothing of an off run (``modes``: base against head on a tier whose overhead it does
+not compare), the off run then trained only to tell whose crash an on run's is.
 
 The runs are guarded by a file lock and recorded in ``trainings.json`` with the id of the session that made them,
 so every check item of a scenario (in any pytest-xdist worker) reuses them instead of training again. Each training runs
@@ -16,7 +18,7 @@ import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from filelock import FileLock, Timeout
 
@@ -46,17 +48,25 @@ __all__ = [
 
 class TrainingsRecord(Versioned):
     """trainings.json: a scenario's off and on trainings (each one's ``RunRecord``), the id of the session that made
-    them and what they depend on (``fingerprint``), so every check item of the scenario, in any worker, reuses them.
-    Its earlier names (session.json, runs.json before it) are read as it; schema 1 (no ``schema_version``) had the
-    same fields."""
+    them, what they depend on (``fingerprint``) and which were asked (``modes``), so every check item of the scenario,
+    in any worker, reuses them. Its earlier names (session.json, runs.json before it) are read as it; schemas 1 (no
+    ``schema_version``) and 2 had the same fields less ``modes``: both trainings were asked."""
 
     FILE = "trainings.json"
     REDO = "the runs are made again"
-    schema_version: Literal[2] = 2
+    schema_version: Literal[3] = 3
     session: str  # the id of the session that made them
     fingerprint: str
     target: dict[str, Any] = {}
     records: dict[Mode, RunRecord]
+    modes: tuple[Mode, ...] = MODES  # the trainings asked; ("on",): no off run unless to tell an on run's crash
+
+    @classmethod
+    def of(cls, doc: object) -> Self:
+        """Schema 1 (no ``schema_version``) had schema 2's fields: read as schema 2, which reads as this one."""
+        if isinstance(doc, dict) and "schema_version" not in doc:
+            doc = {**doc, "schema_version": 2}
+        return super().of(doc)
 
 
 @dataclass
@@ -70,6 +80,7 @@ class ScenarioRuns:
     trained_s: float  # wall time of the trainings this call ran (0 when reused)
     # the target as results.json records it: {"block": Target.block(), "environment": versions, identity, series}
     target: dict[str, Any] = field(default_factory=dict)
+    modes: tuple[Mode, ...] = MODES  # the trainings asked (``ensure_runs``'s ``modes``)
 
     @property
     def error(self) -> HarnessError | None:
@@ -131,24 +142,27 @@ def fingerprint(scenario: Scenario, target: Target) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _load(sdir: ScenarioDir, session_id: str, scenario: Scenario, env: TargetEnv, reuse: bool) -> ScenarioRuns | None:
+def _load(
+    sdir: ScenarioDir, session_id: str, scenario: Scenario, env: TargetEnv, reuse: bool, modes: tuple[Mode, ...]
+) -> ScenarioRuns | None:
     """This session's runs (or, with ``reuse``, an earlier session's good ones); None when there are none to reuse,
-    including a trainings.json that is not one (corrupt, a link, not a file): those runs are made again."""
+    including a trainings.json that is not one (corrupt, a link, not a file), or of other trainings than ``modes``
+    (an on run alone is no off/on pair): those runs are made again."""
     try:
         doc = TrainingsRecord.read_file(sdir.trainings_record_read, 16 * MB, follow=False)
     except InputError:
         return None
-    if doc.fingerprint != fingerprint(scenario, env.target):
-        return None  # another target (or other settings) in the same session: train again
+    if doc.fingerprint != fingerprint(scenario, env.target) or doc.modes != modes:
+        return None  # another target (or other settings, or other trainings) in the same session: train again
     if doc.session != session_id and not (reuse and not _failed(doc)):
         return None
     recorded = doc.target or {"block": env.target.block(), "environment": of_target(env)}
-    return ScenarioRuns(sdir, doc.session, dict(doc.records), trained_s=0.0, target=recorded)
+    return ScenarioRuns(sdir, doc.session, dict(doc.records), trained_s=0.0, target=recorded, modes=doc.modes)
 
 
 def _failed(doc: TrainingsRecord) -> bool:
     records = doc.records.values()
-    return len(records) < len(MODES) or any(r.error or r.stopped or r.crash for r in records)
+    return any(m not in doc.records for m in doc.modes) or any(r.error or r.stopped or r.crash for r in records)
 
 
 def check_target(scenario: Scenario, env: TargetEnv) -> None:
@@ -216,6 +230,7 @@ def ensure_runs(
     reuse: bool = False,
     env: TargetEnv | None = None,
     watch: WatchSettings | None = None,
+    modes: tuple[Mode, ...] = MODES,
 ) -> ScenarioRuns:
     """Run (or reuse this session's) off and on trainings in ``env``, the target's environment as the entry point
     resolved it once (default: from HARNESS_VERL and HARNESS_MSPROBE, else the pinned releases); raise InfraError
@@ -223,14 +238,16 @@ def ensure_runs(
 
     ``reuse`` also accepts successful runs of an earlier session made from the same scenario settings and
     target (re-checking without retraining). ``watch``: the runner's cap, floor and live line (default: from
-    the environment, no live line)."""
+    the environment, no live line). ``modes``: the trainings asked, ``("on",)`` where whatever judges them reads
+    nothing of an off run (the off run is then trained only after an on run crashed, to tell whether it fails off
+    too: ``FailedAlike``)."""
     env = env or ensure_env(parse_target())
     sdir = ScenarioDir(Path(results) / scenario.name)
     kind = executor or scenario.executor.kind
     if kind != scenario.executor.kind:  # as it runs: the kind changes, the options blocks stay (the workload reads it)
         scenario = scenario.model_copy(update={"executor": scenario.executor.model_copy(update={"kind": kind})})
     with scenario_lock(sdir):
-        runs = _load(sdir, session_id, scenario, env, reuse)
+        runs = _load(sdir, session_id, scenario, env, reuse, modes)
         if runs is None:
             if kind == "docker" and env.stack.source != "harness":
                 raise WorkloadError(
@@ -238,13 +255,13 @@ def ensure_runs(
                     "image mounts the harness's interpreter): run it with --executor local, or --stack harness"
                 )
             check_target(scenario, env)
-            runs = _run_both(scenario, sdir, session_id, kind, env, watch := watch or WatchSettings.configure())
+            runs = _run_both(scenario, sdir, session_id, kind, env, watch := watch or WatchSettings.configure(), modes)
             if isinstance(failed := runs.error, InfraError) and failed.transient:
                 # the machine's, and it may pass the next time: one flake would cost a nightly or a whole comparison
                 # (an A/A real_fsdp_l0 compare lost 1 of 6 runs to EADDRINUSE on verl's TCPStore port, 2 cores, 3 jobs)
                 line = str(failed).splitlines()[0][:300]
                 print(f"[harness] {line}: the machine failed it; trained once more", file=sys.stderr, flush=True)
-                runs = _run_both(scenario, sdir, session_id, kind, env, watch)
+                runs = _run_both(scenario, sdir, session_id, kind, env, watch, modes)
     if runs.error:
         raise runs.error
     return runs
@@ -269,18 +286,30 @@ def fresh(root: Path) -> None:
 
 
 def _run_both(
-    scenario: Scenario, sdir: ScenarioDir, session_id: str, executor_kind: str, env: TargetEnv, watch: WatchSettings
+    scenario: Scenario,
+    sdir: ScenarioDir,
+    session_id: str,
+    executor_kind: str,
+    env: TargetEnv,
+    watch: WatchSettings,
+    modes: tuple[Mode, ...],
 ) -> ScenarioRuns:
     dumpfs.release_stale(sdir.root)  # a killed harness's dumps tmpfs: rmtree cannot remove a mount point
     fresh(sdir.root)
     workload = WORKLOADS[scenario.workload.kind]
     # both runs under one slot: the off/on pair sees the same load, and waiting is not training time
     with heavy_slot() if workload.takes_slot(scenario) else contextlib.nullcontext():
-        return _train(scenario, sdir, session_id, EXECUTORS[executor_kind], env, watch)
+        return _train(scenario, sdir, session_id, EXECUTORS[executor_kind], env, watch, modes)
 
 
 def _train(
-    scenario: Scenario, sdir: ScenarioDir, session_id: str, executor: Executor, env: TargetEnv, watch: WatchSettings
+    scenario: Scenario,
+    sdir: ScenarioDir,
+    session_id: str,
+    executor: Executor,
+    env: TargetEnv,
+    watch: WatchSettings,
+    modes: tuple[Mode, ...],
 ) -> ScenarioRuns:
     workload = WORKLOADS[scenario.workload.kind]
     pd = scenario.precision_debugger
@@ -288,7 +317,9 @@ def _train(
     records: dict[Mode, RunRecord] = {}
     block = env.target.block()
     started = time.monotonic()
-    for mode in MODES:
+    queue = list(modes)
+    while queue:
+        mode = queue.pop(0)
         run = sdir.run(mode)
         launch = workload.prepare(scenario, run, enabled=mode == "on", python=env.python)
         launch = replace(launch, verl=env.target.verl)
@@ -325,22 +356,28 @@ def _train(
         except InfraError as exc:
             res, error, crash = ExecResult(exit_code=None, wall_s=0.0, detail=str(exc)), str(exc), None
         argv = res.argv or launch.argv("python")
-        first = (records["off"].crash or {}) if mode == "on" and "off" in records else {}
+        other: Mode = "on" if mode == "off" else "off"
+        first = (records[other].crash or {}) if other in records else {}
         if crash and crash.verdict and (first.get("exception"), first.get("where")) == (crash.exception, crash.where):
             error, crash = _both_failed(crash, run.log)
-            records["off"] = records["off"].model_copy(update={"error": error, "crash": crash.to_dict()})
-            records["off"].write(sdir.run("off").record)
+            records[other] = records[other].model_copy(update={"error": error, "crash": crash.to_dict()})
+            records[other].write(sdir.run(other).record)
         found = crash.to_dict() if crash else None
         records[mode] = RunRecord(
             mode=mode, executor=executor.name, argv=argv, result=res, error=error, target=block, stopped=stopped,
             crash=found,
         )  # fmt: skip
         records[mode].write(run.record)
-        if error or stopped or (crash and mode == "on"):
+        if error or stopped or (crash and mode == "on" and "off" in records):
             break  # the on run is pointless without a baseline; a stopped on run is the last anyway
-        # an off run that verl or msprobe crashed: the on run says whether precision_debugger is what fails
+        # an off run that verl or msprobe crashed: the on run says whether precision_debugger is what fails; an on run
+        # crashed with no off run asked (``modes``): the off run, trained now, says the same
+        if crash and crash.verdict and mode == "on" and "off" not in modes:
+            queue.append("off")
     recorded = {"block": block, "environment": of_target(env)}
-    runs = ScenarioRuns(sdir, session_id, records, trained_s=time.monotonic() - started, target=recorded)
+    runs = ScenarioRuns(sdir, session_id, records, time.monotonic() - started, recorded, modes)
     made = fingerprint(scenario, env.target)
-    TrainingsRecord(session=session_id, fingerprint=made, target=recorded, records=records).write(sdir.trainings_record)
+    TrainingsRecord(session=session_id, fingerprint=made, target=recorded, records=records, modes=modes).write(
+        sdir.trainings_record
+    )
     return runs
