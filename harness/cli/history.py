@@ -154,7 +154,7 @@ class _Job:
     def error(self, message: str) -> int:
         """One error annotation and the summary's line; the exit of a job that records nothing."""
         self.annotate(f"::error title={TITLE}::{message}")
-        self.summarize(f"❌ **ERROR**: {message}\n\n")
+        self.summarize(f"❌ **{outcomes.ERROR}**: {message}\n\n")
         return outcomes.EXIT_ERROR
 
     def notice(self, message: str) -> None:
