@@ -28,12 +28,9 @@ def harness_commit(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]
     return src, snapshot(src)
 
 
-@pytest.fixture(scope="session")
-def runner_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The runner's warm environment: a venv of its own over this project's installed packages (a ``.pth``), so a
-    workflow's ``pip install`` lands here, never in the project's venv, and no harness is installed in it (each
-    workflow's checkout is the harness it runs)."""
-    venv = tmp_path_factory.mktemp("runner") / "venv"
+def overlay_venv(venv: Path) -> Path:
+    """A venv of its own over this project's installed packages (a ``.pth``): what a workflow's ``pip install`` puts
+    there lands in it, never in the project's venv."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     purelib = subprocess.run([sys.executable, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                              capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
@@ -42,6 +39,15 @@ def runner_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pip = venv / "bin" / "pip"
     pip.write_text(f"#!/bin/sh\nexec {venv}/bin/python -m pip \"$@\"\n")
     pip.chmod(0o755)
+    return venv
+
+
+@pytest.fixture(scope="session")
+def runner_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The runner's warm environment: an overlay venv, no harness installed in it (each workflow's checkout is the
+    harness it runs)."""
+    venv = overlay_venv(tmp_path_factory.mktemp("runner") / "venv")
+    pip = venv / "bin" / "pip"
     # the lock's exact versions where this project's venv has moved past them (its ranges), from the package index
     # here, so that `.ci/setup --locked` finds the runner holding the lock, as a warm hosted runner's cache makes it
     frozen = set(subprocess.run([str(pip), "freeze", "--exclude-editable"], capture_output=True, text=True,
@@ -300,3 +306,141 @@ def test_the_cpu_nightly_over_five_nights_one_issue_opened_commented_closed_and_
     assert "reproduce: python -m harness" in issue["body"] and "actor_update" in issue["body"]
     history = git("log", "--format=%s", "precision-debugger-history", cwd=bare).splitlines()
     assert len(history) == len(nights), history  # one commit a night, never twice
+
+
+# --- verl's Ascend runners, stood in: the CPU scenario in the Ascend jobs' own scripts -------------------------------
+
+ASCEND = "linux-aarch64-a2b3-8"  # verl's Ascend runners' label, the workflows' default
+GSM8K = '''"""A stand-in of verl's examples/data_preprocess/gsm8k.py: verl's runners hold gsm8k in their cache,
+this host does not; the CPU scenario that trains in place of the NPU one reads none. It writes where verl's does."""
+import argparse
+import pathlib
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--local_dataset_path")
+parser.add_argument("--local_save_dir", default="~/data/gsm8k")
+out = pathlib.Path(parser.parse_args().local_save_dir).expanduser()
+out.mkdir(parents=True, exist_ok=True)
+for split in ("train", "test"):
+    (out / f"{split}.parquet").write_bytes(b"")
+print(f"gsm8k stand-in: {out}")
+'''
+
+
+def ascend_tools(tmp: Path) -> tuple[dict[str, str], Path]:
+    """What a job container of verl's Ascend image holds and this host does not, on the runner's PATH: ``npu-smi``
+    (no NPU here: the CPU scenario trains in place of the NPU training); the image's ``python3``, an overlay venv of
+    its own (what ``.ci/ascend-job setup job-container`` installs lands there), each call logged with the job's
+    deadline as it reached the call (the log: the second value); ``ray``: the night's ``ray stop --force`` clears an
+    Ascend runner of an earlier job's Ray, here it would stop other tests' Ray on a shared host, so it stops none."""
+    image = overlay_venv(tmp / "image")
+    log = tmp / "python3.log"
+    return {
+        "npu-smi": "#!/bin/sh\necho 'npu-smi stand-in: no NPU on this host; the CPU scenario trains in its place'\n",
+        "python3": f'#!/bin/sh\necho "$(date +%s) ${{JOB_ENDS_BY:--}} ${{HARNESS_DEADLINE:--}} $*" >> {log}\n'
+                   f'exec {image}/bin/python3 "$@"\n',
+        "ray": "#!/bin/sh\necho \"ray stand-in: 'ray $*' stops nothing on a shared host\"\n",
+    }, log  # fmt: skip
+
+
+def verl_with_gsm8k(engine: Engine, repo, tmp: Path) -> tuple[str, str]:
+    """verl's remote for the Ascend jobs: ``main`` the fixture's release with verl's gsm8k preparation script (stood
+    in), and ``bad`` on top of it; their commits."""
+    work = tmp / "verl-ascend"
+    git("clone", "-q", str(repo.path), str(work))
+    git("checkout", "-q", "-B", "main", repo.release, cwd=work)
+    script = work / "examples" / "data_preprocess" / "gsm8k.py"
+    script.parent.mkdir(parents=True)
+    script.write_text(GSM8K)
+    git("add", "-A", cwd=work)
+    git("commit", "-q", "-m", "verl's gsm8k preparation (stand-in)", cwd=work)
+    good = git("rev-parse", "HEAD", cwd=work)
+    git("cherry-pick", repo.bad, cwd=work)
+    bad = git("rev-parse", "HEAD", cwd=work)
+    git("branch", "-f", "bad", bad, cwd=work)
+    git("checkout", "-q", "main", cwd=work)
+    engine.remote(VERL, work)
+    return good, bad
+
+
+def ascend_nightly_caller(engine: Engine, tmp: Path) -> Path:
+    """verl's nightly caller as printed for this commit, its Ascend nightly given the CPU scenario (``tiny_fsdp_l0``)
+    and no image: the job runs on the runner itself, as the docker mode's job does (no container), its python3 the
+    stand-in of the image's (``ascend_tools``); mode, runner label and every other input as printed."""
+    text = caller("nightly", engine.harness_sha, HARNESS_REPO)
+    given = "      mode: job-container\n      image: ''\n      scenarios: '[\"tiny_fsdp_l0\"]'\n"
+    assert text.count("      mode: job-container\n") == 1
+    path = tmp / "precision-debugger-nightly.yml"
+    path.write_text(text.replace("      mode: job-container\n", given))
+    return path
+
+
+def budget_of(log: Path) -> tuple[float, float, float]:
+    """From the image python's log: the first call's time, the job's deadline (JOB_ENDS_BY, set by the job's first
+    step) and the deadline the trainings' ``harness run`` was given (HARNESS_DEADLINE)."""
+    calls = [ln.split(" ", 3) for ln in log.read_text().splitlines()]
+    first = next(c for c in calls if c[1] != "-")
+    (run,) = [c for c in calls if c[3].startswith("-m harness run ")]
+    return float(first[0]), float(first[1]), float(run[2])
+
+
+NIGHT_ENV = {"GITHUB_WORKFLOW": "precision-debugger-nightly"}
+
+
+@pytest.mark.trains
+def test_the_ascend_nightly_on_its_runner_stood_in_two_nights_gated_its_budget_from_the_jobs_start(
+    engine, tmp_path, repo
+):
+    """verl's nightly caller's Ascend job (PRECISION_DEBUGGER_ASCEND set), its runner label mapped to this host and
+    the CPU scenario in place of the NPU one, through the job's own scripts (.ci/ascend-job setup, gsm8k, nightly):
+    a first night starts its series (green, the baseline published, the history started); ``bad`` merged, the next
+    night is gated against that baseline, found among this workflow's runs (another workflow's newer run holds an
+    artifact of the same name: passed over), and is red, a verdict on verl, its finding read first, the last good
+    baseline carried forward. The night's deadline is the job's (JOB_ENDS_BY from its first step: 40 minutes less
+    the pull and the uploads) and reaches the trainings (HARNESS_DEADLINE). A night's issue token that may not write
+    issues: the notify job's one line, never a verdict (the night's own verdict stands)."""
+    good, bad = verl_with_gsm8k(engine, repo, tmp_path)
+    bare = engine.remotes / f"{VERL}.git"
+    workflow = ascend_nightly_caller(engine, tmp_path)
+    name = "precision-debugger-baseline-main-tiny_fsdp_l0-job-container"
+    payload = {"repository": {"full_name": VERL, "default_branch": "main", "name": "verl"}, "ref": "refs/heads/main"}
+    runs = []
+    for night, (commit, issues) in enumerate(((good, "write"), (bad, "read")), 1):
+        git("update-ref", "refs/heads/main", commit, cwd=bare)
+        if night == 2:  # another workflow's run, newer than the first night, with an artifact of the series' name
+            decoy = engine.api.next_run_id()
+            (engine.artifacts / str(decoy) / name).mkdir(parents=True)
+            (engine.artifacts / str(decoy) / name / "baseline.json").write_text("{}")
+            engine.api.run(VERL, id=decoy, event="schedule", head_branch="main", conclusion="success", head_sha=commit,
+                           path=".github/workflows/other.yml", head_repository={"full_name": VERL})  # fmt: skip
+        token = engine.api.token(f"ascend-{night}", contents="write", issues=issues, actions="read")
+        tools, log = ascend_tools(tmp_path / f"night{night}")
+        run = shown(engine.run(workflow, "schedule", payload, repository=VERL, ref="refs/heads/main", sha=commit,
+                               token=token, job="nightly", labels=(ASCEND,), tools=tools, env=NIGHT_ENV,
+                               variables={"PRECISION_DEBUGGER_ASCEND": "true"}))  # fmt: skip
+        first, ends_by, deadline = budget_of(log)
+        print(f"night {night}: JOB_ENDS_BY {ends_by - first:+.0f} s from the first python3 call, the trainings' "
+              f"HARNESS_DEADLINE {deadline - ends_by:+.0f} s from it")  # fmt: skip
+        assert first - 120 <= ends_by - (40 - 5 - 3) * 60 <= first, (first, ends_by)  # counted from the job's start
+        assert deadline <= ends_by
+        runs.append(run)
+    one, two = runs
+    job = one.job("nightly/nightly")
+    assert one.result("nightly/nightly") == "success", one.log[-6000:]
+    assert ("warning", "precision_debugger nightly", "no previous baseline of tiny_fsdp_l0 (main): this night starts "
+            "its series (nothing gated)") in job.annotations, one.printed()  # fmt: skip
+    assert job.annotations[-1][2].startswith("PASS (exit 0)"), one.printed()
+    assert one.result("nightly/history") == "success" and one.result("nightly/notify") == "success"
+    assert (engine.artifacts / str(one.id) / name / "baseline.json").is_file()
+    job = two.job("nightly/nightly")
+    assert two.result("nightly/nightly") == "failure", two.log[-6000:]
+    assert f"previous baseline {name}: run {one.id} (schedule on main" in "\n".join(job.lines), job.lines[-80:]
+    assert job.first().startswith("precision_debugger nightly tiny_fsdp_l0: FAIL (exit 1"), two.printed()
+    assert "a verdict on the verl" in job.first() and "actor_update" in "\n".join(m for _, _, m in job.annotations)
+    assert (engine.artifacts / str(two.id) / name / "baseline.json").is_file()  # the last good one, carried forward
+    notify = two.job("nightly/notify")
+    assert two.result("nightly/notify") == "failure" and "the token may not write issues" in notify.first(), notify
+    assert "verdict on verl" not in notify.first()
+    assert not engine.api.repo(VERL).issues
+    history = git("log", "--format=%s", "precision-debugger-history", cwd=bare).splitlines()
+    assert len(history) == 2, history
