@@ -331,13 +331,14 @@ def ascend_tools(tmp: Path) -> tuple[dict[str, str], Path]:
     """What a job container of verl's Ascend image holds and this host does not, on the runner's PATH: ``npu-smi``
     (no NPU here: the CPU scenario trains in place of the NPU training); the image's ``python3``, an overlay venv of
     its own (what ``.ci/ascend-job setup job-container`` installs lands there), each call logged with the job's
-    deadline as it reached the call (the log: the second value); ``ray``: the night's ``ray stop --force`` clears an
-    Ascend runner of an earlier job's Ray, here it would stop other tests' Ray on a shared host, so it stops none."""
+    deadline as it reached it (bash: a POSIX sh would drop the actions' ``INPUT_A-B`` variables); ``ray``: the
+    night's ``ray stop --force`` clears an Ascend runner of an earlier job's Ray, here it would stop other tests' Ray
+    on a shared host, so it stops none."""
     image = overlay_venv(tmp / "image")
     log = tmp / "python3.log"
     return {
         "npu-smi": "#!/bin/sh\necho 'npu-smi stand-in: no NPU on this host; the CPU scenario trains in its place'\n",
-        "python3": f'#!/bin/sh\necho "$(date +%s) ${{JOB_ENDS_BY:--}} ${{HARNESS_DEADLINE:--}} $*" >> {log}\n'
+        "python3": f'#!/bin/bash\necho "$(date +%s) ${{JOB_ENDS_BY:--}} ${{HARNESS_DEADLINE:--}} $*" >> {log}\n'
                    f'exec {image}/bin/python3 "$@"\n',
         "ray": "#!/bin/sh\necho \"ray stand-in: 'ray $*' stops nothing on a shared host\"\n",
     }, log  # fmt: skip
@@ -375,12 +376,12 @@ def ascend_nightly_caller(engine: Engine, tmp: Path) -> Path:
     return path
 
 
-def budget_of(log: Path) -> tuple[float, float, float]:
+def budget_of(log: Path, command: str = "-m harness run ") -> tuple[float, float, float]:
     """From the image python's log: the first call's time, the job's deadline (JOB_ENDS_BY, set by the job's first
-    step) and the deadline the trainings' ``harness run`` was given (HARNESS_DEADLINE)."""
+    step) and the deadline the trainings' ``command`` was given (HARNESS_DEADLINE)."""
     calls = [ln.split(" ", 3) for ln in log.read_text().splitlines()]
     first = next(c for c in calls if c[1] != "-")
-    (run,) = [c for c in calls if c[3].startswith("-m harness run ")]
+    (run,) = [c for c in calls if c[3].startswith(command)]
     return float(first[0]), float(first[1]), float(run[2])
 
 
@@ -400,6 +401,7 @@ def test_the_ascend_nightly_on_its_runner_stood_in_two_nights_gated_its_budget_f
     the pull and the uploads) and reaches the trainings (HARNESS_DEADLINE). A night's issue token that may not write
     issues: the notify job's one line, never a verdict (the night's own verdict stands)."""
     good, bad = verl_with_gsm8k(engine, repo, tmp_path)
+    engine.api.repo(VERL)
     bare = engine.remotes / f"{VERL}.git"
     workflow = ascend_nightly_caller(engine, tmp_path)
     name = "precision-debugger-baseline-main-tiny_fsdp_l0-job-container"
@@ -444,3 +446,46 @@ def test_the_ascend_nightly_on_its_runner_stood_in_two_nights_gated_its_budget_f
     assert not engine.api.repo(VERL).issues
     history = git("log", "--format=%s", "precision-debugger-history", cwd=bare).splitlines()
     assert len(history) == 2, history
+
+
+def ascend_gate_caller(engine: Engine, tmp: Path) -> Path:
+    """verl's pull-request caller as printed for this commit, its Ascend gate given the CPU scenario, one run a side
+    and no more (``max-repeats``: the embedded scenario's overhead is not the Ascend one's to decide) and no image
+    (the job on the runner itself, its python3 the image's stand-in: ``ascend_tools``)."""
+    text = caller("pr", engine.harness_sha, HARNESS_REPO)
+    ours = "      scenarios: scenarios/qwen2_0_5b_fsdp_l0.yaml"
+    assert text.count(ours) == 1
+    given = "      scenarios: scenarios/tiny_fsdp_l0.yaml\n      image: ''\n      max-repeats: 1\n      # "
+    path = tmp / "precision-debugger-gate.yml"
+    path.write_text(text.replace(ours + "  # ", given))
+    return path
+
+
+@pytest.mark.trains
+def test_the_ascend_pull_request_gate_on_its_runner_stood_in_fails_a_breaking_head_its_finding_first(
+    engine, tmp_path, repo
+):
+    """verl's pull-request caller's Ascend gate (a branch of verl's own, PRECISION_DEBUGGER_ASCEND set), its runner
+    label mapped to this host and the CPU scenario in place of the NPU one, through its own scripts (.ci/ascend-job
+    setup, gsm8k, compare: head against its merge base with the base, one checkout of verl's history): ``bad`` is red,
+    its first annotation the finding on verl; the compare's deadline is the job's (JOB_ENDS_BY, 40 minutes less the
+    pull and the upload) and reaches the trainings."""
+    good, bad = verl_with_gsm8k(engine, repo, tmp_path)
+    work = tmp_path / "verl-ascend"
+    engine.api.pull(VERL, 21, files=pr_files(work, good, bad))
+    token = engine.api.token("pr-token-21", pull_requests="read")
+    tools, log = ascend_tools(tmp_path)
+    run = shown(engine.run(ascend_gate_caller(engine, tmp_path), "pull_request", pr_event(21, good, bad),
+                           repository=VERL, ref="refs/pull/21/merge", sha=bad, token=token, job="ascend-gate",
+                           labels=(ASCEND,), tools=tools, variables={"PRECISION_DEBUGGER_ASCEND": "true"}))  # fmt: skip
+    first, ends_by, deadline = budget_of(log, "-m harness compare ")
+    print(f"JOB_ENDS_BY {ends_by - first:+.0f} s from the first python3 call, the compare's HARNESS_DEADLINE "
+          f"{deadline - ends_by:+.0f} s from it")  # fmt: skip
+    assert first - 120 <= ends_by - (40 - 3 - 2) * 60 <= first and deadline <= ends_by
+    assert run.result("changes") == "success" and run.result("ascend-gate/compare") == "failure", run.log[-6000:]
+    job = run.job("ascend-gate/compare")
+    errors = [f"{t}: {m}" for lv, t, m in job.annotations if lv == "error"]
+    assert errors[0].startswith("precision_debugger Ascend gate: FAIL (exit 1: a regression of head: a verdict on the "
+                                "verl"), run.printed()  # fmt: skip
+    assert any("missing dump dir step_2/actor_update" in e for e in errors), errors
+    assert (engine.artifacts / str(run.id) / "verl-compare-results").is_dir()

@@ -201,7 +201,7 @@ class Engine:
         of what a runner holds and this host does not: ``npu-smi``, the image's ``python3``)."""
         folder = where / "bin"
         folder.mkdir(exist_ok=True)
-        scripts = {"gh": f"#!/bin/sh\nHTTPS_PROXY=http://127.0.0.1:{self.api.port} NO_PROXY= "
+        scripts: dict[str, str] = {"gh": f"#!/bin/sh\nHTTPS_PROXY=http://127.0.0.1:{self.api.port} NO_PROXY= "
                          f"SSL_CERT_FILE={self.api.authority} exec {gh()} \"$@\"\n", **tools}  # fmt: skip
         for name, text in scripts.items():
             (folder / name).write_text(text)
