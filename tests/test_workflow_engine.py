@@ -8,6 +8,7 @@ multi-node workflows run with their runner stood in (docs/workflow-engine.md).""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -436,9 +437,10 @@ def test_the_ascend_nightly_on_its_runner_stood_in_two_nights_gated_its_budget_f
     assert (engine.artifacts / str(one.id) / name / "baseline.json").is_file()
     job = two.job("nightly/nightly")
     assert two.result("nightly/nightly") == "failure", two.log[-6000:]
-    assert f"previous baseline {name}: run {one.id} (schedule on main" in "\n".join(job.lines), job.lines[-80:]
-    assert job.first().startswith("precision_debugger nightly tiny_fsdp_l0: FAIL (exit 1"), two.printed()
-    assert "a verdict on the verl" in job.first() and "actor_update" in "\n".join(m for _, _, m in job.annotations)
+    found = [ln for ln in job.lines if "previous baseline" in ln]
+    assert any(f"previous baseline {name}: run {one.id} (schedule on main" in ln for ln in found), found
+    assert job.first().startswith("precision_debugger gate: FAIL (exit 1: a regression of head: a verdict on the verl")
+    assert "structure.actor_update" in "\n".join(m for _, _, m in job.annotations), two.printed()
     assert (engine.artifacts / str(two.id) / name / "baseline.json").is_file()  # the last good one, carried forward
     notify = two.job("nightly/notify")
     assert two.result("nightly/notify") == "failure" and "the token may not write issues" in notify.first(), notify
@@ -489,3 +491,118 @@ def test_the_ascend_pull_request_gate_on_its_runner_stood_in_fails_a_breaking_he
                                 "verl"), run.printed()  # fmt: skip
     assert any("missing dump dir step_2/actor_update" in e for e in errors), errors
     assert (engine.artifacts / str(run.id) / "verl-compare-results").is_dir()
+
+
+# --- verl's multi-node runners, stood in: the fake RayJob submitter in place of verl's --------------------------------
+
+A3 = "linux-aarch64-a3-8"  # verl's multi-node runners' label, the workflow's default
+MULTINODE = "qwen2_0_5b_fsdp_multinode"
+
+
+def harness_with(base: Path, tmp: Path, files: dict[str, str]) -> tuple[Path, str]:
+    """The harness under test with ``files`` added (path: text), as a commit of its own: a caller pins that commit."""
+    src = tmp / "harness"
+    git("clone", "-q", str(base), str(src))
+    for rel, text in files.items():
+        (src / rel).write_text(text)
+    git("add", "-A", cwd=src)
+    git("commit", "-q", "-m", "a scenario of the test's", cwd=src)
+    return src, git("rev-parse", "HEAD", cwd=src)
+
+
+def multinode_caller(sha: str, tmp: Path, submitter: str, scenario: str) -> Path:
+    """verl's multi-node caller as printed for ``sha``, given the fake submitter, no cluster DNS (this host resolves
+    127.0.0.1), no image (the job on the runner itself, its python3 the image's stand-in) and ``scenario``."""
+    text = caller("multinode", sha, HARNESS_REPO)
+    ours = "      verl-ref: main\n"
+    assert text.count(ours) == 1
+    given = (f"{ours}      submitter-url: {submitter}\n      cluster-dns: ''\n      image: ''\n"
+             f"      scenarios: '[\"{scenario}\"]'\n")  # fmt: skip
+    path = tmp / "precision-debugger-multinode.yml"
+    path.write_text(text.replace(ours, given))
+    return path
+
+
+def curl_only(handler) -> None:
+    """A DELETE the submitter answers from the workflow's clean-up step (curl) only: the harness's own DELETE finds
+    it restarting, as a harness killed before its DELETE would have sent none."""
+    if handler.headers.get("User-Agent", "").startswith("curl/"):
+        handler.server.remove(handler.path)
+        handler.send(200, b'{"deleted": 1}')
+    else:
+        handler.send(503, b"the submitter is restarting")
+
+
+@pytest.mark.integration
+def test_the_multinode_workflow_with_the_fake_submitter_a_verl_crash_is_verls_and_the_clean_up_deletes_its_rayjob(
+    tmp_path, harness_commit, runner_venv, cache, repo
+):
+    """verl's multi-node caller, its runner label mapped to this host and the repository's fake RayJob submitter
+    (tests/fake_servers.py) in place of verl's, through the job's own steps: the set-up into the image's python, the
+    paths of this job's directory in the scenario's shared cache (the multi-node scenario, its shared cache and wheels
+    dir moved under the test's directory: a commit of the harness of the test's), the submitter's health check, gsm8k
+    and msprobe's wheel there, what each training submits, the run, the results kept and the clean-up. The RayJob
+    ends FAILED with verl's traceback in its log: red, a verdict on verl, the traceback's line read first; the harness's
+    own DELETE is refused (the submitter restarting: as a cancelled job's harness sends none), its one line said, and
+    the clean-up step DELETEs the RayJob it posted and removes the job's directory: nothing left, alive or on disk."""
+    from fake_servers import STARTED, ev, serving
+    from test_rayjob import TRACEBACK
+
+    shared, wheels = tmp_path / "cicd_test", tmp_path / "wheels"
+    text = (ROOT / "scenarios" / f"{MULTINODE}.yaml").read_text()
+    assert "\n  kind: rayjob\n  timeout_s: 5400\n  rayjob:\n" in text
+    text = text.replace("\n  rayjob:\n", f"\n  rayjob:\n    cache: {shared}\n    wheels_dir: {wheels}\n")
+    src, sha = harness_with(harness_commit[0], tmp_path, {f"scenarios/{MULTINODE}_here.yaml": text})
+    engine = Engine(tmp_path / "engine", src, sha, runner_venv, cache)
+    try:
+        good, _ = verl_with_gsm8k(engine, repo, tmp_path)
+        engine.api.repo(VERL)
+        token = engine.api.token("multinode-token", contents="read")
+        tail = [ev("log", line=ln) for ln in TRACEBACK.splitlines()]
+        watch = [STARTED, *tail, ev("final", status="FAILED", message="the job's entrypoint exited 1")]
+        with serving(watches=[watch], delete=curl_only) as submitter:
+            workflow = multinode_caller(sha, tmp_path, submitter.url, f"{MULTINODE}_here")
+            tools, _ = ascend_tools(tmp_path)
+            payload = {"repository": {"full_name": VERL, "default_branch": "main", "name": "verl"}}
+            run = shown(engine.run(workflow, "schedule", payload, repository=VERL, ref="refs/heads/main", sha=good,
+                                   token=token, labels=(A3,), tools=tools))  # fmt: skip
+        job = run.job("multinode/multinode")
+        assert run.result("multinode/multinode") == "failure", run.log[-6000:]
+        first = job.first()
+        assert first.startswith(f"precision_debugger multinode {MULTINODE}_here: FAIL (exit 1"), run.printed()
+        said = "\n".join(m for _, _, m in job.annotations)
+        assert "ValueError: Unknown precision_debugger stage: train_batch" in said, run.printed()
+        posted = [p for m, p in submitter.requests if m == "POST"]
+        deletes = submitter.deleted()
+        assert posted and submitter.alive() == [], (submitter.requests, submitter.runs)
+        assert all(re.fullmatch(rf"/api/v1/workflows/{run.id}-[0-9a-f]{{6}}\?attempt=1", d) for d in deletes), deletes
+        lines = "\n".join(job.lines)
+        assert "DELETE of RayJob run" in lines and "HTTP 503" in lines, job.lines[-60:]
+        assert not list((shared / "verl-msprobe-harness").glob("job-*")), "the job's directory is left"
+        assert (engine.artifacts / str(run.id) / f"multinode-results-{MULTINODE}_here").is_dir()
+    finally:
+        engine.close()
+
+
+@pytest.mark.integration
+def test_the_ascend_nightly_whose_api_fails_is_one_line_and_never_an_ungated_night(engine, tmp_path, repo):
+    """The runs' listing answering 500 as the night looks for its last good baseline: the nightly job fails in the
+    finder's one line (not a verdict on verl), no training runs, no baseline is published; the history job says no
+    night was recorded. Before: an unhandled Octokit error."""
+    good, _ = verl_with_gsm8k(engine, repo, tmp_path)
+    engine.api.repo(VERL)
+    engine.api.fault(r"/actions/workflows/", 500)
+    token = engine.api.token("ascend", contents="write", issues="write", actions="read")
+    tools, log = ascend_tools(tmp_path)
+    payload = {"repository": {"full_name": VERL, "default_branch": "main", "name": "verl"}, "ref": "refs/heads/main"}
+    run = shown(engine.run(ascend_nightly_caller(engine, tmp_path), "schedule", payload, repository=VERL,
+                           ref="refs/heads/main", sha=good, token=token, job="nightly", labels=(ASCEND,), tools=tools,
+                           env=NIGHT_ENV, variables={"PRECISION_DEBUGGER_ASCEND": "true"}))  # fmt: skip
+    job = run.job("nightly/nightly")
+    assert run.result("nightly/nightly") == "failure", run.log[-6000:]
+    assert job.first() == (": precision_debugger nightly: the last good baseline precision-debugger-baseline-main-"
+                           "tiny_fsdp_l0-job-container could not be looked up (HTTP 500: Server Error - "
+                           "https://docs.github.com/rest): not a verdict on verl; re-run the workflow"), run.printed()
+    assert not [ln for ln in log.read_text().splitlines() if " -m harness run " in f" {ln.split(' ', 3)[3]}"]
+    assert run.result("nightly/history") == "failure"
+    assert "no night's results to append" in run.job("nightly/history").first()
