@@ -374,8 +374,8 @@ def test_one_writer_of_the_history_branch_a_baseline_kept_while_nights_regress_a
     lock = (ROOT / ".ci" / "history.lock").read_text().splitlines()
     pins = [ln for ln in lock if ln and not ln.startswith(("#", "-"))]
     assert pins and all(re.fullmatch(r"\S+==\S+ --hash=sha256:[0-9a-f]{64}", ln) for ln in pins)
-    cpu = {ln.split("==")[0].lower(): ln.split("==")[1] for ln in (ROOT / ".ci" / "cpu.lock").read_text().splitlines()
-           if "==" in ln and not ln.startswith("#")}  # fmt: skip
+    cpu = {name.lower(): version for name, version in
+           re.findall(r"^([A-Za-z0-9][^ =]*)==([^ \\]+)", (ROOT / ".ci" / "cpu.lock").read_text(), re.M)}  # fmt: skip
     for ln in pins:
         name, version = ln.split(" ")[0].split("==")
         assert cpu.get(name.lower(), version) == version, ln  # the versions of .ci/cpu.lock

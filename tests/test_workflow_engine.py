@@ -53,7 +53,7 @@ def runner_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # here, so that `.ci/setup --locked` finds the runner holding the lock, as a warm hosted runner's cache makes it
     frozen = set(subprocess.run([str(pip), "freeze", "--exclude-editable"], capture_output=True, text=True,
                                 check=True).stdout.lower().split())  # fmt: skip
-    lock = [ln for ln in (ROOT / ".ci" / "cpu.lock").read_text().splitlines() if ln and not ln.startswith(("#", "-"))]
+    lock = re.findall(r"^([A-Za-z0-9][^ \\]*==[^ \\]+)", (ROOT / ".ci" / "cpu.lock").read_text(), re.M)
     if missing := [ln for ln in lock if ln.lower() not in frozen]:
         subprocess.run([str(pip), "install", "-q", "--no-deps", *missing], check=True, timeout=900)
     return venv
