@@ -606,3 +606,24 @@ def test_the_ascend_nightly_whose_api_fails_is_one_line_and_never_an_ungated_nig
     assert not [ln for ln in log.read_text().splitlines() if " -m harness run " in f" {ln.split(' ', 3)[3]}"]
     assert run.result("nightly/history") == "failure"
     assert "no night's results to append" in run.job("nightly/history").first()
+
+
+@pytest.mark.integration
+def test_a_runner_label_no_runner_has_is_one_line_never_a_silent_green(engine, tmp_path, repo):
+    """The Ascend nightly's runner label mapped to no runner here: act skips the job (GitHub queues it, then fails it
+    after a day, saying no runner took it); either way no night runs, and the history job says so in one line naming
+    the job's end and its labels, red, not a verdict on verl; no baseline, no issue."""
+    good, _ = verl_with_gsm8k(engine, repo, tmp_path)
+    engine.api.repo(VERL)
+    token = engine.api.token("ascend", contents="write", issues="write", actions="read")
+    payload = {"repository": {"full_name": VERL, "default_branch": "main", "name": "verl"}, "ref": "refs/heads/main"}
+    run = shown(engine.run(ascend_nightly_caller(engine, tmp_path), "schedule", payload, repository=VERL,
+                           ref="refs/heads/main", sha=good, token=token, job="nightly", env=NIGHT_ENV,
+                           variables={"PRECISION_DEBUGGER_ASCEND": "true"}))  # fmt: skip
+    assert run.result("nightly/nightly") == "skipped", run.log[-6000:]
+    assert run.result("nightly/history") == "failure" and run.conclusion == "failure"
+    line = run.job("nightly/history").first()
+    assert line == ("precision_debugger history: no night's results to append (the nightly's jobs kept none: the "
+                    f"nightly job ended skipped on runner labels [\"{ASCEND}\"]): this night is not recorded, not a "
+                    "verdict on verl; the nightly's own jobs say why"), run.printed()  # fmt: skip
+    assert not engine.api.repo(VERL).issues and not list(engine.artifacts.glob("*/precision-debugger-baseline-*"))
