@@ -389,6 +389,7 @@ def budget_of(log: Path, command: str = "-m harness run ") -> tuple[float, float
 NIGHT_ENV = {"GITHUB_WORKFLOW": "precision-debugger-nightly"}
 
 
+@pytest.mark.heavy  # minutes: the heavy tier (.ci/run stays under its 20 minutes)
 @pytest.mark.trains
 def test_the_ascend_nightly_on_its_runner_stood_in_two_nights_gated_its_budget_from_the_jobs_start(
     engine, tmp_path, repo
@@ -463,6 +464,7 @@ def ascend_gate_caller(engine: Engine, tmp: Path) -> Path:
     return path
 
 
+@pytest.mark.heavy  # minutes: the heavy tier (.ci/run stays under its 20 minutes)
 @pytest.mark.trains
 def test_the_ascend_pull_request_gate_on_its_runner_stood_in_fails_a_breaking_head_its_finding_first(
     engine, tmp_path, repo
