@@ -358,3 +358,19 @@ def test_every_caller_kind_prints():
     for kind in CALLERS:
         assert "uses: verl-project/verl-msprobe-harness/.github/workflows/" in caller(kind, "b" * 40,
                                                                                        "verl-project/verl-msprobe-harness")
+
+
+@pytest.mark.integration
+def test_a_red_harness_run_under_the_job_command_says_why_never_no_error_line(tmp_path):
+    """The multi-node job runs `harness run` under `python3 -m harness.job run` with no annotations file: the job's
+    line quotes the last line of the standard error, and `harness run` printed everything (its errors included) on the
+    standard output, so a red multi-node night read "ERROR ... no error line" (the workflow engine's run). Its reason
+    is now its standard error's last line."""
+    env = {k: v for k, v in os.environ.items() if k != "SUBMITTER_URL"} | {"GITHUB_STEP_SUMMARY": str(tmp_path / "s")}
+    argv = [sys.executable, "-m", "harness.job", "run", "--title", "t", "--", sys.executable, "-m", "harness", "run",
+            str(ROOT / "scenarios" / "qwen2_0_5b_fsdp_multinode.yaml"), "--results", str(tmp_path / "r")]  # fmt: skip
+    proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=300)
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (line,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("::error")]
+    assert "no error line" not in line and "NOTHING CHECKED: 0 of 1 scenarios ran here" in line, line
+    assert proc.stderr.strip().splitlines()[-1].startswith("NOTHING CHECKED: 0 of 1 scenarios ran here")
