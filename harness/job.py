@@ -27,6 +27,7 @@ is installed, so the set-up step itself goes through it.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
@@ -149,30 +150,40 @@ def publish(
             f.write(f"\n{icon} **{title}**: {outcome.line}\n")
 
 
-def run(
-    argv: Sequence[str],
-    title: str = TITLE,
-    minutes: float | None = None,
-    fresh: Sequence[Path] = (),
-    annotations: Path | None = None,
-    verdicts: bool = True,
-    accepted: bool = False,
-    record: Path | None = None,
-    once: Callable[[Sequence[str], dict[str, str]], tuple[int, str]] = attempt,
-    clock: Callable[[], float] = time.monotonic,
-    ends_by: float | None = None,
-    side_effects: bool = False,
-) -> int:
-    """The step run under the table: retried once on an error where time allows, then published; the job's exit.
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """How a step runs under the table (``run``'s options, one value: what the command line of ``run`` says).
     ``ends_by``: the epoch second by which the step must be done so that the job's own end (the uploads after it,
     within its timeout counted from the job's start) still comes: the step's time is the shorter of ``minutes``
     and that. ``side_effects``: a step that pushes or comments is never run twice (a second attempt fails on what the
-    first did, "already in the history", and hides why the first failed)."""
+    first did, "already in the history", and hides why the first failed). ``fresh``: the dirs moved aside before a
+    retry; ``annotations``: the step's annotations file (its INCONCLUSIVE figures quoted); ``verdicts``: false for a
+    step that decides nothing about verl; ``accepted``: a verdict on verl let through (accept-baseline); ``record``:
+    the outcome as JSON for a later job."""
+
+    title: str = TITLE
+    minutes: float | None = None
+    fresh: Sequence[Path] = ()
+    annotations: Path | None = None
+    verdicts: bool = True
+    accepted: bool = False
+    record: Path | None = None
+    ends_by: float | None = None
+    side_effects: bool = False
+
+
+def run(
+    argv: Sequence[str],
+    step: Step = Step(),
+    once: Callable[[Sequence[str], dict[str, str]], tuple[int, str]] = attempt,
+    clock: Callable[[], float] = time.monotonic,
+) -> int:
+    """The step run under the table: retried once on an error where time allows, then published; the job's exit."""
     started = clock()
     env = dict(os.environ)
-    budget = None if minutes is None else minutes * 60
-    if ends_by is not None:
-        budget = min(budget if budget is not None else float("inf"), ends_by - time.time())
+    budget = None if step.minutes is None else step.minutes * 60
+    if step.ends_by is not None:
+        budget = min(budget if budget is not None else float("inf"), step.ends_by - time.time())
     if budget is not None:  # the trainings of the step are capped by what is left of it (harness.training.deadline)
         env[DEADLINE_ENV] = f"{time.time() + budget:.0f}"
     tries = 0
@@ -180,22 +191,24 @@ def run(
         tries += 1
         began = clock()
         code, why = once(argv, env)
-        why = error_of(annotations, code) or why
+        why = error_of(step.annotations, code) or why
         took = clock() - began
         left = None if budget is None else budget - (clock() - started)
-        if side_effects:
-            if outcomes.job_action(code, verdicts) == "error" and code <= outcomes.SIGNALLED:
+        if step.side_effects:
+            if outcomes.job_action(code, step.verdicts) == "error" and code <= outcomes.SIGNALLED:
                 why = f"{why or 'no error line'} ({outcomes.ONCE})"
             break
-        if not outcomes.retries(code, tries, took, left, verdicts, why):
+        if not outcomes.retries(code, tries, took, left, step.verdicts, why):
             break
-        line = f"attempt {tries}: {outcomes.meaning(code, verdicts)}: {why or 'no error line'}; running it once more"
-        print(command("warning", title, line), flush=True)
-        move_aside(fresh, tries)
-    if not side_effects and outcomes.retries(code, 1, took, None, verdicts, why) and tries == 1 and left is not None:
+        meaning = outcomes.meaning(code, step.verdicts)
+        line = f"attempt {tries}: {meaning}: {why or 'no error line'}; running it once more"
+        print(command("warning", step.title, line), flush=True)
+        move_aside(step.fresh, tries)
+    retryable = outcomes.retries(code, 1, took, None, step.verdicts, why)
+    if not step.side_effects and retryable and tries == 1 and left is not None:
         why = f"{why or 'no error line'} (no time left for a second attempt: {took / 60:.1f} min, {left / 60:.1f} left)"
-    outcome = outcomes.job_outcome(code, tries, why, undecided_of(annotations), verdicts, accepted)
-    publish(outcome, title, tries, verdicts, accepted, record)
+    outcome = outcomes.job_outcome(code, tries, why, undecided_of(step.annotations), step.verdicts, step.accepted)
+    publish(outcome, step.title, tries, step.verdicts, step.accepted, step.record)
     return outcome.exit
 
 
@@ -256,10 +269,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         outcome = outcomes.job_outcome(outcomes.EXIT_ERROR, 1, f"{cmd[0]}: no such command")
         publish(outcome, args.title, 1)
         return outcome.exit
-    return run(
-        cmd, args.title, args.minutes, args.fresh, args.annotations, args.verdicts, args.accept_baseline, args.record,
-        ends_by=args.ends_by, side_effects=args.side_effects,
+    step = Step(
+        args.title, args.minutes, args.fresh, args.annotations, args.verdicts, args.accept_baseline, args.record,
+        args.ends_by, args.side_effects,
     )  # fmt: skip
+    return run(cmd, step)
 
 
 if __name__ == "__main__":

@@ -110,7 +110,7 @@ def test_the_job_command_retries_and_publishes(tmp_path, monkeypatch, capsys, co
     (results := tmp_path / "results").mkdir()
     clock = Clock()
     once, calls = steps(codes, took, clock)
-    assert job.run(["gate"], "CPU gate", minutes, [results], None, once=once, clock=clock) == job_exit
+    assert job.run(["gate"], job.Step("CPU gate", minutes, [results]), once=once, clock=clock) == job_exit
     assert len(calls) == tries
     assert (tmp_path / "results.attempt1").is_dir() == (tries == 2)  # the first attempt kept for the artifact
     out = dict(line.split("=", 1) for line in (tmp_path / "out").read_text().splitlines())
@@ -131,7 +131,7 @@ def test_inconclusive_quotes_the_figures_from_the_steps_annotations(tmp_path, ca
         "[0.97x-1.21x], tolerance 10%25\n"
     )
     record = tmp_path / "outcome.json"  # what the morning's job reads (harness.report.issue)
-    assert job.run(["gate"], "g", None, (), notes, record=record, once=lambda argv, env: (3, "")) == 0
+    assert job.run(["gate"], job.Step("g", annotations=notes, record=record), once=lambda argv, env: (3, "")) == 0
     assert json.loads(record.read_text())["action"] == "warn"
     (line,) = capsys.readouterr().out.splitlines()
     assert line.startswith("::warning title=g::INCONCLUSIVE (exit 3), the job passes with this warning")
@@ -150,7 +150,7 @@ def test_an_attempt_that_decided_nothing_is_quoted_with_its_first_error_not_its_
         + "\n"
     )  # fmt: skip
     said = "[harness] real_fsdp_l0 off (local): global step 1 of 4, 60s"
-    assert job.run(["gate"], "g", None, (), notes, once=lambda argv, env: (2, said)) == 1
+    assert job.run(["gate"], job.Step("g", annotations=notes), once=lambda argv, env: (2, said)) == 1
     printed = capsys.readouterr().out.splitlines()
     assert "attempt 1" in printed[0] and said not in printed[0]
     assert printed[0].endswith(
@@ -159,7 +159,7 @@ def test_an_attempt_that_decided_nothing_is_quoted_with_its_first_error_not_its_
     )
     assert "platform_tpu_workarounds.py:191" in printed[-1] and said not in printed[-1]
     notes.write_text(job.command("error", "precision_debugger gate", verdict) + "\n")  # the verdict line alone
-    assert job.run(["gate"], "g", None, (), notes, once=lambda argv, env: (2, said)) == 1
+    assert job.run(["gate"], job.Step("g", annotations=notes), once=lambda argv, env: (2, said)) == 1
     assert said in capsys.readouterr().out
 
 

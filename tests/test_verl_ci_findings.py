@@ -92,14 +92,14 @@ def test_an_accepted_night_is_green_publishes_its_baseline_and_files_no_issue(tm
     monkeypatch.setenv("GITHUB_OUTPUT", str(tmp_path / "out"))
     night = tmp_path / "night"
     night.mkdir()
-    assert job.run(["night"], "nightly", None, (), None, accepted=True, record=night / "outcome.json",
+    assert job.run(["night"], job.Step("nightly", accepted=True, record=night / "outcome.json"),
                    once=lambda argv, env: (1, "")) == 0  # fmt: skip
     assert "baseline=publish" in (tmp_path / "out").read_text()
     (line,) = capsys.readouterr().out.splitlines()
     assert line.startswith("::notice title=nightly::ACCEPTED (exit 1 accepted: accept-baseline)")
     found = morning([night], [])
     assert not found and found.state == "green"
-    assert job.run(["night"], "nightly", None, (), None, record=night / "outcome.json",
+    assert job.run(["night"], job.Step("nightly", record=night / "outcome.json"),
                    once=lambda argv, env: (1, "")) == 1  # fmt: skip
     assert morning([night], []).state == "verdict"
 
@@ -113,7 +113,7 @@ def test_a_step_with_side_effects_is_never_run_twice():
         calls.append(argv)
         return 2, "the history branch moved"
 
-    assert job.run(["push"], "history", 20, (), None, once=once, side_effects=True) == 1
+    assert job.run(["push"], job.Step("history", 20, side_effects=True), once=once) == 1
     assert len(calls) == 1
     line = outcomes.job_outcome(2, why="x (" + outcomes.ONCE + ")").line
     assert "not run again: this step has side effects" in line
@@ -145,7 +145,7 @@ def test_the_ascend_jobs_end_by_a_deadline_counted_from_the_jobs_start(monkeypat
         return 0, ""
 
     now = time.time()
-    job.run(["x"], "t", 30, (), None, once=once, ends_by=now + 600)
+    job.run(["x"], job.Step("t", 30, ends_by=now + 600), once=once)
     assert abs(float(seen[job.DEADLINE_ENV]) - (now + 600)) < 5  # the job's end, not the step's 30 minutes
     for name, job_name in ASCEND.items():
         j = _load(WORKFLOWS / name)["jobs"][job_name]

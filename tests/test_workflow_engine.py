@@ -2,7 +2,8 @@
 caller verl adds (printed by ``python -m harness caller``, pinned to this working tree's commit) calling this
 repository's reusable workflows, on events as GitHub sends them, against the fake API (tests/fake_github.py). Each
 test prints the engine's run (each job, its conclusion, its annotations, the run's minutes). The paths that train
-verl's real trainer are the heavy tier; the light ones run the embedded CPU scenarios, and the Ascend and
+verl's real trainer, and the two longest runs of the embedded one (several runs of the gate or the nightly in one test),
+are the heavy tier; the light ones run the embedded CPU scenarios, and the Ascend and
 multi-node workflows run with their runner stood in (docs/workflow-engine.md)."""
 
 from __future__ import annotations
@@ -224,6 +225,7 @@ def test_an_unchanged_head_from_a_fork_passes_with_a_read_only_token_and_no_secr
     assert not [c for c in engine.api.calls if c[0] != "GET"]  # nothing written with the pull request's token
 
 
+@pytest.mark.heavy
 @pytest.mark.trains
 def test_a_head_labelled_intended_passes_and_a_later_push_is_judged_again(engine, tmp_path, repo):
     """``bad`` labelled precision-debugger-intended: the labelling's run passes as ACCEPTED for that head, its findings
@@ -264,6 +266,7 @@ def nightly_caller(engine: Engine, tmp: Path) -> Path:
     return path
 
 
+@pytest.mark.heavy
 @pytest.mark.trains
 def test_the_cpu_nightly_over_five_nights_one_issue_opened_commented_closed_and_an_accepted_night(engine, tmp_path,
                                                                                                    repo):  # fmt: skip

@@ -1,6 +1,6 @@
-"""Command line: ``python -m harness COMMAND ...``, one module a command (``harness.cli.<command>``), the arguments of
-all of them in ``harness.cli.parser``. Here: how every command ends (``harness.outcomes``): its exit code, or one line
-and exit 2 for any error, 128+N on signal N."""
+"""Command line: ``python -m harness COMMAND ...``, one module a command (``harness.cli.<command>``), each declaring
+its own arguments (gathered by ``harness.cli.parser``). Here: how every command ends (``harness.outcomes``): its exit
+code, or one line and exit 2 for any error, 128+N on signal N."""
 
 from __future__ import annotations
 

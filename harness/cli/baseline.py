@@ -75,3 +75,27 @@ def cmd_merge(args: argparse.Namespace, calibrate: bool = False) -> int:
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     return cmd_merge(args, calibrate=True)
+
+
+def declare(sub: argparse._SubParsersAction) -> None:
+    """``baseline merge``'s and ``calibrate``'s arguments, declared beside the commands (``harness.cli.parser``
+    gathers every command's)."""
+    p = sub.add_parser("baseline", help="baselines: merge results directories into one")
+    bsub = p.add_subparsers(dest="baseline_command", required=True)
+    m = bsub.add_parser("merge", help="merge results dirs (figures averaged) into a baseline file")
+    m.add_argument("results", nargs="+", metavar="RESULTS_DIR")
+    m.add_argument("-o", "--output", required=True)
+    m.add_argument("--tolerances-from", metavar="BASELINE", help="carry calibrated tolerances forward from a baseline")
+    _policy_args(m)
+    m.set_defaults(func=cmd_merge)
+    p = sub.add_parser("calibrate", help="baseline plus tolerances from N repeated runs of the same scenarios")
+    p.add_argument("results", nargs="+", metavar="RESULTS_DIR")
+    p.add_argument("-o", "--output", required=True)
+    _policy_args(p)
+    p.set_defaults(func=cmd_calibrate)
+
+
+def _policy_args(p: argparse.ArgumentParser) -> None:
+    defaults = ", ".join(f"{f} k={v.k:g} floor={v.floor:g}" for f, v in DEFAULT_RULES.items())
+    p.add_argument("--k", action="append", metavar="FAMILY=K", help=f"noise multiplier per family ({defaults})")
+    p.add_argument("--floor", action="append", metavar="FAMILY=F", help="smallest relative tolerance per family")

@@ -18,6 +18,7 @@ from harness.errors import ScenarioError
 from harness.pipeline import options as shared
 from harness.pipeline.probes import Bisected, ProbeRule, exact_probe, overhead_probe
 from harness.pipeline.session import Session
+from harness.scenario import settings
 from harness.scenario.loader import load_scenarios
 from harness.scenario.model import Scenario
 from harness.targets.commits import NOISY_CHECKS, BisectError, EndpointUndecided, bisect, first_parent
@@ -104,3 +105,40 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     for line in outcome.lines():
         print(line)
     return outcomes.EXIT_PASS if outcome.found else outcomes.EXIT_INCONCLUSIVE
+
+
+def declare(sub: argparse._SubParsersAction) -> None:
+    """``bisect``'s arguments, declared beside the command (``harness.cli.parser`` gathers every command's)."""
+    p = sub.add_parser(
+        "bisect",
+        help="the first bad (or, --find fix, first good) verl commit between two refs: one run per probe",
+    )
+    p.add_argument("paths", nargs="+", metavar="SCENARIO")
+    p.add_argument("--verl-repo", required=True, metavar="REPO", help="a verl git checkout or bare repository")
+    p.add_argument("--good", required=True, metavar="REF", help="a commit whose verdict is pass")
+    p.add_argument("--bad", required=True, metavar="REF", help="a commit whose verdict is FAIL")
+    p.add_argument(
+        "--find",
+        choices=["bad", "fix"],
+        default="bad",
+        help="bad (default): --good is the older ref, find the first FAIL; fix: --bad is the older, find the first "
+        "pass",
+    )
+    p.add_argument(
+        "--check",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="judge only this check (and crash); repeatable; default every check but overhead; overhead alone: each "
+        "probe a comparison against the good commit (interleaved pairs, compare's stopping rule)",
+    )
+    p.add_argument(
+        "--max-repeats", type=shared.repeats_option, metavar="N",
+        help="--check overhead: runs a side a probe may take while undecided (default: compare's, within its time "
+        "budget)",
+    )  # fmt: skip
+    p.add_argument("--results", default="results/bisect", help="each probe's results in RESULTS/<sha12>")
+    p.add_argument("--executor", choices=list(settings.EXECUTORS))
+    shared.add(p.add_argument, (shared.RAY_ADDRESS, shared.HEAVY))
+    p.add_argument("--msprobe", metavar="SPEC", help="the msprobe of every probe: a version or a .whl")
+    p.set_defaults(func=cmd_bisect)

@@ -62,3 +62,12 @@ def cmd_caller(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     os.write(sys.__stdout__.fileno() if sys.__stdout__ else 1, text.encode())
     return outcomes.EXIT_PASS
+
+
+def declare(sub: argparse._SubParsersAction) -> None:
+    """``caller``'s arguments, declared beside the command (``harness.cli.parser`` gathers every command's)."""
+    p = sub.add_parser("caller", help="the workflow verl adds to call this harness, pinned to one of its commits")
+    p.add_argument("kind", choices=list(CALLERS), help="pr: the pull-request gates; nightly; multinode")
+    p.add_argument("--ref", required=True, help="the harness commit to pin (a ref of this checkout)")
+    p.add_argument("--repository", default=HOME, metavar="OWNER/NAME", help="where verl finds the harness")
+    p.set_defaults(func=cmd_caller)

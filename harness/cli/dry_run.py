@@ -16,6 +16,8 @@ from pathlib import Path
 
 from harness.artifacts.rundir import MODES, ScenarioDir
 from harness.errors import HarnessError, ScenarioError
+from harness.pipeline import options as shared
+from harness.scenario import settings
 from harness.scenario.loader import ScenarioList, scenario_files
 from harness.scenario.model import Scenario
 from harness.targets.environment import TargetEnv, ensure_env
@@ -90,3 +92,16 @@ def dry_run(args: list[str], results: Path, env: TargetEnv | None = None, execut
             status = 2
         print()
     return status
+
+
+def declare(sub: argparse._SubParsersAction) -> None:
+    """``dry-run``'s arguments, declared beside the command (``harness.cli.parser`` gathers every command's)."""
+    p = sub.add_parser("dry-run", help="print what each training would run (image, devices, mounts, env, argv)")
+    p.add_argument("paths", nargs="+")
+    p.add_argument("--results", default="results", help="the results dir the real run would use (nothing written)")
+    p.add_argument(
+        "--executor", choices=list(settings.EXECUTORS), help="as run's: describe the runs under this executor"
+    )
+    shared.add(p.add_argument, (shared.RAY_ADDRESS,))
+    shared.add(p.add_argument, (*shared.TARGET, shared.STACK))
+    p.set_defaults(func=cmd_dry_run)

@@ -25,7 +25,7 @@ from harness.report import verdicts
 from harness.safeio import write_atomic
 from harness.scenario.loader import load_scenarios
 from harness.scenario.model import Scenario
-from harness.targets.spec import Target, git, parse_target
+from harness.targets.spec import SERIES_HELP, Target, git, parse_target
 from harness.training.runs import results_dir
 
 
@@ -146,3 +146,21 @@ def cmd_duet(args: argparse.Namespace) -> int:
     print(f"wall {time.monotonic() - started:.1f}s")
     print(f"duet.json, duet.txt in {results}")
     return code
+
+
+def declare(sub: argparse._SubParsersAction) -> None:
+    """``duet``'s arguments, declared beside the command (``harness.cli.parser`` gathers every command's)."""
+    p = sub.add_parser(
+        "duet",
+        help="the night's overhead side by side: tonight's verl against the last good night's (read from the "
+        "history), interleaved as compare; exit as compare, 3 when no base could be had (docs/history.md)",
+    )
+    p.add_argument("paths", nargs="+")
+    p.add_argument("--history", required=True, metavar="FILE", help="the history of nights (absent: none yet)")
+    p.add_argument("--verl", required=True, metavar="SPEC", help="tonight's verl: a clean checkout, or CLONE@REF "
+                   "(the last good night's commit is checked out of the same clone)")  # fmt: skip
+    p.add_argument("--msprobe", metavar="SPEC", help="the msprobe of both sides: a version or a .whl")
+    p.add_argument("--series", help=SERIES_HELP)
+    p.add_argument("--results", default="results/duet")
+    shared.add(p.add_argument, (shared.REPEATS, shared.MAX_REPEATS, shared.EXECUTOR, shared.STACK, shared.HEAVY))
+    p.set_defaults(func=cmd_duet)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from harness.artifacts.figures import FAMILIES
+from harness.cli.arguments import families
 from harness.gate.against_baseline import gate
 from harness.gate.baseline import Baseline
 from harness.gate.observe import Observation, observe_dir
@@ -26,3 +28,18 @@ def cmd_gate(args: argparse.Namespace) -> int:
     if output:
         verdicts.gate_doc(judgement, baseline, observations, results).write(output)
     return judgement.exit_code
+
+
+def declare(sub: argparse._SubParsersAction) -> None:
+    """``gate``'s arguments, declared beside the command (``harness.cli.parser`` gathers every command's)."""
+    p = sub.add_parser(
+        "gate", help="compare results against a baseline; exit 1 on a regression, 3 when the noise leaves one undecided"
+    )
+    p.add_argument("--baseline", required=True)
+    p.add_argument("--results", required=True, nargs="+", metavar="RESULTS_DIR")
+    p.add_argument("--compare-across-env", action="store_true", help="compare even across device kind / msprobe")
+    p.add_argument("--json", metavar="FILE", help="also write the verdicts as JSON")
+    p.add_argument("--judge", type=families, default=FAMILIES, metavar="FAMILY[,FAMILY]",
+                   help=f"figure families decided ({','.join(FAMILIES)}; default all); others are reported (a "
+                   "nightly whose duet decides overhead side by side gates disk,structure)")  # fmt: skip
+    p.set_defaults(func=cmd_gate)

@@ -12,7 +12,9 @@ from pathlib import Path
 
 from harness import outcomes
 from harness.errors import InfraError
+from harness.pipeline import options as shared
 from harness.safeio import output_path
+from harness.scenario.model import ExecutorSettings
 from harness.targets.spec import parse_target
 
 
@@ -53,3 +55,34 @@ def cmd_ascend_context(args: argparse.Namespace) -> int:
     if subprocess.run(build.argv(), check=False).returncode != 0:
         raise InfraError(f"docker build of {args.tag} for {target.verl.identity} failed (its output is above)")
     return 0
+
+
+def declare(sub: argparse._SubParsersAction) -> None:
+    """``image``'s arguments, declared beside the command (``harness.cli.parser`` gathers every command's)."""
+    p = sub.add_parser("image", help="make container images for the docker executor")
+    isub = p.add_subparsers(dest="image_command", required=True)
+    p = isub.add_parser("build-cpu", help="import a bare rootfs image that runs this venv (no registry; CI uses it)")
+    p.add_argument("--tag", default=ExecutorSettings().options("docker").image)
+    p.add_argument("--check", action="store_true", help="then import torch, msprobe, verl and harness inside it")
+    p.set_defaults(func=cmd_build_cpu)
+    p = isub.add_parser("ascend-context", help="the Ascend image's build context for a verl under test, and its build")
+    shared.add(p.add_argument, shared.TARGET)
+    p.add_argument("--out", required=True, help="an empty dir for the build context")
+    p.add_argument("--tag", default="verl-msprobe-harness:ascend-target")
+    p.add_argument("--build", action="store_true", help="then run docker build (Ascend runners)")
+    p.add_argument("--base-tag", help="the base image's tag to build on (default: Dockerfile.ascend's)")
+    p.add_argument(
+        "--build-arg",
+        action="append",
+        default=[],
+        type=_key_value,
+        metavar="KEY=VALUE",
+        help="one more Dockerfile.ascend ARG (VERL_ASCEND_IMAGE, PIP_INDEX_URL, PIP_TRUSTED_HOST, VERL_NO_DEPS_EXTRAS)",
+    )
+    p.set_defaults(func=cmd_ascend_context)
+
+
+def _key_value(text: str) -> str:
+    if "=" not in text or not text.split("=", 1)[0]:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    return text

@@ -28,3 +28,16 @@ def cmd_issue(args: argparse.Namespace) -> int:
     write_atomic(out, found.body(args.title, args.run, args.page))
     print(f"issue: {sum(len(v) for v in found.sections.values())} finding(s) in {out}")
     return outcomes.EXIT_PASS
+
+
+def declare(sub: argparse._SubParsersAction) -> None:
+    """``issue``'s arguments, declared beside the command (``harness.cli.parser`` gathers every command's)."""
+    p = sub.add_parser("issue", help="the morning after: the issue of a night that is a verdict on verl")
+    p.add_argument("--night", action="append", default=[], metavar="DIR", help="a night's results (outcome.json)")
+    p.add_argument("--history", action="append", default=[], metavar="CHECK_JSON", help="a history check's JSON")
+    p.add_argument("--title", required=True, help="the issue's title")
+    p.add_argument("--run", default="", metavar="URL", help="the night's CI run")
+    p.add_argument("--page", action="append", default=[], metavar="URL", help="the page of the nights")
+    p.add_argument("--out", required=True, metavar="FILE", help="the issue's body (written only if there is one)")
+    p.add_argument("--state", metavar="FILE", help="verdict, green (close the open issue) or undecided (an error)")
+    p.set_defaults(func=cmd_issue)

@@ -18,3 +18,11 @@ def cmd_junit_merge(args: argparse.Namespace) -> int:
     written, folded = merge_junit(inputs, output_path(args.output, "OUT", inputs))
     print(f"wrote {args.output}: {written} testcases from {len(inputs)} file(s), {folded} duplicates folded")
     return 0
+
+
+def declare(sub: argparse._SubParsersAction) -> None:
+    """``junit-merge``'s arguments, declared beside the command (``harness.cli.parser`` gathers every command's)."""
+    p = sub.add_parser("junit-merge", help="merge JUnit files: each testcase once, with its properties")
+    p.add_argument("output", metavar="OUT")
+    p.add_argument("inputs", nargs="+", metavar="IN")
+    p.set_defaults(func=cmd_junit_merge)

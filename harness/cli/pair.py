@@ -19,3 +19,11 @@ def cmd_pair(args: argparse.Namespace) -> int:
     print(f"base={branch_point.commit}\nhead={head.commit}")
     print(f"the pair: {line}", file=sys.stderr)
     return outcomes.EXIT_PASS
+
+
+def declare(sub: argparse._SubParsersAction) -> None:
+    """``pair``'s arguments, declared beside the command (``harness.cli.parser`` gathers every command's)."""
+    p = sub.add_parser("pair", help="the pair a pull-request gate compares: head and its merge base with --base")
+    p.add_argument("--base", required=True, metavar="SPEC", help="<repository>@<ref>: the base branch's commit")
+    p.add_argument("--head", required=True, metavar="SPEC", help="<repository>@<ref> of the same repository")
+    p.set_defaults(func=cmd_pair)

@@ -21,3 +21,18 @@ def cmd_report(args: argparse.Namespace) -> int:
     for p in rep.pngs:
         print(f"plot:    {p}")
     return 0
+
+
+def declare(sub: argparse._SubParsersAction) -> None:
+    """``report``'s arguments, declared beside the command (``harness.cli.parser`` gathers every command's)."""
+    p = sub.add_parser("report", help="markdown summary, PNG per scenario and verl's doc tables")
+    p.add_argument("results", nargs="+", metavar="RESULTS_DIR")
+    p.add_argument(
+        "--gate",
+        action="append",
+        metavar="GATE_JSON",
+        help="what `gate --json` decided for these results dirs (repeatable: one per gate run); the report never "
+        "judges again",
+    )
+    p.add_argument("--out", default="report")
+    p.set_defaults(func=cmd_report)

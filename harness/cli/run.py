@@ -92,3 +92,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         # quotes the last line of the standard error as the reason of a red job: without it, "no error line"
         print(reason, file=sys.stderr)
     return status
+
+
+def declare(sub: argparse._SubParsersAction) -> None:
+    """``run``'s arguments, declared beside the command (``harness.cli.parser`` gathers every command's)."""
+    p = sub.add_parser("run", help="run scenarios (trainings off and on, then checks) into a results dir")
+    p.add_argument("paths", nargs="+")
+    p.add_argument("--results", default="results")
+    shared.add(
+        p.add_argument,
+        (
+            shared.EXECUTOR, shared.RAY_ADDRESS, shared.REUSE, *shared.TARGET, shared.STACK, *shared.WATCH,
+            shared.TIMING, shared.HEAVY,
+        ),
+    )  # fmt: skip
+    p.set_defaults(func=cmd_run)

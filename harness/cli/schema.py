@@ -17,3 +17,10 @@ def cmd_schema(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     return 0
+
+
+def declare(sub: argparse._SubParsersAction) -> None:
+    """``schema``'s arguments, declared beside the command (``harness.cli.parser`` gathers every command's)."""
+    p = sub.add_parser("schema", help="print (or write) the scenario format's JSON Schema")
+    p.add_argument("-o", "--output")
+    p.set_defaults(func=cmd_schema)

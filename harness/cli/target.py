@@ -13,6 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from harness.pipeline import options as shared
 from harness.targets.census import census_of, trigger_of
 from harness.targets.environment import ensure_env, source_tree, uv_bin
 from harness.targets.spec import Target, cache_dir, parse_target
@@ -56,3 +57,26 @@ def cmd_target(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(env.target.block(), indent=1))
     return 0
+
+
+def declare(sub: argparse._SubParsersAction) -> None:
+    """``target``'s arguments, declared beside the command (``harness.cli.parser`` gathers every command's)."""
+    p = sub.add_parser("target", help="make (or reuse) the environment of a verl/msprobe under test and describe it")
+    shared.add(p.add_argument, (*shared.TARGET, shared.STACK))
+    p.add_argument("--json", action="store_true", help="also print the target block results.json records")
+    p.add_argument(
+        "--stages",
+        action="store_true",
+        help="list every DistProfiler.annotate role of that verl (file:line) and what its precision_debugger does "
+        "with each (read by ast, not imported; no environment made for a checkout, a repository or a wheel)",
+    )
+    p.add_argument(
+        "--trigger", action="store_true", help="the pull-request gate's trigger (paths, changed lines) it implies"
+    )
+    p.add_argument(
+        "--pins",
+        action="store_true",
+        help="what that verl's own uv.lock pins (its cpu extra) and where each pin comes from; without the lock's "
+        "own sources, what the package index gives instead (read, nothing installed)",
+    )
+    p.set_defaults(func=cmd_target)

@@ -16,3 +16,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
     for s in scenarios:
         print(f"ok  {s.name}")
     return 2 if problems else 0
+
+
+def declare(sub: argparse._SubParsersAction) -> None:
+    """``validate``'s arguments, declared beside the command (``harness.cli.parser`` gathers every command's)."""
+    p = sub.add_parser("validate", help="schema-check scenario files (one line per problem)")
+    p.add_argument("paths", nargs="+")
+    p.set_defaults(func=cmd_validate)

@@ -118,3 +118,28 @@ def cmd_wheelhouse(args: argparse.Namespace) -> int:
 def install_line(house: Path) -> str:
     """What installs a wheelhouse on its runner: no index, the pins as they are (the module's docstring says why)."""
     return f"python3 -m pip install --no-index --no-deps --find-links {house} -r {house}/requirements.txt"
+
+
+def declare(sub: argparse._SubParsersAction) -> None:
+    """``wheelhouse``'s arguments, declared beside the command (``harness.cli.parser`` gathers every command's)."""
+    p = sub.add_parser(
+        "wheelhouse",
+        help="the harness's runtime closure as wheels in DIR, for a runner without network (pip install --no-index "
+        "--find-links DIR -r DIR/requirements.txt there)",
+    )
+    p.add_argument("dir", metavar="DIR", help="an empty or new dir")
+    p.add_argument(
+        "--python-version",
+        default=f"{sys.version_info.major}.{sys.version_info.minor}",
+        metavar="X.Y",
+        help="the runner's Python (default this one's)",
+    )
+    p.add_argument(
+        "--platform",
+        action="append",
+        default=[],
+        metavar="TAG",
+        help="the runner's wheel platform tags, e.g. manylinux_2_28_x86_64 (repeatable; default this machine's)",
+    )
+    p.add_argument("--held", type=Path, metavar="FREEZE", help="the runner's `pip freeze`: what it has is not packed")
+    p.set_defaults(func=cmd_wheelhouse)
