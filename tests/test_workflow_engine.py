@@ -449,6 +449,7 @@ def test_the_ascend_nightly_on_its_runner_stood_in_two_nights_gated_its_budget_f
     notify = two.job("nightly/notify")
     assert two.result("nightly/notify") == "failure" and "the token may not write issues" in notify.first(), notify
     assert "verdict on verl" not in notify.first()
+    assert not [m for _, _, m in notify.annotations if "no error line" in m], notify.annotations  # the job's line too
     assert not engine.api.repo(VERL).issues
     history = git("log", "--format=%s", "precision-debugger-history", cwd=bare).splitlines()
     assert len(history) == 2, history
