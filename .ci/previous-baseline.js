@@ -7,11 +7,29 @@
 // name proves nothing of where it came from (any workflow of the repository, a fork's pull_request run included,
 // can upload one so named, and it would loosen every later night). Sets the output run-id; none found: the night
 // starts the series. A night that regresses carries this baseline forward (uploads it again), so it never expires
-// while nights regress.
+// while nights regress. The API failing (a 5xx, a token that may not read the runs) fails the step in one line, never a
+// night that starts its series ungated.
 const EVENTS = new Set(['schedule', 'workflow_dispatch']);
 const MAX_RUNS = 200;
 
 module.exports = async ({github, context, core}, name, workflowRef) => {
+  try {
+    return await find({github, context, core}, name, workflowRef);
+  } catch (err) {
+    // the API's failure is one line and a red step: starting the series instead would pass a night ungated (a silent
+    // green), and an Octokit error unhandled reads as the night's own failure
+    const status = err.status ? `HTTP ${err.status}: ` : '';
+    const what = [401, 403].includes(err.status)
+      ? "the calling job's token may not read this repository's workflow runs (grant it actions: read, " +
+        'docs/verl-nightly-caller-example.yml)'
+      : 're-run the workflow';
+    core.setFailed(`precision_debugger nightly: the last good baseline ${name} could not be looked up ` +
+                   `(${status}${String(err.message).split('\n')[0]}): not a verdict on verl; ${what}`);
+    return '';
+  }
+};
+
+async function find({github, context, core}, name, workflowRef) {
   const {owner, repo} = context.repo;
   const file = workflowRef.split('@')[0].split('/').slice(2).join('/');  // OWNER/REPO/.github/workflows/FILE@REF
   const branch = (await github.rest.repos.get({owner, repo})).data.default_branch;
@@ -36,4 +54,4 @@ module.exports = async ({github, context, core}, name, workflowRef) => {
   core.warning(`no previous ${name} among this workflow's scheduled or dispatched runs on ${branch}: this night ` +
                'starts the series');
   return '';
-};
+}

@@ -1,10 +1,10 @@
 """The servers the Ray executors speak to, faked on 127.0.0.1 only, for their tests and the bad-input table.
 
-- ``Service``: verl's RayJob submitter as its submit script sees it: POST answers ``post``, each watch streams
-  ``watches`` in turn (chunked, so that a stream cut short is not one that ended), DELETE answers ``{"deleted": 1}``
-  and removes the RayJobs of its run id; each may instead be handled by a function of the request (a drip, a
-  redirect). Like the job the harness's job script runs, it writes the run's ``nodes.json`` into the run dir the
-  script names before the watch ends (``gathers``), so a SUCCEEDED job has gathered.
+- ``Service``: verl's RayJob submitter as its submit script sees it: ``/healthz`` answers ok, POST answers ``post``,
+  each watch streams ``watches`` in turn (chunked, so that a stream cut short is not one that ended), DELETE
+  answers ``{"deleted": 1}`` and removes the RayJobs of its run id; each may instead be handled by a function of the
+  request (a drip, a redirect). Like the job the harness's job script runs, it writes the run's ``nodes.json`` into
+  the run dir the script names before the watch ends (``gathers``), so a SUCCEEDED job has gathered.
 - ``Dashboard``: a Ray cluster's dashboard answering each ``METHOD /path`` it is given (Ray 2.60's version by default).
 - ``Heard``: another host that records what reaches it: a redirect's target, which must hear nothing."""
 
@@ -131,6 +131,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send(200, b'{"deleted": 1}')
 
     def do_GET(self) -> None:
+        if self.path == "/healthz":  # the health check verl's workflow (and the harness's) makes first
+            self.send(200, b"ok")
+            return
         self.server.requests.append(("GET", self.path))
         lines = self.server.watches.pop(0) if len(self.server.watches) > 1 else self.server.watches[0]
         self.send_response(200)

@@ -276,18 +276,22 @@ const github = {
   rest: {
     repos: {get: async () => ({data: {default_branch: 'main'}})},
     actions: {
-      listWorkflowRuns: async (q) => ({data: runs.filter((r) => r.workflow === q.workflow_id)}),
+      listWorkflowRuns: async (q) => {
+        if (runs.fail) { throw Object.assign(new Error(runs.fail.message), {status: runs.fail.status}); }
+        return {data: runs.filter((r) => r.workflow === q.workflow_id)};
+      },
       listWorkflowRunArtifacts: async (q) => ({data: {artifacts: runs.find((r) => r.id === q.run_id).artifacts
         .filter((a) => a.name === q.name)}}),
     },
   },
   paginate: {iterator: async function* (fn, q) { yield await fn(q); }},
 };
-const core = {setOutput: (k, v) => { out[k] = v; }, info: () => {}, warning: (w) => { out.warning = w; }};
+const core = {setOutput: (k, v) => { out[k] = v; }, info: () => {}, warning: (w) => { out.warning = w; },
+              setFailed: (m) => { out.failed = m; }};
 const context = {repo: {owner: 'verl-project', repo: 'verl'}, runId: 99};
 find({github, context, core}, 'precision-debugger-cpu-baseline-main-msprobe26.2.0',
      'verl-project/verl/.github/workflows/precision-debugger-nightly.yml@refs/heads/main')
-  .then(() => console.log(JSON.stringify(out)));
+  .then(() => console.log(JSON.stringify(out)), (err) => console.log(JSON.stringify({unhandled: err.message})));
 """
 NAME = "precision-debugger-cpu-baseline-main-msprobe26.2.0"
 
@@ -299,7 +303,7 @@ def _run(id_: int, event: str = "schedule", branch: str = "main", repo: str = "v
             "artifacts": [{"name": NAME, "expired": expired}]}  # fmt: skip
 
 
-def _previous(runs: list[dict]) -> dict:
+def _previous(runs: list[dict] | dict) -> dict:
     node = shutil.which("node")
     assert node, "node is missing (.ci/run installs Debian's nodejs): the nightlies' baseline finder runs in node"
     proc = subprocess.run([node, "-e", FAKE_GITHUB, str(ROOT / ".ci" / "previous-baseline.js"), json.dumps(runs)],
@@ -321,6 +325,24 @@ def test_the_last_good_baseline_comes_from_this_workflows_own_runs_on_the_defaul
         "warning": f"no previous {NAME} among this workflow's scheduled or dispatched runs on main: this night starts "
         "the series"
     }
+
+
+@pytest.mark.parametrize("status, message, what", [
+    (500, "Server Error", "re-run the workflow"),
+    (403, "Resource not accessible by integration", "grant it actions: read"),
+    (401, "Bad credentials", "grant it actions: read"),  # no token at all: a missing secret
+])  # fmt: skip
+def test_the_api_failing_while_the_last_good_baseline_is_looked_up_is_one_line_never_an_ungated_night(
+    status, message, what
+):
+    """The runs' listing answered 500, 403 (a token without actions: read) or 401 (no token): the step fails in one
+    line naming the API and what to do, not a verdict on verl; the night never starts its series ungated (it did:
+    an unhandled Octokit error, no line of the harness's own)."""
+    out = _previous({"fail": {"status": status, "message": message}})  # type: ignore[arg-type]
+    assert set(out) == {"failed"}, out
+    assert out["failed"].startswith(f"precision_debugger nightly: the last good baseline {NAME} could not be looked up "
+                                    f"(HTTP {status}: {message}): not a verdict on verl; "), out  # fmt: skip
+    assert what in out["failed"] and "\n" not in out["failed"]
 
 
 def test_one_writer_of_the_history_branch_a_baseline_kept_while_nights_regress_and_hashed_requirements():
@@ -352,8 +374,8 @@ def test_one_writer_of_the_history_branch_a_baseline_kept_while_nights_regress_a
     lock = (ROOT / ".ci" / "history.lock").read_text().splitlines()
     pins = [ln for ln in lock if ln and not ln.startswith(("#", "-"))]
     assert pins and all(re.fullmatch(r"\S+==\S+ --hash=sha256:[0-9a-f]{64}", ln) for ln in pins)
-    cpu = {ln.split("==")[0].lower(): ln.split("==")[1] for ln in (ROOT / ".ci" / "cpu.lock").read_text().splitlines()
-           if "==" in ln and not ln.startswith("#")}  # fmt: skip
+    cpu = {name.lower(): version for name, version in
+           re.findall(r"^([A-Za-z0-9][^ =]*)==([^ \\]+)", (ROOT / ".ci" / "cpu.lock").read_text(), re.M)}  # fmt: skip
     for ln in pins:
         name, version = ln.split(" ")[0].split("==")
         assert cpu.get(name.lower(), version) == version, ln  # the versions of .ci/cpu.lock

@@ -15,6 +15,8 @@ import json
 import os
 import re
 import shlex
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -488,12 +490,28 @@ def test_the_workflow_runs_where_and_as_verls_multinode_job_does():
     our_clean = next(s for s in job["steps"] if "multinode-cleanup" in s.get("run", ""))
     assert our_clean["if"] == verl_clean["if"] == "always()" and "GITHUB_RUN_ID}?" not in our_clean["run"]
     assert names.index(our_clean["name"]) > names.index(next(n for n in names if n.startswith("Keep the results")))
-    # the results dir lies in the shared cache the scenario's block names, in this job's own directory there
-    assert job["env"]["RESULTS"].startswith(job["env"]["JOBDIR"] + "/")
-    assert job["env"]["JOBDIR"].startswith(f"{RayJobRuntime().cache}/{rayjob_files.HARNESS_DIR}/job-")
-    assert job["env"]["WHEELS"] == RayJobRuntime().wheels_dir and not job["env"]["WHEELS"].startswith("/root/.cache")
+    # the results dir lies in the shared cache the scenario's block names, in this job's own directory there: read
+    # from the scenario by the job's own step, never a copy of its paths (test_the_jobs_paths_are_the_scenarios_...)
+    assert not {"JOBDIR", "RESULTS", "GSM8K_DATA_DIR", "WHEELS"} & set(job["env"])
+    assert any('multinode-paths "$SCENARIO"' in s.get("run", "") for s in job["steps"])
     # the workflow's image reaches the pods: verl's IMAGE, which the payload's image is
     assert ours["env"]["IMAGE"] == "${{ inputs.image }}"
+
+
+@pytest.mark.integration
+def test_the_jobs_paths_are_the_scenarios_shared_cache_and_wheels_dir(tmp_path):
+    """JOBDIR (this job's own directory in the scenario's shared cache), the results dir and gsm8k's in it, and the
+    wheels dir on the runner's disk, as the job's step writes them into its environment from the scenario's block."""
+    env = {**os.environ, "GITHUB_ENV": str(tmp_path / "env"), "GITHUB_RUN_ID": "77", "GITHUB_RUN_ATTEMPT": "2",
+           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}  # fmt: skip
+    done = subprocess.run(["bash", ".ci/ascend-job", "multinode-paths", SCENARIO.stem], cwd=ROOT, env=env,
+                          capture_output=True, text=True, check=False, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    block = load_scenario(SCENARIO).executor.options("rayjob")
+    job = f"{block.cache}/{rayjob_files.HARNESS_DIR}/job-77-2-{SCENARIO.stem}"
+    assert dict(ln.split("=", 1) for ln in (tmp_path / "env").read_text().splitlines()) == {
+        "JOBDIR": job, "RESULTS": f"{job}/results", "GSM8K_DATA_DIR": f"{job}/data/gsm8k", "WHEELS": block.wheels_dir}
+    assert job.startswith("/root/.cache/cicd_test/") and not block.wheels_dir.startswith("/root/.cache")
 
 
 def test_the_caller_example_pins_the_workflow_and_runs_on_verls_repository_only():

@@ -202,6 +202,40 @@ def test_the_newest_axis_never_saves_the_cache_the_pull_requests_restore():
     assert "matrix.msprobe == 'pinned'" in save["if"]
 
 
+def _setup_mode(mode: str) -> str:
+    """The text of ``.ci/setup``'s ``mode)`` arm (to its ``;;``) and what every mode runs before the arms."""
+    text = (ROOT / ".ci" / "setup").read_text()
+    arms = text.split('case "${1:-}" in', 1)
+    return arms[0] + arms[1].split(f"  {mode})", 1)[1].split(";;", 1)[0]
+
+
+def test_what_the_pip_cache_holds_never_changes_what_the_gate_installs():
+    """The root of the finding: the gate installed the lock from the restored ~/.cache/pip without hashes, so a wheel
+    any job saved there under its key (the newest leg's, a tampered one) was installed as it was; it upgraded pip and
+    built the harness from that cache too. Now every requirement of .ci/cpu.lock carries its sha256 and every job
+    that restores the cache sets up with `.ci/setup --locked`: pip's --require-hashes and --no-deps over the lock, the
+    venv's own pip, the harness a path on the venv (nothing built), otava's wheel hashed."""
+    text = (ROOT / ".ci" / "cpu.lock").read_text()
+    requirements = [r for r in re.split(r"\n(?=\S)", text) if not r.startswith(("#", "-"))]
+    assert len(requirements) > 100
+    for r in requirements:
+        assert re.fullmatch(r"[A-Za-z0-9][\w.-]*==\S+( \\\n    --hash=sha256:[0-9a-f]{64})+\n?", r), r[:200]
+    locked = _setup_mode("--locked")
+    assert '--require-hashes --no-deps -r "$LOCK"' in locked
+    installs = [i for i in re.findall(r"pip install[^\n]*", locked) if i != "pip install -q --upgrade pip; fi"]
+    assert all("--require-hashes --no-deps" in i for i in installs), installs  # the lock's, otava's
+    assert '[ "${1:-}" != --locked ]' in locked and "-e ." not in locked
+    assert "bash .ci/setup --locked" in (ROOT / ".ci" / "cpu-gate").read_text()
+    for name in ("verl-cpu-gate.yml", "nightly-cpu.yml"):
+        for job_name, spec in _load(WORKFLOWS / name)["jobs"].items():
+            steps = spec.get("steps", [])
+            if not any("cpu-gate-pip-" in str(s.get("with", {}).get("key", "")) for s in steps):
+                continue
+            runs = " ".join(s.get("run", "") for s in steps)
+            assert re.search(r"\.ci/setup --(locked|history)|\.ci/cpu-gate ", runs), (name, job_name)
+            assert "pip install" not in runs, (name, job_name)
+
+
 def test_the_harness_is_pinned_by_commit_in_every_reusable_workflow():
     """``harness-ref`` defaulted to ``main``, a moving target: now required, and each job that checks the harness
     out refuses a ref that is not a commit sha in one line, exit 2, before anything runs."""
@@ -324,3 +358,19 @@ def test_every_caller_kind_prints():
     for kind in CALLERS:
         assert "uses: verl-project/verl-msprobe-harness/.github/workflows/" in caller(kind, "b" * 40,
                                                                                        "verl-project/verl-msprobe-harness")
+
+
+@pytest.mark.integration
+def test_a_red_harness_run_under_the_job_command_says_why_never_no_error_line(tmp_path):
+    """The multi-node job runs `harness run` under `python3 -m harness.job run` with no annotations file: the job's
+    line quotes the last line of the standard error, and `harness run` printed everything (its errors included) on the
+    standard output, so a red multi-node night read "ERROR ... no error line" (the workflow engine's run). Its reason
+    is now its standard error's last line."""
+    env = {k: v for k, v in os.environ.items() if k != "SUBMITTER_URL"} | {"GITHUB_STEP_SUMMARY": str(tmp_path / "s")}
+    argv = [sys.executable, "-m", "harness.job", "run", "--title", "t", "--", sys.executable, "-m", "harness", "run",
+            str(ROOT / "scenarios" / "qwen2_0_5b_fsdp_multinode.yaml"), "--results", str(tmp_path / "r")]  # fmt: skip
+    proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=300)
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (line,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("::error")]
+    assert "no error line" not in line and "NOTHING CHECKED: 0 of 1 scenarios ran here" in line, line
+    assert proc.stderr.strip().splitlines()[-1].startswith("NOTHING CHECKED: 0 of 1 scenarios ran here")

@@ -195,14 +195,17 @@ class Engine:
         git("clone", "-q", "--bare", str(source), str(bare))
         return bare
 
-    def _gh(self, where: Path) -> Path:
-        """The runner's ``gh``: the real one, its way to api.github.com through the fake API's proxy (and only its:
-        pip, uv and git reach what they reach)."""
+    def _bin(self, where: Path, tools: dict[str, str]) -> Path:
+        """The runner's own commands, first on PATH: ``gh``, the real one, its way to api.github.com through the fake
+        API's proxy (and only its: pip, uv and git reach what they reach); ``tools``, each name's script (a stand-in
+        of what a runner holds and this host does not: ``npu-smi``, the image's ``python3``)."""
         folder = where / "bin"
         folder.mkdir(exist_ok=True)
-        (folder / "gh").write_text(f"#!/bin/sh\nHTTPS_PROXY=http://127.0.0.1:{self.api.port} NO_PROXY= "
-                                   f"SSL_CERT_FILE={self.api.authority} exec {gh()} \"$@\"\n")  # fmt: skip
-        (folder / "gh").chmod(0o755)
+        scripts: dict[str, str] = {"gh": f"#!/bin/sh\nHTTPS_PROXY=http://127.0.0.1:{self.api.port} NO_PROXY= "
+                         f"SSL_CERT_FILE={self.api.authority} exec {gh()} \"$@\"\n", **tools}  # fmt: skip
+        for name, text in scripts.items():
+            (folder / name).write_text(text)
+            (folder / name).chmod(0o755)
         return folder
 
     def _local_repositories(self, workflows: list[Path], server: str) -> list[str]:
@@ -238,10 +241,14 @@ class Engine:
         matrix: list[str] = (),  # type: ignore[assignment]
         timeout: float = 1800,
         record: dict[str, Any] | None = None,
+        labels: tuple[str, ...] = (),
+        tools: dict[str, str] | None = None,
     ) -> Run:
         """``workflow`` run for ``event`` with ``payload`` in ``repository`` at ``ref``/``sha``, the token
         ``github.token`` (its permissions: ``self.api.token``). The run is listed by the fake API afterwards, as
-        GitHub lists a completed run (``record``: its fields beyond the id)."""
+        GitHub lists a completed run (``record``: its fields beyond the id). ``labels``: the self-hosted runner
+        labels this host stands in for (``-P LABEL=-self-hosted``; a label not given has no runner here);
+        ``tools``: commands on the runner's PATH, each name's script."""
         run_id = self.api.next_run_id()
         where = self.tmp / f"run{run_id}"
         (where / "home").mkdir(parents=True)
@@ -263,7 +270,7 @@ class Engine:
             "ACT_STANDINS": str(ACTIONS), "ACT_REMOTES": str(self.remotes), "ACT_ARTIFACTS": str(self.artifacts),
             "ACT_STANDIN_VENV": str(self.venv), "HARNESS_CACHE_DIR": str(self.cache),
             "GH_CONFIG_DIR": str(where / "home" / ".config" / "gh"),
-            "PATH": f"{self._gh(where)}:{os.environ['PATH']}", "ACT_PYTHONS": pythons(),
+            "PATH": f"{self._bin(where, tools or {})}:{os.environ['PATH']}", "ACT_PYTHONS": pythons(),
         }  # fmt: skip
         ghenv |= package_index()
         ghenv |= env or {}
@@ -271,6 +278,7 @@ class Engine:
         argv = [
             act(), event, "-e", str(where / "event.json"), "-W", str(caller / ".github" / "workflows" / workflow.name),
             "-C", str(caller), "-P", "ubuntu-latest=-self-hosted", "--json",
+            *[arg for label in labels for arg in ("-P", f"{label}=-self-hosted")],
             "--action-cache-path", str(where / "act"), "--cache-server-path", str(self.tmp / "caches"),
             "--cache-server-addr", "127.0.0.1", "--cache-server-port", "0",
             "--artifact-server-path", str(self.artifacts), "--artifact-server-addr", "127.0.0.1",

@@ -33,6 +33,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"harness run: {exc}", file=sys.stderr)
         return outcomes.EXIT_ERROR
     results, status, ran = results_dir(args.results), 0, 0
+    why: str | None = None  # the first line that explains a non-zero exit, said last on stderr (below)
     session = Session(
         results, args.executor, watch, shared.gates_timing(args.timing), args.reuse, shared.runs_heavy(args.heavy)
     )
@@ -56,6 +57,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             trained += runs.trained_s
         except HarnessError as exc:
             console.print(f"[red]{escape(one_line(exc))}[/]", soft_wrap=True)
+            why = why or one_line(exc).splitlines()[0]
             table.add_row(s.name, "-", f"[red]{outcomes.ERROR}[/]", "")
             status = outcomes.worse(status, outcomes.EXIT_ERROR)
             continue
@@ -67,6 +69,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             mark = "[yellow]~" if r.xfail_reason else "[red]-"
             for p in r.problems:
                 console.print(f"  {mark}[/] {r.check}: {escape(p)}", soft_wrap=True)
+                if not r.xfail_reason:
+                    why = why or f"{s.name} {r.check}: {p}".splitlines()[0]
             for p in r.inconclusive:
                 console.print(f"  [magenta]?[/] {r.check}: {escape(p)}", soft_wrap=True)
             if outcome == "not gated":
@@ -83,6 +87,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     status, last = outcomes.run_final(status, ran, len(scenarios))
     if last:
         console.print(f"[red]{escape(last)}[/]", soft_wrap=True)
+    if status != outcomes.EXIT_PASS and (reason := last or why):
+        # the table and every line above are the standard output's; a CI step's wrapper (python3 -m harness.job)
+        # quotes the last line of the standard error as the reason of a red job: without it, "no error line"
+        print(reason, file=sys.stderr)
     return status
 
 
